@@ -1,0 +1,86 @@
+# strata — build, test, bench.
+#   make            build/strata and build/libstrata.a
+#   make test       build and run every test; last line "N passed, N failed[, N skipped]"
+#   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
+#   make CUDA=1     also compile src/cuda/*.cu with nvcc (not yet present)
+#   make CC=clang   clang 14 build
+
+CC      ?= gcc
+SAN     ?= 0
+CUDA    ?= 0
+
+ifeq ($(SAN),1)
+BUILD   := build-san
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDSAN   := -fsanitize=address,undefined
+else
+BUILD   := build
+OPT     := -O2 -g
+LDSAN   :=
+endif
+
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -pthread -Isrc $(EXTRA_CFLAGS)
+LDLIBS  := -lm -pthread -luring $(EXTRA_LDLIBS)
+
+# SIMD variants live in files named *_avx2.c / *_avx512.c and are compiled with their ISA flags;
+# the dispatcher picks one at start-up from CPU detection, so the rest stays baseline x86-64.
+AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
+AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/cuda/*'))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+ifeq ($(CUDA),1)
+NVCC     ?= nvcc
+CU_SRC   := $(sort $(wildcard src/cuda/*.cu))
+CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
+LIB_OBJ  += $(CU_OBJ)
+CFLAGS   += -DSTRATA_CUDA=1
+LDLIBS   += -L/usr/local/cuda/lib64 -lcudart
+endif
+
+.PHONY: all test bench clean
+all: $(BUILD)/strata $(BUILD)/libstrata.a tests-build
+
+$(BUILD)/libstrata.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/strata: $(BUILD)/src/main.o $(BUILD)/libstrata.a
+	$(CC) $(LDSAN) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -arch=sm_90 -Isrc -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libstrata.a $(LDSAN) $(LDLIBS)
+
+.PHONY: tests-build
+tests-build: $(TEST_BIN)
+
+test: all
+	@STRATA_BUILD=$(BUILD) bash tests/run.sh
+
+bench: all
+	bash bench/run.sh
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

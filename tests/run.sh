@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test of the suite: the C test programs built into $STRATA_BUILD/tests/ and the shell
+# tests tests/t_*.sh. A test exits 0 (pass), 77 (skip: e.g. no GPU, no oracle) or anything else
+# (fail). Output of each test goes to $STRATA_BUILD/tests/logs/NAME.log; failures print its tail.
+# Last line: "N passed, N failed, N skipped".
+# STRATA_TESTS="name1 name2" runs only those.
+set -u
+cd "$(dirname "$0")/.."
+build=${STRATA_BUILD:-build}
+export STRATA_BIN="$PWD/$build/strata"
+export STRATA_BUILD_DIR="$PWD/$build"
+export STRATA_ROOT="$PWD"
+logs="$build/tests/logs"; mkdir -p "$logs"
+pass=0; fail=0; skip=0; failed=()
+tests=()
+for t in "$build"/tests/test_*; do [ -x "$t" ] && [ -f "$t" ] && tests+=("$t"); done
+for t in tests/t_*.sh; do [ -f "$t" ] && tests+=("$t"); done
+for t in "${tests[@]}"; do
+  name=$(basename "$t"); name=${name%.sh}
+  if [ -n "${STRATA_TESTS:-}" ] && [[ " $STRATA_TESTS " != *" $name "* ]]; then continue; fi
+  start=$EPOCHREALTIME
+  case "$t" in *.sh) bash "$t" >"$logs/$name.log" 2>&1 ;; *) "$t" >"$logs/$name.log" 2>&1 ;; esac
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')
+  if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS $name (${secs}s)"
+  elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP $name: $(tail -n 1 "$logs/$name.log")"
+  else fail=$((fail+1)); failed+=("$name"); echo "FAIL $name (rc=$rc, ${secs}s)"; tail -n 20 "$logs/$name.log" | sed 's/^/    /'
+  fi
+done
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
