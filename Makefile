@@ -3,32 +3,34 @@
 #   make test       build and run every test; last line "N passed, N failed[, N skipped]"
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make CUDA=1     also compile src/cuda/*.cu with nvcc (not yet present)
-#   make CC=clang   clang 14 build
+#   make CC=clang BUILD=build-clang   clang 14 build in its own folder
 
 CC      ?= gcc
 SAN     ?= 0
 CUDA    ?= 0
 
 ifeq ($(SAN),1)
-BUILD   := build-san
+BUILD   ?= build-san
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDSAN   := -fsanitize=address,undefined
 else
-BUILD   := build
+BUILD   ?= build
 OPT     := -O2 -g
 LDSAN   :=
 endif
 
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -pthread -Isrc $(EXTRA_CFLAGS)
-LDLIBS  := -lm -pthread -luring $(EXTRA_LDLIBS)
+LDLIBS  := -lm -pthread -luring -lcjson $(EXTRA_LDLIBS)
 
 # SIMD variants live in files named *_avx2.c / *_avx512.c and are compiled with their ISA flags;
 # the dispatcher picks one at start-up from CPU detection, so the rest stays baseline x86-64.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 
-LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/cuda/*'))
+LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/cuda/*' ! -path 'src/cli/*'))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC  := src/main.c $(sort $(wildcard src/cli/*.c))
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -48,7 +50,7 @@ $(BUILD)/libstrata.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/strata: $(BUILD)/src/main.o $(BUILD)/libstrata.a
+$(BUILD)/strata: $(CLI_OBJ) $(BUILD)/libstrata.a
 	$(CC) $(LDSAN) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%_avx2.o: %_avx2.c

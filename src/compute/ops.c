@@ -1,0 +1,142 @@
+// CPU forward-pass operations and the batched matmul driver.
+#include "compute/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "util/log.h"
+
+struct mm_batch {
+    const struct strata_kernels *k;
+    const struct strata_mm_job *jobs;
+    int n_jobs;
+    int chunk_rows;
+    int job_chunk_start[STRATA_MM_MAX_JOBS + 1];  // first global chunk of each job; [n_jobs] = total
+    atomic_int next;
+};
+
+static void mm_worker(void *arg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    struct mm_batch *b = arg;
+    const int total = b->job_chunk_start[b->n_jobs];
+    int c0, c1;
+    int j = 0;
+    while (strata_chunk_next(&b->next, total, 1, &c0, &c1)) {
+        while (b->job_chunk_start[j + 1] <= c0) j++;
+        while (b->job_chunk_start[j] > c0) j--;
+        const struct strata_mm_job *job = &b->jobs[j];
+        const int r0 = (c0 - b->job_chunk_start[j]) * b->chunk_rows;
+        const int r1 = r0 + b->chunk_rows < (int)job->w.n_out ? r0 + b->chunk_rows : (int)job->w.n_out;
+        strata_vec_dot_fn dot = b->k->vec_dot[job->w.type];
+        const char *wbase = job->w.data;
+        for (int t = 0; t < job->n_tok; t++) {
+            const int xr = job->x_rows ? job->x_rows[t] : t;
+            const int yr = job->y_rows ? job->y_rows[t] : t;
+            const void *x = (const char *)job->xq + (size_t)xr * job->xq_stride;
+            float *y = job->y + (size_t)yr * job->y_stride;
+            for (int r = r0; r < r1; r++)
+                dot((int64_t)job->w.n_in, &y[r], wbase + (size_t)r * job->w.row_bytes, x);
+        }
+    }
+}
+
+void strata_mm_run(struct strata_pool *pool, const struct strata_kernels *k,
+                   const struct strata_mm_job *jobs, int n_jobs)
+{
+    STRATA_ASSERT(n_jobs >= 0 && n_jobs <= STRATA_MM_MAX_JOBS);
+    if (n_jobs == 0) return;
+    struct mm_batch b = {.k = k, .jobs = jobs, .n_jobs = n_jobs};
+    uint64_t rows = 0;
+    int max_tok = 0;
+    for (int j = 0; j < n_jobs; j++) {
+        STRATA_ASSERT(k->vec_dot[jobs[j].w.type] != NULL);
+        rows += jobs[j].w.n_out;
+        if (jobs[j].n_tok > max_tok) max_tok = jobs[j].n_tok;
+    }
+    // Enough chunks for balance (8 per thread), few enough that a chunk amortises its
+    // scheduling; with many tokens a chunk of rows is reused across them from cache.
+    const int nth = strata_pool_size(pool);
+    uint64_t chunk = rows / ((uint64_t)nth * 8);
+    if (chunk < 4) chunk = 4;
+    if (chunk > 64) chunk = 64;
+    b.chunk_rows = (int)chunk;
+    int total = 0;
+    for (int j = 0; j < n_jobs; j++) {
+        b.job_chunk_start[j] = total;
+        total += (int)((jobs[j].w.n_out + chunk - 1) / chunk);
+    }
+    b.job_chunk_start[n_jobs] = total;
+    atomic_init(&b.next, 0);
+    (void)max_tok;
+    strata_pool_run(pool, mm_worker, &b);
+}
+
+size_t strata_act_row_bytes(uint32_t wtype, uint32_t n)
+{
+    const struct strata_type_traits *tr = strata_type_traits(wtype);
+    return (size_t)strata_type_row_bytes(tr->vec_dot_type, n);
+}
+
+void strata_act_quantize(const struct strata_kernels *k, uint32_t wtype, const float *x, int n_rows,
+                         uint32_t n, void *out)
+{
+    const uint32_t vdt = strata_type_traits(wtype)->vec_dot_type;
+    const size_t rb = strata_type_row_bytes(vdt, n);
+    strata_quantize_fn q = k->quantize[vdt];
+    STRATA_ASSERT(q != NULL);
+    for (int r = 0; r < n_rows; r++) q(x + (size_t)r * n, (char *)out + (size_t)r * rb, n);
+}
+
+void strata_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
+{
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (uint32_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+void strata_rope_cache(float *cs, uint32_t n_rot, int pos, float freq_base)
+{
+    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        cs[2 * i] = cosf(theta);
+        cs[2 * i + 1] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+void strata_rope_apply(float *x, const float *cs, uint32_t n_rot)
+{
+    const uint32_t half = n_rot / 2;
+    for (uint32_t i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * c - x1 * s;
+        x[i + half] = x0 * s + x1 * c;
+    }
+}
+
+void strata_rope_neox(float *x, uint32_t n_rot, int pos, float freq_base)
+{
+    float cs[1024];
+    STRATA_ASSERT(n_rot <= 1024);
+    strata_rope_cache(cs, n_rot, pos, freq_base);
+    strata_rope_apply(x, cs, n_rot);
+}
+
+void strata_softmax(float *x, int n)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}

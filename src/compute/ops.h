@@ -1,0 +1,59 @@
+// CPU operations of the forward pass on float rows, and the batched matrix multiply that runs
+// every weight product through the kernel table (activations rounded to the weight type's dot
+// format first, as ggml does).
+#ifndef STRATA_OPS_H
+#define STRATA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compute/pool.h"
+#include "quant/quant.h"
+
+// A weight matrix y = W x: n_out rows of n_in elements in `type` blocks, row after row.
+struct strata_mat {
+    const void *data;   // [n_out][row_bytes]
+    uint32_t type;
+    uint32_t n_in;      // GGUF ne[0]
+    uint32_t n_out;     // GGUF ne[1]
+    uint64_t row_bytes;
+};
+
+// One product of a batch: y[y_row(t)][0..n_out) = W · act[x_row(t)] for t in 0..n_tok.
+struct strata_mm_job {
+    struct strata_mat w;
+    const void *xq;          // activation rows already in w's vec_dot type
+    size_t xq_stride;        // bytes between activation rows
+    const int32_t *x_rows;   // activation row of each token (NULL: t)
+    int n_tok;
+    float *y;
+    size_t y_stride;         // floats between output rows
+    const int32_t *y_rows;   // output row of each token (NULL: t)
+};
+
+#define STRATA_MM_MAX_JOBS 2048
+
+// Run all jobs of a batch on the pool (one parallel region; rows split dynamically).
+// At most STRATA_MM_MAX_JOBS jobs.
+void strata_mm_run(struct strata_pool *pool, const struct strata_kernels *k,
+                   const struct strata_mm_job *jobs, int n_jobs);
+
+// Bytes of one activation row of n elements in the vec_dot type of weight type `wtype`.
+size_t strata_act_row_bytes(uint32_t wtype, uint32_t n);
+// Round n_rows rows of x (stride n floats) to the vec_dot type of `wtype`, rows of
+// strata_act_row_bytes bytes each.
+void strata_act_quantize(const struct strata_kernels *k, uint32_t wtype, const float *x, int n_rows,
+                         uint32_t n, void *out);
+
+// y = x / sqrt(mean(x^2) + eps) * w, as ggml (sum of squares in double).
+void strata_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps);
+// NeoX RoPE in place on one head: pairs (i, i + n_rot/2), i < n_rot/2, angle pos * base^(-2i/n_rot)
+// with the angle accumulated in float the way ggml builds its cache.
+void strata_rope_neox(float *x, uint32_t n_rot, int pos, float freq_base);
+void strata_rope_cache(float *cs, uint32_t n_rot, int pos, float freq_base); // [n_rot/2][cos,sin]
+void strata_rope_apply(float *x, const float *cs, uint32_t n_rot);
+// In-place softmax of n values.
+void strata_softmax(float *x, int n);
+static inline float strata_silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+
+#endif

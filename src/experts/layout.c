@@ -1,0 +1,113 @@
+// Expert layout of a GGUF: stacked per-layer expert tensors and the byte totals.
+#include "experts/layout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "util/log.h"
+
+static const char *const g_part_names[STRATA_EXPERT_PART_COUNT] = {"ffn_gate_exps", "ffn_up_exps",
+                                                                   "ffn_down_exps"};
+
+// "blk.<L>.<part>.weight" -> L and part, else -1.
+static int parse_expert_name(const char *name, int *layer)
+{
+    if (strncmp(name, "blk.", 4) != 0) return -1;
+    char *end;
+    long l = strtol(name + 4, &end, 10);
+    if (end == name + 4 || *end != '.' || l < 0 || l > 1000000) return -1;
+    for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
+        size_t n = strlen(g_part_names[p]);
+        if (strncmp(end + 1, g_part_names[p], n) == 0 && strcmp(end + 1 + n, ".weight") == 0) {
+            *layer = (int)l;
+            return p;
+        }
+    }
+    return -1;
+}
+
+void strata_expert_layout_free(struct strata_expert_layout *lay)
+{
+    free(lay->layers);
+    memset(lay, 0, sizeof *lay);
+}
+
+int strata_expert_layout_init(struct strata_expert_layout *lay, const struct gguf_file *f)
+{
+    memset(lay, 0, sizeof *lay);
+    int max_layer = -1;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        int l;
+        lay->total_bytes += f->tensors[i].n_bytes;
+        if (parse_expert_name(f->tensors[i].name, &l) >= 0 && l > max_layer) max_layer = l;
+    }
+    if (max_layer < 0) {
+        lay->dense_bytes = lay->total_bytes;
+        lay->full_residency_bytes = lay->total_bytes;
+        return 0;
+    }
+    struct strata_expert_layer *by_block = calloc((size_t)max_layer + 1, sizeof *by_block);
+    if (!by_block) return STRATA_ENOMEM;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        int l, p = parse_expert_name(f->tensors[i].name, &l);
+        if (p < 0) continue;
+        by_block[l].layer = l;
+        by_block[l].tensor[p] = &f->tensors[i];
+    }
+    int rc = 0;
+    uint32_t n = 0;
+    for (int l = 0; l <= max_layer && rc == 0; l++) {
+        struct strata_expert_layer *el = &by_block[l];
+        int present = 0;
+        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) present += el->tensor[p] != NULL;
+        if (present == 0) continue;
+        if (present != STRATA_EXPERT_PART_COUNT) {
+            strata_log_error("expert_layout: %s: layer %d has only %d of the gate/up/down expert tensors",
+                             f->path, l, present);
+            rc = STRATA_EFORMAT;
+            break;
+        }
+        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
+            const struct gguf_tensor *t = el->tensor[p];
+            uint64_t x = t->n_dims == 3 ? t->ne[2] : 0;
+            if (x == 0 || x > 65536 || (lay->n_expert && x != lay->n_expert)) {
+                strata_log_error("expert_layout: %s: tensor '%s' has %llu experts, expected %u",
+                                 f->path, t->name, (unsigned long long)x, lay->n_expert);
+                rc = STRATA_EFORMAT;
+                break;
+            }
+            lay->n_expert = (uint32_t)x;
+            el->part_bytes[p] = t->n_bytes / x;
+            el->triplet_bytes += el->part_bytes[p];
+            lay->expert_bytes += t->n_bytes;
+        }
+        el->slot_bytes = (el->triplet_bytes + 4095) & ~(uint64_t)4095;
+        by_block[n++] = *el;
+    }
+    if (rc) {
+        free(by_block);
+        memset(lay, 0, sizeof *lay);
+        return rc;
+    }
+    lay->layers = by_block;
+    lay->n_layers = n;
+    lay->dense_bytes = lay->total_bytes - lay->expert_bytes;
+    lay->full_residency_bytes = lay->dense_bytes;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t sb = by_block[i].slot_bytes;
+        lay->full_residency_bytes += sb * lay->n_expert;
+        uint32_t c = 0;
+        while (c < lay->n_classes && lay->class_bytes[c] != sb) c++;
+        if (c == lay->n_classes && c < 64) {
+            uint32_t j = lay->n_classes++;
+            while (j > 0 && lay->class_bytes[j - 1] > sb) {
+                lay->class_bytes[j] = lay->class_bytes[j - 1];
+                j--;
+            }
+            lay->class_bytes[j] = sb;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,40 @@
+// Where the routed experts of a GGUF live: for each MoE layer, the stacked gate/up/down tensors
+// (`blk.L.ffn_{gate,up,down}_exps.weight`, expert index slowest), so expert e of layer L is three
+// contiguous byte ranges at known offsets. Also the byte totals that size the expert cache.
+#ifndef STRATA_EXPERT_LAYOUT_H
+#define STRATA_EXPERT_LAYOUT_H
+
+#include <stdint.h>
+
+struct gguf_file;
+struct gguf_tensor;
+
+enum strata_expert_part { STRATA_EXPERT_GATE, STRATA_EXPERT_UP, STRATA_EXPERT_DOWN, STRATA_EXPERT_PART_COUNT };
+
+struct strata_expert_layer {
+    int layer;                                                  // block index
+    const struct gguf_tensor *tensor[STRATA_EXPERT_PART_COUNT]; // borrowed from the gguf_file
+    uint64_t part_bytes[STRATA_EXPERT_PART_COUNT];              // bytes of one expert's slice
+    uint64_t triplet_bytes;                                     // sum of the three slices
+    uint64_t slot_bytes;                                        // triplet_bytes rounded up to 4 KiB
+};
+
+struct strata_expert_layout {
+    uint32_t n_expert;               // experts per MoE layer (same in every layer)
+    uint32_t n_layers;               // MoE layers found
+    struct strata_expert_layer *layers; // [n_layers], ascending block index; owned
+    uint64_t total_bytes;            // all tensor bytes of the file
+    uint64_t expert_bytes;           // routed-expert tensor bytes
+    uint64_t dense_bytes;            // everything else
+    uint64_t full_residency_bytes;   // dense + n_expert * sum of slot_bytes (4 KiB-aligned slots)
+    uint32_t n_classes;              // distinct slot sizes
+    uint64_t class_bytes[64];        // the distinct slot sizes, ascending (first 64)
+};
+
+// Find the expert tensors of every layer. A layer with only some of the three, or with
+// inconsistent expert counts, is an error (STRATA_EFORMAT, logged). A file without experts gives
+// n_layers = 0.
+int strata_expert_layout_init(struct strata_expert_layout *lay, const struct gguf_file *f);
+void strata_expert_layout_free(struct strata_expert_layout *lay);
+
+#endif

@@ -1,0 +1,144 @@
+// Model loading (dense weights resident, experts through the provider) and sessions (KV cache,
+// chunk scratch, pool). The qwen3moe forward pass is in qwen3moe.c.
+#include "model/model_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "util/log.h"
+
+// Read a whole tensor into 64-byte aligned memory owned by the model.
+static int load_tensor(struct strata_model *m, const struct gguf_tensor *t, void **out)
+{
+    if (m->n_owned == m->cap_owned) {
+        size_t cap = m->cap_owned ? m->cap_owned * 2 : 256;
+        void **o = realloc(m->owned, cap * sizeof *o);
+        if (!o) return STRATA_ENOMEM;
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    void *buf = NULL;
+    if (posix_memalign(&buf, 64, t->n_bytes ? t->n_bytes : 64)) {
+        strata_log_error("model_load: out of memory for '%s' (%llu bytes)", t->name,
+                         (unsigned long long)t->n_bytes);
+        return STRATA_ENOMEM;
+    }
+    m->owned[m->n_owned++] = buf;
+    int rc = gguf_read_tensor(m->file, t, 0, buf, t->n_bytes);
+    if (rc) return rc;
+    m->dense_bytes += t->n_bytes;
+    *out = buf;
+    return 0;
+}
+
+static const struct gguf_tensor *find(const struct strata_model *m, const char *name, bool required)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(m->file, name);
+    if (!t && required) strata_log_error("model_load: %s: tensor '%s' missing", m->file->path, name);
+    return t;
+}
+
+static int check_shape(const struct strata_model *m, const struct gguf_tensor *t, uint64_t ne0,
+                       uint64_t ne1, uint64_t ne2)
+{
+    uint64_t want[3] = {ne0, ne1, ne2};
+    for (int d = 0; d < 3; d++) {
+        uint64_t have = d < (int)t->n_dims ? t->ne[d] : 1;
+        if (have != want[d]) {
+            strata_log_error("model_load: %s: tensor '%s' has shape [%llu,%llu,%llu], expected [%llu,%llu,%llu]",
+                             m->file->path, t->name, (unsigned long long)t->ne[0],
+                             (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1),
+                             (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), (unsigned long long)ne0,
+                             (unsigned long long)ne1, (unsigned long long)ne2);
+            return STRATA_EFORMAT;
+        }
+    }
+    return 0;
+}
+
+int strata_model_load_vec(struct strata_model *m, const char *name, uint64_t n, const float **out)
+{
+    const struct gguf_tensor *t = find(m, name, true);
+    if (!t) return STRATA_EFORMAT;
+    int rc = check_shape(m, t, n, 1, 1);
+    if (rc) return rc;
+    if (t->type != STRATA_TYPE_F32) {
+        strata_log_error("model_load: %s: tensor '%s' is %s; norms, biases and routers must be F32",
+                         m->file->path, name, strata_type_name(t->type));
+        return STRATA_EUNSUP;
+    }
+    return load_tensor(m, t, (void **)out);
+}
+
+int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_in, uint64_t n_out,
+                          bool required, struct strata_mat *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct gguf_tensor *t = find(m, name, required);
+    if (!t) return required ? STRATA_EFORMAT : 0;
+    int rc = check_shape(m, t, n_in, n_out, 1);
+    if (rc) return rc;
+    if (!strata_type_computable(t->type)) {
+        strata_log_error("model_load: %s: tensor '%s' has type %s, which strata cannot compute with yet",
+                         m->file->path, name, strata_type_name(t->type));
+        return STRATA_EUNSUP;
+    }
+    void *data;
+    if ((rc = load_tensor(m, t, &data))) return rc;
+    *out = (struct strata_mat){data, t->type, (uint32_t)n_in, (uint32_t)n_out,
+                               strata_type_row_bytes(t->type, n_in)};
+    return 0;
+}
+
+int strata_model_load(struct strata_model **out, const char *path, const struct strata_model_params *p)
+{
+    (void)p;
+    *out = NULL;
+    struct strata_model *m = calloc(1, sizeof *m);
+    if (!m) return STRATA_ENOMEM;
+    int rc = gguf_open(&m->file, path);
+    if (rc == 0) rc = strata_hparams_load(&m->hp, m->file);
+    if (rc == 0) rc = strata_expert_layout_init(&m->layout, m->file);
+    if (rc == 0 && m->layout.n_layers != m->hp.n_layer) {
+        strata_log_error("model_load: %s: %u of %u layers have expert tensors", path,
+                         m->layout.n_layers, m->hp.n_layer);
+        rc = STRATA_EFORMAT;
+    }
+    if (rc == 0 && m->layout.n_expert != m->hp.n_expert) {
+        strata_log_error("model_load: %s: expert tensors hold %u experts, metadata says %u", path,
+                         m->layout.n_expert, m->hp.n_expert);
+        rc = STRATA_EFORMAT;
+    }
+    if (rc == 0) rc = strata_qwen3moe_load(m);
+    if (rc == 0) rc = strata_experts_open(&m->experts, m->file, &m->layout);
+    if (rc) {
+        strata_model_free(m);
+        return rc;
+    }
+    m->kernels = strata_kernels();
+    *out = m;
+    return 0;
+}
+
+void strata_model_free(struct strata_model *m)
+{
+    if (!m) return;
+    strata_experts_close(m->experts);
+    for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    strata_expert_layout_free(&m->layout);
+    gguf_close(m->file);
+    free(m);
+}
+
+const struct strata_hparams *strata_model_hparams(const struct strata_model *m) { return &m->hp; }
+const struct gguf_file *strata_model_file(const struct strata_model *m) { return m->file; }
+uint64_t strata_model_dense_bytes(const struct strata_model *m) { return m->dense_bytes; }
+uint64_t strata_model_expert_bytes(const struct strata_model *m)
+{
+    return strata_experts_resident_bytes(m->experts);
+}

@@ -1,0 +1,389 @@
+// qwen3moe (Qwen3-30B-A3B, Qwen3-235B-A22B): tensors and the forward pass of one prompt chunk.
+//
+// Per layer: RMSNorm → GQA attention (per-head RMSNorm of q and k, NeoX RoPE, F32 KV cache) →
+// residual → RMSNorm → router (softmax over all experts, top-k, renormalised) → SwiGLU experts
+// (each needed expert fetched once per chunk, its tokens batched) → weighted sum → residual.
+// Activations are rounded to each weight's dot format before every product, as ggml does.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "model/model_impl.h"
+#include "util/log.h"
+
+int strata_qwen3moe_load(struct strata_model *m)
+{
+    const struct strata_hparams *hp = &m->hp;
+    const uint64_t E = hp->n_embd, V = hp->n_vocab, X = hp->n_expert;
+    const uint64_t QD = (uint64_t)hp->n_head * hp->head_dim_k, KD = (uint64_t)hp->n_head_kv * hp->head_dim_k;
+    const uint64_t VD = (uint64_t)hp->n_head_kv * hp->head_dim_v, OD = (uint64_t)hp->n_head * hp->head_dim_v;
+    if (hp->n_rot != hp->head_dim_k || hp->head_dim_k != hp->head_dim_v) {
+        strata_log_error("model_load: %s: qwen3moe needs rope dims = key length = value length (%u, %u, %u)",
+                         m->file->path, hp->n_rot, hp->head_dim_k, hp->head_dim_v);
+        return STRATA_EFORMAT;
+    }
+    m->layers = calloc(hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return STRATA_ENOMEM;
+    int rc;
+    if ((rc = strata_model_load_mat(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
+        (rc = strata_model_load_vec(m, "output_norm.weight", E, &m->output_norm)) ||
+        (rc = strata_model_load_mat(m, "output.weight", E, V, false, &m->output)))
+        return rc;
+    if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        struct strata_layer *L = &m->layers[l];
+        const struct strata_expert_layer *el = &m->layout.layers[l];
+        char n[96];
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+        if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), E, &L->attn_norm)) ||
+            (rc = strata_model_load_mat(m, NM("attn_q.weight"), E, QD, true, &L->wq)) ||
+            (rc = strata_model_load_mat(m, NM("attn_k.weight"), E, KD, true, &L->wk)) ||
+            (rc = strata_model_load_mat(m, NM("attn_v.weight"), E, VD, true, &L->wv)) ||
+            (rc = strata_model_load_mat(m, NM("attn_output.weight"), OD, E, true, &L->wo)) ||
+            (rc = strata_model_load_vec(m, NM("attn_q_norm.weight"), hp->head_dim_k, &L->q_norm)) ||
+            (rc = strata_model_load_vec(m, NM("attn_k_norm.weight"), hp->head_dim_k, &L->k_norm)) ||
+            (rc = strata_model_load_vec(m, NM("ffn_norm.weight"), E, &L->ffn_norm)) ||
+            (rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), E, X, true, &L->router)))
+            return rc;
+#undef NM
+        if (el->layer != (int)l) {
+            strata_log_error("model_load: %s: layer %u has no expert tensors", m->file->path, l);
+            return STRATA_EFORMAT;
+        }
+        const uint64_t want[3][2] = {{E, hp->n_ff_exp}, {E, hp->n_ff_exp}, {hp->n_ff_exp, E}};
+        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
+            const struct gguf_tensor *t = el->tensor[p];
+            if (t->ne[0] != want[p][0] || t->ne[1] != want[p][1]) {
+                strata_log_error("model_load: %s: tensor '%s' has shape [%llu,%llu,%llu], expected [%llu,%llu,%u]",
+                                 m->file->path, t->name, (unsigned long long)t->ne[0],
+                                 (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                                 (unsigned long long)want[p][0], (unsigned long long)want[p][1], hp->n_expert);
+                return STRATA_EFORMAT;
+            }
+            if (!strata_type_computable(t->type)) {
+                strata_log_error("model_load: %s: tensor '%s' has type %s, which strata cannot compute with yet",
+                                 m->file->path, t->name, strata_type_name(t->type));
+                return STRATA_EUNSUP;
+            }
+        }
+    }
+    return 0;
+}
+
+// ---- attention ---------------------------------------------------------------------------------
+
+struct attn_job {
+    struct strata_session *s;
+    int layer, n_tok;
+    atomic_int next;
+};
+
+static void attn_worker(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct attn_job *j = arg;
+    struct strata_session *s = j->s;
+    const struct strata_hparams *hp = &s->m->hp;
+    const int H = (int)hp->n_head, D = (int)hp->head_dim_k, Dv = (int)hp->head_dim_v;
+    const int group = H / (int)hp->n_head_kv;
+    const size_t KD = (size_t)hp->n_head_kv * D, VD = (size_t)hp->n_head_kv * Dv;
+    const size_t kv_layer = (size_t)s->n_ctx * (KD > VD ? KD : VD);
+    const float *kc = s->k_cache + (size_t)j->layer * kv_layer;
+    const float *vc = s->v_cache + (size_t)j->layer * kv_layer;
+    const float scale = 1.0f / sqrtf((float)D);
+    float *scores = s->att_scratch + (size_t)ith * s->n_ctx;
+    int i0, i1;
+    while (strata_chunk_next(&j->next, j->n_tok * H, 1, &i0, &i1)) {
+        const int t = i0 / H, h = i0 % H, kvh = h / group;
+        const int n_kv = s->n_past + t + 1;  // causal: positions 0..pos
+        const float *q = s->q + (size_t)t * H * D + (size_t)h * D;
+        float mx = -INFINITY;
+        for (int p = 0; p < n_kv; p++) {
+            const float *k = kc + (size_t)p * KD + (size_t)kvh * D;
+            float dot = 0.0f;
+            for (int d = 0; d < D; d++) dot += q[d] * k[d];
+            scores[p] = dot * scale;
+            mx = scores[p] > mx ? scores[p] : mx;
+        }
+        double sum = 0.0;
+        for (int p = 0; p < n_kv; p++) {
+            scores[p] = expf(scores[p] - mx);
+            sum += scores[p];
+        }
+        const float inv = (float)(1.0 / sum);
+        float *out = s->attn + (size_t)t * H * Dv + (size_t)h * Dv;
+        memset(out, 0, (size_t)Dv * sizeof(float));
+        for (int p = 0; p < n_kv; p++) {
+            const float w = scores[p] * inv;
+            const float *v = vc + (size_t)p * VD + (size_t)kvh * Dv;
+            for (int d = 0; d < Dv; d++) out[d] += w * v[d];
+        }
+    }
+}
+
+// Quantize n rows of x for weight `w` into buf, unless the previous call already produced the
+// same format from the same rows (prev_vdt tracks it).
+static const void *act_for(struct strata_session *s, const struct strata_mat *w, const float *x, int n,
+                           void *buf, int *prev_vdt)
+{
+    const int vdt = (int)strata_type_traits(w->type)->vec_dot_type;
+    if (*prev_vdt != vdt) {
+        strata_act_quantize(s->m->kernels, w->type, x, n, w->n_in, buf);
+        *prev_vdt = vdt;
+    }
+    return buf;
+}
+
+static int attention_block(struct strata_session *s, int l, int n)
+{
+    struct strata_model *m = s->m;
+    const struct strata_hparams *hp = &m->hp;
+    const struct strata_layer *L = &m->layers[l];
+    const uint32_t E = hp->n_embd, H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim_k;
+    const size_t KD = (size_t)Hkv * D, VD = (size_t)Hkv * hp->head_dim_v;
+    const size_t kv_layer = (size_t)s->n_ctx * (KD > VD ? KD : VD);
+
+    for (int t = 0; t < n; t++)
+        strata_rmsnorm(s->h + (size_t)t * E, s->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
+
+    // q, k, v in one parallel region; each gets activations in its own dot format.
+    int vdt_a = -1, vdt_b = -1;
+    const void *xq = act_for(s, &L->wq, s->h, n, s->act_a, &vdt_a);
+    const void *xk = (int)strata_type_traits(L->wk.type)->vec_dot_type == vdt_a
+                         ? xq : act_for(s, &L->wk, s->h, n, s->act_b, &vdt_b);
+    const void *xv = (int)strata_type_traits(L->wv.type)->vec_dot_type == vdt_a ? xq
+                     : (int)strata_type_traits(L->wv.type)->vec_dot_type == vdt_b ? xk : NULL;
+    if (!xv) {
+        // Three distinct formats: v is computed on its own after q and k.
+        xv = NULL;
+    }
+    const size_t arb_q = strata_act_row_bytes(L->wq.type, E), arb_k = strata_act_row_bytes(L->wk.type, E);
+    struct strata_mm_job jobs[3] = {
+        {L->wq, xq, arb_q, NULL, n, s->q, L->wq.n_out, NULL},
+        {L->wk, xk, arb_k, NULL, n, s->k, L->wk.n_out, NULL},
+        {L->wv, xv, strata_act_row_bytes(L->wv.type, E), NULL, n, s->v, L->wv.n_out, NULL},
+    };
+    if (xv) {
+        strata_mm_run(s->pool, m->kernels, jobs, 3);
+    } else {
+        strata_mm_run(s->pool, m->kernels, jobs, 2);
+        int vdt_c = -1;
+        jobs[2].xq = act_for(s, &L->wv, s->h, n, s->act_b, &vdt_c);
+        strata_mm_run(s->pool, m->kernels, &jobs[2], 1);
+    }
+
+    // Per-head norms, RoPE, and the new keys and values into the cache.
+    float cs[2048];
+    STRATA_ASSERT(hp->n_rot <= 2048);
+    float *kc = s->k_cache + (size_t)l * kv_layer, *vc = s->v_cache + (size_t)l * kv_layer;
+    for (int t = 0; t < n; t++) {
+        const int pos = s->n_past + t;
+        strata_rope_cache(cs, hp->n_rot, pos, hp->rope_freq_base);
+        for (uint32_t h = 0; h < H; h++) {
+            float *q = s->q + (size_t)t * H * D + (size_t)h * D;
+            strata_rmsnorm(q, q, L->q_norm, D, hp->rms_eps);
+            strata_rope_apply(q, cs, hp->n_rot);
+        }
+        for (uint32_t h = 0; h < Hkv; h++) {
+            float *k = s->k + (size_t)t * KD + (size_t)h * D;
+            strata_rmsnorm(k, k, L->k_norm, D, hp->rms_eps);
+            strata_rope_apply(k, cs, hp->n_rot);
+        }
+        memcpy(kc + (size_t)pos * KD, s->k + (size_t)t * KD, KD * sizeof(float));
+        memcpy(vc + (size_t)pos * VD, s->v + (size_t)t * VD, VD * sizeof(float));
+    }
+
+    struct attn_job aj = {.s = s, .layer = l, .n_tok = n};
+    atomic_init(&aj.next, 0);
+    strata_pool_run(s->pool, attn_worker, &aj);
+
+    int vdt_o = -1;
+    const void *xo = act_for(s, &L->wo, s->attn, n, s->act_a, &vdt_o);
+    struct strata_mm_job oj = {L->wo, xo, strata_act_row_bytes(L->wo.type, L->wo.n_in), NULL, n, s->o, E, NULL};
+    strata_mm_run(s->pool, m->kernels, &oj, 1);
+    for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->o[i];
+    return 0;
+}
+
+// ---- routed experts ----------------------------------------------------------------------------
+
+// Router: softmax over all experts, top-k by probability, weights renormalised over the k.
+static void route_tokens(struct strata_session *s, int l, int n)
+{
+    struct strata_model *m = s->m;
+    const struct strata_hparams *hp = &m->hp;
+    const struct strata_layer *L = &m->layers[l];
+    const int X = (int)hp->n_expert, K = (int)hp->n_expert_used;
+    const uint32_t E = hp->n_embd;
+    int vdt = -1;
+    const void *xr = act_for(s, &L->router, s->h, n, s->act_a, &vdt);
+    struct strata_mm_job rj = {L->router, xr, strata_act_row_bytes(L->router.type, E), NULL, n,
+                               s->router_logits, (size_t)X, NULL};
+    strata_mm_run(s->pool, m->kernels, &rj, 1);
+
+    // Count pairs per expert, then lay them out sorted by (expert, token).
+    memset(s->expert_count, 0, (size_t)X * sizeof(int32_t));
+    int32_t *sel = s->idx_b;       // [n][K] chosen experts, selection order
+    float *selw = s->gate_out;     // [n][K] their weights (scratch: gate_out is free here)
+    for (int t = 0; t < n; t++) {
+        float *p = s->router_logits + (size_t)t * X;
+        strata_softmax(p, X);
+        int32_t *st = sel + (size_t)t * K;
+        float *wt = selw + (size_t)t * K;
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < X; e++) {
+                bool taken = false;
+                for (int j = 0; j < k; j++) taken |= st[j] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            st[k] = best;
+            wt[k] = p[best];
+        }
+        float sum = 0.0f;
+        for (int k = 0; k < K; k++) sum += wt[k];
+        if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+        for (int k = 0; k < K; k++) {
+            wt[k] /= sum;
+            if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+                wt[k] *= hp->expert_weights_scale;
+            s->expert_count[st[k]]++;
+        }
+    }
+    int32_t pos = 0;
+    for (int e = 0; e < X; e++) {
+        s->expert_first[e] = pos;
+        pos += s->expert_count[e];
+        s->expert_count[e] = 0;
+    }
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < K; k++) {
+            const int e = sel[(size_t)t * K + k];
+            const int32_t r = s->expert_first[e] + s->expert_count[e]++;
+            s->routes[r] = (struct strata_route){t, e, selw[(size_t)t * K + k]};
+            s->route_of[(size_t)t * K + k] = r;
+        }
+}
+
+static int moe_block(struct strata_session *s, int l, int n)
+{
+    struct strata_model *m = s->m;
+    const struct strata_hparams *hp = &m->hp;
+    const struct strata_layer *L = &m->layers[l];
+    const struct strata_expert_layer *el = &m->layout.layers[l];
+    const int X = (int)hp->n_expert, K = (int)hp->n_expert_used;
+    const uint32_t E = hp->n_embd, F = hp->n_ff_exp;
+    double t0 = strata_now();
+
+    for (int t = 0; t < n; t++)
+        strata_rmsnorm(s->h + (size_t)t * E, s->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
+    route_tokens(s, l, n);
+    double t1 = strata_now();
+    s->stats.t_router += t1 - t0;
+
+    // The experts this chunk needs, each once.
+    int n_used = 0;
+    for (int e = 0; e < X; e++)
+        if (s->expert_count[e]) s->expert_ids[n_used++] = (uint32_t)e;
+    int rc = strata_experts_acquire(m->experts, (uint32_t)l, s->expert_ids, n_used, s->views);
+    if (rc) return rc;
+
+    const uint32_t tg = el->tensor[STRATA_EXPERT_GATE]->type, tu = el->tensor[STRATA_EXPERT_UP]->type;
+    const uint32_t td = el->tensor[STRATA_EXPERT_DOWN]->type;
+    const struct strata_mat mg = {NULL, tg, E, F, strata_type_row_bytes(tg, E)};
+    const struct strata_mat mu = {NULL, tu, E, F, strata_type_row_bytes(tu, E)};
+    const struct strata_mat md = {NULL, td, F, E, strata_type_row_bytes(td, F)};
+    int vdt_a = -1, vdt_b = -1;
+    const void *xg = act_for(s, &mg, s->h, n, s->act_a, &vdt_a);
+    const void *xu = (int)strata_type_traits(tu)->vec_dot_type == vdt_a ? xg
+                                                                        : act_for(s, &mu, s->h, n, s->act_b, &vdt_b);
+    const int n_pairs = n * K;
+    int32_t *tok_of_route = s->idx_a;
+    int32_t *route_ids = s->idx_b;
+    for (int r = 0; r < n_pairs; r++) {
+        tok_of_route[r] = s->routes[r].token;
+        route_ids[r] = r;
+    }
+
+    // gate and up of every used expert in one parallel region, then down in another.
+    struct strata_mm_job jobs[STRATA_MM_MAX_JOBS];
+    STRATA_ASSERT(2 * n_used <= STRATA_MM_MAX_JOBS);
+    int nj = 0;
+    for (int i = 0; i < n_used; i++) {
+        const int e = (int)s->expert_ids[i];
+        const int first = s->expert_first[e], cnt = s->expert_count[e];
+        struct strata_mat g = mg, u = mu;
+        g.data = s->views[i].part[STRATA_EXPERT_GATE];
+        u.data = s->views[i].part[STRATA_EXPERT_UP];
+        jobs[nj++] = (struct strata_mm_job){g, xg, strata_act_row_bytes(tg, E), tok_of_route + first, cnt,
+                                            s->gate_out, F, route_ids + first};
+        jobs[nj++] = (struct strata_mm_job){u, xu, strata_act_row_bytes(tu, E), tok_of_route + first, cnt,
+                                            s->up_out, F, route_ids + first};
+    }
+    strata_mm_run(s->pool, m->kernels, jobs, nj);
+
+    for (size_t i = 0; i < (size_t)n_pairs * F; i++) s->gate_out[i] = strata_silu(s->gate_out[i]) * s->up_out[i];
+    strata_act_quantize(m->kernels, td, s->gate_out, n_pairs, F, s->act_a);
+    nj = 0;
+    for (int i = 0; i < n_used; i++) {
+        const int e = (int)s->expert_ids[i];
+        const int first = s->expert_first[e], cnt = s->expert_count[e];
+        struct strata_mat d = md;
+        d.data = s->views[i].part[STRATA_EXPERT_DOWN];
+        jobs[nj++] = (struct strata_mm_job){d, s->act_a, strata_act_row_bytes(td, F), route_ids + first, cnt,
+                                            s->down_out, E, route_ids + first};
+    }
+    strata_mm_run(s->pool, m->kernels, jobs, nj);
+    strata_experts_release(m->experts, (uint32_t)l);
+
+    // Weighted sum in selection order, then the residual.
+    for (int t = 0; t < n; t++) {
+        float *x = s->x + (size_t)t * E;
+        float *acc = s->o;
+        for (int k = 0; k < K; k++) {
+            const struct strata_route *r = &s->routes[s->route_of[(size_t)t * K + k]];
+            const float *d = s->down_out + (size_t)s->route_of[(size_t)t * K + k] * E;
+            for (uint32_t i = 0; i < E; i++) acc[i] = k == 0 ? r->weight * d[i] : acc[i] + r->weight * d[i];
+        }
+        for (uint32_t i = 0; i < E; i++) x[i] += acc[i];
+    }
+    s->stats.t_experts += strata_now() - t1;
+    return 0;
+}
+
+// ---- whole chunk -------------------------------------------------------------------------------
+
+int strata_qwen3moe_forward(struct strata_session *s, const int32_t *tokens, int n, float *logits,
+                            bool all_logits)
+{
+    struct strata_model *m = s->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t E = hp->n_embd;
+    double t0 = strata_now();
+    strata_dequant_fn deq = m->kernels->dequant[m->tok_embd.type];
+    for (int t = 0; t < n; t++)
+        deq((const char *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes, s->x + (size_t)t * E, E);
+    s->stats.t_embed += strata_now() - t0;
+
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        double ta = strata_now();
+        int rc = attention_block(s, (int)l, n);
+        s->stats.t_attn += strata_now() - ta;
+        if (rc == 0) rc = moe_block(s, (int)l, n);
+        if (rc) return rc;
+    }
+
+    if (!logits) return 0;
+    double th = strata_now();
+    const int first = all_logits ? 0 : n - 1, n_out = n - first;
+    for (int t = first; t < n; t++)
+        strata_rmsnorm(s->h + (size_t)(t - first) * E, s->x + (size_t)t * E, m->output_norm, E, hp->rms_eps);
+    int vdt = -1;
+    const void *xh = act_for(s, &m->output, s->h, n_out, s->act_a, &vdt);
+    struct strata_mm_job hj = {m->output, xh, strata_act_row_bytes(m->output.type, E), NULL, n_out, logits,
+                               hp->n_vocab, NULL};
+    strata_mm_run(s->pool, m->kernels, &hj, 1);
+    s->stats.t_head += strata_now() - th;
+    return 0;
+}

@@ -1,0 +1,380 @@
+// strata synth: synthetic GGUF models of real architectures.
+//
+// A preset is the hyperparameter set of a released model (from its public config.json) or a tiny
+// test shape. Weight matrices get random valid blocks of the chosen type (strata_quant_random);
+// routers and norms stay F32 as real converters keep them. Each tensor's data comes from its own
+// PRNG stream seeded by (seed, tensor name), so the bytes of a tensor do not depend on the order
+// or on the other tensors. Data is generated in chunks and streamed to disk: the file never has
+// to fit in memory.
+#include "tools/synth.h"
+
+#include <math.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "model/arch.h"
+#include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
+#include "util/log.h"
+
+struct preset {
+    const char *arch, *name, *source;
+    uint32_t n_vocab, n_ctx, n_embd, n_layer, n_head, n_head_kv, head_dim;
+    uint32_t n_expert, n_expert_used, n_ff_exp;
+    float rope_base, rms_eps;
+    enum strata_type default_type;
+};
+
+static const struct preset g_presets[] = {
+    {"qwen3moe", "tiny", "test shape: K-quant-compatible rows (256), 4 layers, 8 experts top-2",
+     1024, 4096, 256, 4, 4, 2, 64, 8, 2, 256, 1000000.0f, 1e-6f, STRATA_TYPE_Q8_0},
+    {"qwen3moe", "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B config.json",
+     151936, 40960, 2048, 48, 32, 4, 128, 128, 8, 768, 1000000.0f, 1e-6f, STRATA_TYPE_Q4_K},
+    {"qwen3moe", "qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B config.json",
+     151936, 40960, 4096, 94, 64, 4, 128, 128, 8, 1536, 1000000.0f, 1e-6f, STRATA_TYPE_Q4_K},
+};
+#define N_PRESETS (sizeof g_presets / sizeof g_presets[0])
+
+const struct strata_synth_preset_info *strata_synth_presets(void)
+{
+    static struct strata_synth_preset_info info[N_PRESETS + 1];
+    for (size_t i = 0; i < N_PRESETS; i++)
+        info[i] = (struct strata_synth_preset_info){g_presets[i].arch, g_presets[i].name,
+                                                    g_presets[i].source};
+    return info;
+}
+
+// One tensor to write: its name, shape, type and the distribution of its values.
+struct synth_tensor {
+    char name[96];
+    uint32_t n_dims;
+    uint64_t ne[GGUF_MAX_DIMS];
+    uint32_t type;
+    float std;       // of the random values
+    float mean;      // added (norm weights sit around 1)
+};
+
+struct tensor_list {
+    struct synth_tensor *items;
+    size_t n, cap;
+};
+
+static int tl_add(struct tensor_list *tl, const char *name, uint32_t type, float mean, float std,
+                  uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2)
+{
+    if (tl->n == tl->cap) {
+        size_t cap = tl->cap ? tl->cap * 2 : 64;
+        struct synth_tensor *items = realloc(tl->items, cap * sizeof *items);
+        if (!items) return STRATA_ENOMEM;
+        tl->items = items;
+        tl->cap = cap;
+    }
+    struct synth_tensor *t = &tl->items[tl->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->ne[2] = ne2;
+    t->ne[3] = 1;
+    t->type = type;
+    t->mean = mean;
+    t->std = std;
+    return 0;
+}
+
+// Type overrides "REGEX=T,REGEX=T": compiled once, first match wins.
+struct override {
+    regex_t re;
+    int type;
+};
+
+struct overrides {
+    struct override items[64];
+    int n;
+};
+
+static void overrides_free(struct overrides *ov)
+{
+    for (int i = 0; i < ov->n; i++) regfree(&ov->items[i].re);
+    ov->n = 0;
+}
+
+static int overrides_parse(struct overrides *ov, const char *spec)
+{
+    ov->n = 0;
+    if (!spec || !*spec) return 0;
+    char *copy = strdup(spec);
+    if (!copy) return STRATA_ENOMEM;
+    int rc = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strrchr(item, '=');
+        if (!eq || eq == item) {
+            strata_log_error("synth: --type-overrides: '%s' is not REGEX=TYPE", item);
+            rc = STRATA_EARG;
+            break;
+        }
+        *eq = 0;
+        int type = strata_type_from_name(eq + 1);
+        if (type < 0 || !strata_type_computable((uint32_t)type)) {
+            strata_log_error("synth: --type-overrides: type '%s' is unknown or not supported", eq + 1);
+            rc = STRATA_EARG;
+            break;
+        }
+        if (ov->n == (int)(sizeof ov->items / sizeof ov->items[0])) {
+            strata_log_error("synth: --type-overrides: more than 64 rules");
+            rc = STRATA_EARG;
+            break;
+        }
+        if (regcomp(&ov->items[ov->n].re, item, REG_EXTENDED | REG_NOSUB) != 0) {
+            strata_log_error("synth: --type-overrides: invalid regular expression '%s'", item);
+            rc = STRATA_EARG;
+            break;
+        }
+        ov->items[ov->n++].type = type;
+    }
+    free(copy);
+    if (rc) overrides_free(ov);
+    return rc;
+}
+
+static int overrides_type(const struct overrides *ov, const char *name, int dflt)
+{
+    for (int i = 0; i < ov->n; i++)
+        if (regexec(&ov->items[i].re, name, 0, NULL, 0) == 0) return ov->items[i].type;
+    return dflt;
+}
+
+// Tensors of a qwen3moe model (shapes in GGUF order, ORACLE.md).
+static int qwen3moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
+                            uint32_t n_layer, uint32_t n_expert, uint32_t wt)
+{
+    const uint64_t E = p->n_embd, D = p->head_dim, H = p->n_head, Hkv = p->n_head_kv;
+    const uint64_t F = p->n_ff_exp, X = n_expert;
+    const float s_in = 1.0f / sqrtf((float)E);
+    char n[96];
+    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
+    for (uint32_t l = 0; l < n_layer && rc == 0; l++) {
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_q.weight"), wt, 0.0f, s_in, 2, E, H * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_k.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_v.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
+            (rc = tl_add(tl, NM("attn_q_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
+            (rc = tl_add(tl, NM("ffn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = tl_add(tl, NM("ffn_gate_inp.weight"), STRATA_TYPE_F32, 0.0f, 2.0f * s_in, 2, E, X, 1)) ||
+            (rc = tl_add(tl, NM("ffn_gate_exps.weight"), wt, 0.0f, s_in, 3, E, F, X)) ||
+            (rc = tl_add(tl, NM("ffn_up_exps.weight"), wt, 0.0f, s_in, 3, E, F, X)) ||
+            (rc = tl_add(tl, NM("ffn_down_exps.weight"), wt, 0.0f, 1.0f / sqrtf((float)F), 3, F, E, X)))
+            break;
+#undef NM
+    }
+    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
+    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
+    return rc;
+}
+
+static int write_hparams(struct gguf_writer *w, const struct preset *p, const char *model_name,
+                         uint32_t n_layer, uint32_t n_expert)
+{
+    char k[128];
+    const char *a = p->arch;
+#define K(s) (snprintf(k, sizeof k, "%s." s, a), k)
+    int rc = 0;
+    if ((rc = gguf_writer_set_str(w, "general.architecture", a)) ||
+        (rc = gguf_writer_set_str(w, "general.name", model_name)) ||
+        (rc = gguf_writer_set_u32(w, K("context_length"), p->n_ctx)) ||
+        (rc = gguf_writer_set_u32(w, K("embedding_length"), p->n_embd)) ||
+        (rc = gguf_writer_set_u32(w, K("block_count"), n_layer)) ||
+        (rc = gguf_writer_set_u32(w, K("attention.head_count"), p->n_head)) ||
+        (rc = gguf_writer_set_u32(w, K("attention.head_count_kv"), p->n_head_kv)) ||
+        (rc = gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
+        (rc = gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim)) ||
+        (rc = gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), p->rms_eps)) ||
+        (rc = gguf_writer_set_f32(w, K("rope.freq_base"), p->rope_base)) ||
+        (rc = gguf_writer_set_u32(w, K("rope.dimension_count"), p->head_dim)) ||
+        (rc = gguf_writer_set_u32(w, K("expert_count"), n_expert)) ||
+        (rc = gguf_writer_set_u32(w, K("expert_used_count"), p->n_expert_used)) ||
+        (rc = gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)))
+        return rc;
+#undef K
+    return 0;
+}
+
+static uint64_t hash_name(uint64_t seed, const char *s)
+{
+    uint64_t h = seed ^ 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+struct progress {
+    bool on;
+    uint64_t total, done;
+    double start, last;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progress_show(struct progress *pr, bool final)
+{
+    if (!pr->on) return;
+    double t = now_s();
+    if (!final && t - pr->last < 0.2) return;
+    pr->last = t;
+    double frac = pr->total ? (double)pr->done / (double)pr->total : 1.0;
+    int bar = (int)(frac * 30);
+    double mbs = pr->done / 1048576.0 / (t - pr->start + 1e-9);
+    fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %.0f / %.0f MiB  %.0f MiB/s", bar,
+            "##############################", 30 - bar, "", frac * 100.0, pr->done / 1048576.0,
+            pr->total / 1048576.0, mbs);
+    if (final) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+// Generate and stream one tensor's data in chunks of whole rows.
+static int write_tensor_data(struct gguf_writer *w, int index, const struct synth_tensor *t,
+                             uint64_t seed, void *buf, uint64_t buf_bytes, float *fbuf,
+                             struct progress *pr)
+{
+    const uint64_t row_elems = t->ne[0];
+    const uint64_t row_bytes = strata_type_row_bytes(t->type, row_elems);
+    uint64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
+    uint64_t rows_per_chunk = buf_bytes / row_bytes;
+    if (rows_per_chunk == 0) rows_per_chunk = 1;
+    uint64_t rng = hash_name(seed, t->name);
+    int rc = gguf_writer_tensor_begin(w, index);
+    for (uint64_t r = 0; r < n_rows && rc == 0; r += rows_per_chunk) {
+        uint64_t nr = n_rows - r < rows_per_chunk ? n_rows - r : rows_per_chunk;
+        if (t->mean != 0.0f) {
+            // Only F32 tensors (norms) have a mean; their rows are short.
+            for (uint64_t i = 0; i < nr * row_elems; i++)
+                fbuf[i] = t->mean + t->std * strata_rng_normal(&rng);
+            memcpy(buf, fbuf, nr * row_bytes);
+        } else {
+            rc = strata_quant_random(t->type, &rng, buf, (int64_t)(nr * row_elems), t->std);
+            if (rc) {
+                strata_log_error("synth: cannot synthesise type %s", strata_type_name(t->type));
+                return rc;
+            }
+        }
+        rc = gguf_writer_write(w, buf, nr * row_bytes);
+        pr->done += nr * row_bytes;
+        progress_show(pr, false);
+    }
+    return rc;
+}
+
+int strata_synth(const struct strata_synth_opts *o)
+{
+    const struct preset *p = NULL;
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (strcmp(g_presets[i].arch, o->arch) == 0 && strcmp(g_presets[i].name, o->preset) == 0)
+            p = &g_presets[i];
+    if (!p) {
+        if (strata_arch_from_name(o->arch) < 0)
+            strata_log_error("synth: unknown architecture '%s' (see strata synth --list)", o->arch);
+        else
+            strata_log_error("synth: no preset '%s' for %s (see strata synth --list)", o->preset, o->arch);
+        return STRATA_EARG;
+    }
+    uint32_t n_layer = o->n_layer > 0 ? (uint32_t)o->n_layer : p->n_layer;
+    uint32_t n_expert = o->n_expert > 0 ? (uint32_t)o->n_expert : p->n_expert;
+    if (n_expert < p->n_expert_used) {
+        strata_log_error("synth: --experts %u is below the preset's experts used per token (%u)",
+                         n_expert, p->n_expert_used);
+        return STRATA_EARG;
+    }
+    int wt = o->type >= 0 ? o->type : (int)p->default_type;
+    if (!strata_type_computable((uint32_t)wt)) {
+        strata_log_error("synth: type %s is not supported for weights", strata_type_name((uint32_t)wt));
+        return STRATA_EARG;
+    }
+
+    struct overrides ov;
+    int rc = overrides_parse(&ov, o->type_overrides);
+    if (rc) return rc;
+
+    struct gguf_writer *w = gguf_writer_new();
+    struct tensor_list tl = {0};
+    void *buf = NULL;
+    float *fbuf = NULL;
+    if (!w) {
+        rc = STRATA_ENOMEM;
+        goto done;
+    }
+    char model_name[160];
+    snprintf(model_name, sizeof model_name, "strata-synth %s %s", p->name, strata_type_name((uint32_t)wt));
+    if ((rc = write_hparams(w, p, model_name, n_layer, n_expert))) goto done;
+    if ((rc = gguf_writer_set_u32(w, "general.file_type", 0))) goto done;
+
+    uint32_t n_vocab = o->n_vocab > 0 ? (uint32_t)o->n_vocab : p->n_vocab;
+    if (o->tokenizer_json)
+        rc = strata_tokenizer_import_hf(w, o->tokenizer_json, o->chat_template, &n_vocab);
+    else
+        rc = strata_tokenizer_write_builtin(w, n_vocab);
+    if (rc) goto done;
+
+    if ((rc = qwen3moe_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt))) goto done;
+
+    uint64_t total = 0, max_row = 0;
+    for (size_t i = 0; i < tl.n; i++) {
+        struct synth_tensor *t = &tl.items[i];
+        if (t->type != STRATA_TYPE_F32 || t->mean == 0.0f)
+            t->type = (uint32_t)overrides_type(&ov, t->name, (int)t->type);
+        const struct strata_type_traits *tr = strata_type_traits(t->type);
+        if (t->ne[0] % tr->block_size) {
+            strata_log_error("synth: tensor '%s' has rows of %llu, not a multiple of %s's block of %u",
+                             t->name, (unsigned long long)t->ne[0], tr->name, tr->block_size);
+            rc = STRATA_EARG;
+            goto done;
+        }
+        int idx = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne);
+        if (idx < 0) {
+            rc = idx;
+            goto done;
+        }
+        total += gguf_writer_tensor_bytes(w, idx);
+        uint64_t rb = strata_type_row_bytes(t->type, t->ne[0]);
+        if (rb > max_row) max_row = rb;
+        if (t->ne[0] * 4 > max_row) max_row = t->ne[0] * 4;
+    }
+
+    const uint64_t chunk = 8ull << 20;
+    uint64_t buf_bytes = max_row > chunk ? max_row : chunk;
+    buf = malloc(buf_bytes);
+    fbuf = malloc(buf_bytes);
+    if (!buf || !fbuf) {
+        strata_log_error("synth: out of memory for a %llu-byte chunk", (unsigned long long)buf_bytes);
+        rc = STRATA_ENOMEM;
+        goto done;
+    }
+    if ((rc = gguf_writer_open(w, o->out_path))) goto done;
+    struct progress pr = {o->progress, total, 0, now_s(), 0};
+    for (size_t i = 0; i < tl.n && rc == 0; i++)
+        rc = write_tensor_data(w, (int)i, &tl.items[i], o->seed, buf, buf_bytes, fbuf, &pr);
+    if (rc == 0) rc = gguf_writer_finish(w);
+    progress_show(&pr, true);
+
+done:
+    if (rc && o->out_path) unlink(o->out_path);
+    gguf_writer_free(w);
+    overrides_free(&ov);
+    free(tl.items);
+    free(buf);
+    free(fbuf);
+    return rc;
+}
