@@ -1,0 +1,418 @@
+// Sampler chain over one logits row [n_vocab]: penalty, top-k, top-p, min-p, temperature, draw.
+//
+// Candidates live in s->cand[0..n), starting in id order (cand[i].id == i), so the penalty can
+// index them directly. Selection of the k best uses an in-place heap (O(n log k), no extra
+// memory) under one total order (logit descending, then id ascending), so results never depend
+// on the algorithm's tie handling. top-p without top-k first selects the best 256 (enough for
+// peaked distributions) and radix-sorts the whole vocabulary only when their mass falls short.
+#include "sample/sampler.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+// First prefix tried by top-p when nothing is sorted yet; most real distributions put their
+// top-p mass well inside it.
+#define TOP_P_FIRST_PREFIX 256
+
+// ---- random numbers: splitmix64 seeds xoshiro256** ----
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(uint64_t st[4])
+{
+    const uint64_t result = rotl64(st[1] * 5, 7) * 9;
+    const uint64_t t = st[1] << 17;
+    st[2] ^= st[0];
+    st[3] ^= st[1];
+    st[1] ^= st[2];
+    st[0] ^= st[3];
+    st[2] ^= t;
+    st[3] = rotl64(st[3], 45);
+    return result;
+}
+
+// Uniform in [0, 1) with 53 random bits.
+static double uniform01(uint64_t st[4]) { return (double)(xoshiro_next(st) >> 11) * 0x1.0p-53; }
+
+// ---- candidate ordering and selection ----
+
+static bool better(const struct strata_sampler_candidate *a, const struct strata_sampler_candidate *b)
+{
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static void swap_cand(struct strata_sampler_candidate *a, struct strata_sampler_candidate *b)
+{
+    struct strata_sampler_candidate t = *a;
+    *a = *b;
+    *b = t;
+}
+
+// Heap of h[0..m) whose root is the worst element.
+static void sift_down_worst(struct strata_sampler_candidate *h, size_t m, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < m && better(&h[w], &h[l])) w = l;
+        if (r < m && better(&h[w], &h[r])) w = r;
+        if (w == i) return;
+        swap_cand(&h[i], &h[w]);
+        i = w;
+    }
+}
+
+// Permutes c[0..n) so that c[0..m) holds the m best in descending order; the rest stay behind
+// it in some order. m <= n.
+static void select_best(struct strata_sampler_candidate *c, size_t n, size_t m)
+{
+    if (m == 0) return;
+    for (size_t i = m / 2; i-- > 0;) sift_down_worst(c, m, i);
+    for (size_t i = m; i < n; i++) {
+        if (better(&c[i], &c[0])) {
+            swap_cand(&c[i], &c[0]);
+            sift_down_worst(c, m, 0);
+        }
+    }
+    // Heap sort: moving the worst to the end each time leaves c[0..m) descending.
+    for (size_t end = m - 1; end > 0; end--) {
+        swap_cand(&c[0], &c[end]);
+        sift_down_worst(c, end, 0);
+    }
+}
+
+static float max_logit(const struct strata_sampler_candidate *c, size_t n, bool sorted)
+{
+    if (sorted) return c[0].logit;
+    float m = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit > m) m = c[i].logit;
+    return m;
+}
+
+// Sets c[i].p = softmax over c[0..n) of the logits; returns false if every logit is -inf.
+static bool softmax(struct strata_sampler_candidate *c, size_t n, bool sorted)
+{
+    const float m = max_logit(c, n, sorted);
+    if (m == -INFINITY) return false;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float e = expf(c[i].logit - m);
+        c[i].p = e;
+        sum += e;
+    }
+    const float inv = (float)(1.0 / sum);
+    for (size_t i = 0; i < n; i++) c[i].p *= inv;
+    return true;
+}
+
+// ---- chain steps ----
+
+// Applies the penalty once per distinct token among the last repeat_last_n of history to
+// cand, which must still be in id order. Checks the ids it reads.
+static int apply_penalty(struct strata_sampler *s, const int32_t *history, size_t n_history)
+{
+    const struct strata_sampler_params *p = &s->params;
+    size_t window = p->repeat_last_n < 0 ? n_history : (size_t)p->repeat_last_n;
+    if (window > n_history) window = n_history;
+    if (++s->stamp == 0) {
+        memset(s->seen, 0, (size_t)s->n_vocab * sizeof *s->seen);
+        s->stamp = 1;
+    }
+    for (size_t i = n_history - window; i < n_history; i++) {
+        int32_t t = history[i];
+        if (t < 0 || t >= s->n_vocab) {
+            strata_log_error("strata_sampler_sample: history[%zu] = %d is outside the vocabulary of %d",
+                             i, (int)t, (int)s->n_vocab);
+            return STRATA_EARG;
+        }
+        if (s->seen[t] == s->stamp) continue;
+        s->seen[t] = s->stamp;
+        float *l = &s->cand[t].logit;
+        *l = *l <= 0.0f ? *l * p->repeat_penalty : *l / p->repeat_penalty;
+    }
+    return 0;
+}
+
+// Radix key whose ascending order is descending logit order (NaN was replaced by -inf; -0 is
+// folded into +0 so that the two tie, as they do for better()).
+static uint32_t desc_key(float logit)
+{
+    if (logit == 0.0f) logit = 0.0f;
+    uint32_t u;
+    memcpy(&u, &logit, sizeof u);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending float order as unsigned
+    return ~u;
+}
+
+#define RADIX_BITS 11
+#define RADIX_SIZE (1u << RADIX_BITS)
+
+// One stable counting pass of a radix sort on the key's digit `shift`.
+static void radix_pass(const struct strata_sampler_candidate *src, struct strata_sampler_candidate *dst,
+                       size_t n, int shift, uint32_t *count)
+{
+    uint32_t sum = 0;
+    for (uint32_t d = 0; d < RADIX_SIZE; d++) {
+        uint32_t c = count[d];
+        count[d] = sum;
+        sum += c;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t d = (desc_key(src[i].logit) >> shift) & (RADIX_SIZE - 1);
+        dst[count[d]++] = src[i];
+    }
+}
+
+// Sorts all n_vocab candidates of c (a permutation of the ids 0..n-1) into descending order,
+// ties by ascending id: a scatter by id restores id order, then three stable 11-bit passes
+// (c -> tmp -> c -> tmp -> c). O(n), where a comparison sort of 151k tokens costs ~25 ms.
+static void sort_all(struct strata_sampler_candidate *c, struct strata_sampler_candidate *tmp, size_t n)
+{
+    static const int shifts[3] = {0, RADIX_BITS, 2 * RADIX_BITS};
+    uint32_t count[3][RADIX_SIZE];
+    memset(count, 0, sizeof count);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = desc_key(c[i].logit);
+        for (int pass = 0; pass < 3; pass++) count[pass][(k >> shifts[pass]) & (RADIX_SIZE - 1)]++;
+        tmp[c[i].id] = c[i];
+    }
+    radix_pass(tmp, c, n, shifts[0], count[0]);
+    radix_pass(c, tmp, n, shifts[1], count[1]);
+    radix_pass(tmp, c, n, shifts[2], count[2]);
+}
+
+// Keeps the smallest descending prefix whose probability reaches top_p (at least one).
+// Returns the new size; leaves cand sorted over it. Unsorted input is the whole vocabulary.
+static size_t apply_top_p(struct strata_sampler *s, size_t n, bool *sorted, float top_p)
+{
+    struct strata_sampler_candidate *c = s->cand;
+    if (!softmax(c, n, *sorted)) return 1;  // all -inf: keep the first
+    size_t have = n;  // length of the prefix known to be in descending order
+    if (!*sorted) {
+        STRATA_ASSERT(n == (size_t)s->n_vocab);  // nothing filtered yet: sort_all's precondition
+        have = n > 4 * TOP_P_FIRST_PREFIX ? TOP_P_FIRST_PREFIX : n;
+        if (have == n) sort_all(c, s->sorted_tmp, n);
+        else select_best(c, n, have);
+    }
+    *sorted = true;
+    double cum = 0.0;
+    for (size_t i = 0;; i++) {
+        if (i == have) {
+            // Flat distribution: the mass is not in the first prefix; sort everything.
+            sort_all(c, s->sorted_tmp, n);
+            have = n;
+        }
+        cum += c[i].p;
+        if (cum >= top_p || i + 1 == n) return i + 1;
+    }
+}
+
+// Keeps tokens whose logit is within log(min_p) of the maximum (p_i >= min_p * p_max),
+// preserving order; the maximum always stays.
+static size_t apply_min_p(struct strata_sampler_candidate *c, size_t n, bool sorted, float min_p)
+{
+    const float m = max_logit(c, n, sorted);
+    const float threshold = m + logf(min_p);
+    if (sorted) {
+        size_t k = 1;
+        while (k < n && c[k].logit >= threshold) k++;
+        return k;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit >= threshold) c[k++] = c[i];
+    if (k == 0) {  // min_p of 1 with rounding, or all -inf: keep the best one
+        size_t best = 0;
+        for (size_t i = 1; i < n; i++)
+            if (better(&c[i], &c[best])) best = i;
+        c[0] = c[best];
+        k = 1;
+    }
+    return k;
+}
+
+static bool penalty_active(const struct strata_sampler_params *p, size_t n_history)
+{
+    return p->repeat_penalty != 1.0f && p->repeat_last_n != 0 && n_history > 0;
+}
+
+// Greedy without penalty: argmax straight from the caller's row, NaN skipped, first wins.
+static int32_t argmax_row(const float *logits, int32_t n)
+{
+    int32_t best = 0;
+    float best_l = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        if (logits[i] > best_l) {
+            best_l = logits[i];
+            best = i;
+        }
+    }
+    return best;
+}
+
+static int check_call(const struct strata_sampler *s, const float *logits, const int32_t *history,
+                      size_t n_history)
+{
+    if (!s || !s->cand || !logits || (n_history > 0 && !history)) {
+        strata_log_error("strata_sampler_sample: %s is NULL",
+                         !s || !s->cand ? "sampler" : !logits ? "logits" : "history");
+        return STRATA_EARG;
+    }
+    return 0;
+}
+
+// ---- public ----
+
+struct strata_sampler_params strata_sampler_default_params(void)
+{
+    return (struct strata_sampler_params){
+        .temperature = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .repeat_last_n = 64,
+        .seed = 0,
+    };
+}
+
+int strata_sampler_init(struct strata_sampler *s, struct strata_sampler_params params, int32_t n_vocab)
+{
+    memset(s, 0, sizeof *s);
+    const char *bad = NULL;
+    double value = 0;
+    if (n_vocab <= 0) bad = "n_vocab", value = n_vocab;
+    else if (isnan(params.temperature)) bad = "temperature", value = params.temperature;
+    else if (params.top_k < 0) bad = "top_k", value = params.top_k;
+    else if (!(params.top_p >= 0.0f && params.top_p <= 1.0f)) bad = "top_p", value = params.top_p;
+    else if (!(params.min_p >= 0.0f && params.min_p <= 1.0f)) bad = "min_p", value = params.min_p;
+    else if (!(params.repeat_penalty > 0.0f && isfinite(params.repeat_penalty)))
+        bad = "repeat_penalty", value = params.repeat_penalty;
+    else if (params.repeat_last_n < -1) bad = "repeat_last_n", value = params.repeat_last_n;
+    if (bad) {
+        strata_log_error("strata_sampler_init: %s = %g is out of range", bad, value);
+        return STRATA_EARG;
+    }
+    s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
+    s->sorted_tmp = malloc((size_t)n_vocab * sizeof *s->sorted_tmp);
+    s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
+    if (!s->cand || !s->sorted_tmp || !s->seen) {
+        strata_log_error("strata_sampler_init: cannot allocate scratch for %d tokens", (int)n_vocab);
+        strata_sampler_free(s);
+        return STRATA_ENOMEM;
+    }
+    s->params = params;
+    s->n_vocab = n_vocab;
+    strata_sampler_seed(s, params.seed);
+    return 0;
+}
+
+void strata_sampler_free(struct strata_sampler *s)
+{
+    if (!s) return;
+    free(s->cand);
+    free(s->sorted_tmp);
+    free(s->seen);
+    s->cand = NULL;
+    s->sorted_tmp = NULL;
+    s->seen = NULL;
+}
+
+void strata_sampler_seed(struct strata_sampler *s, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    s->params.seed = seed;
+}
+
+int strata_sampler_filter(struct strata_sampler *s, const float *logits, const int32_t *history,
+                          size_t n_history, const struct strata_sampler_candidate **out)
+{
+    int rc = check_call(s, logits, history, n_history);
+    if (rc < 0) return rc;
+    const struct strata_sampler_params *p = &s->params;
+    struct strata_sampler_candidate *c = s->cand;
+    const size_t n_vocab = (size_t)s->n_vocab;
+    *out = c;
+
+    if (p->temperature <= 0.0f && !penalty_active(p, n_history)) {
+        int32_t best = argmax_row(logits, s->n_vocab);
+        c[0] = (struct strata_sampler_candidate){best, logits[best], 1.0f};
+        return 1;
+    }
+
+    for (size_t i = 0; i < n_vocab; i++) {
+        float l = logits[i];
+        c[i] = (struct strata_sampler_candidate){(int32_t)i, isnan(l) ? -INFINITY : l, 0.0f};
+    }
+    if (penalty_active(p, n_history)) {
+        rc = apply_penalty(s, history, n_history);
+        if (rc < 0) return rc;
+    }
+
+    if (p->temperature <= 0.0f) {
+        size_t best = 0;
+        for (size_t i = 1; i < n_vocab; i++)
+            if (c[i].logit > c[best].logit) best = i;
+        c[0] = c[best];
+        c[0].p = 1.0f;
+        return 1;
+    }
+
+    size_t n = n_vocab;
+    bool sorted = false;
+    if (p->top_k > 0 && (size_t)p->top_k < n) {
+        select_best(c, n, (size_t)p->top_k);
+        n = (size_t)p->top_k;
+        sorted = true;
+    }
+    if (p->top_p < 1.0f && n > 1) n = apply_top_p(s, n, &sorted, p->top_p);
+    if (p->min_p > 0.0f && n > 1) n = apply_min_p(c, n, sorted, p->min_p);
+
+    const float inv_temp = 1.0f / p->temperature;
+    for (size_t i = 0; i < n; i++) c[i].logit *= inv_temp;
+    if (!softmax(c, n, sorted)) {
+        // Every surviving logit is -inf: there is no distribution; take the first (best) one.
+        for (size_t i = 0; i < n; i++) c[i].p = i == 0 ? 1.0f : 0.0f;
+    }
+    return (int)n;
+}
+
+int32_t strata_sampler_sample(struct strata_sampler *s, const float *logits, const int32_t *history,
+                              size_t n_history)
+{
+    const struct strata_sampler_candidate *c;
+    int n = strata_sampler_filter(s, logits, history, n_history, &c);
+    if (n < 0) return n;
+    if (n == 1) {
+        // Draw anyway when sampling, so that the random sequence does not depend on how many
+        // candidates survived (as llama.cpp's dist sampler does).
+        if (s->params.temperature > 0.0f) (void)uniform01(s->rng);
+        return c[0].id;
+    }
+    // Walk the cumulative mass to a uniform target; the strict comparison never selects a
+    // token of probability 0, and the last token is reached since target < total.
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += c[i].p;
+    const double target = uniform01(s->rng) * total;
+    double run = 0.0;
+    for (int i = 0; i < n; i++) {
+        run += c[i].p;
+        if (run > target) return c[i].id;
+    }
+    for (int i = n - 1; i > 0; i--)
+        if (c[i].p > 0.0f) return c[i].id;
+    return c[0].id;
+}
