@@ -133,14 +133,15 @@ static void nested_values(struct gguf_value *two_level, struct gguf_value *three
                           struct gguf_value inner[3], struct gguf_value mid[2],
                           struct gguf_value *leaf)
 {
-    inner[0] = (struct gguf_value){.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_UINT32, 2, (void *)inner_a}};
-    inner[1] = (struct gguf_value){.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_UINT32, 0, NULL}};
-    inner[2] = (struct gguf_value){.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_UINT32, 1, (void *)inner_c}};
-    *two_level = (struct gguf_value){.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_ARRAY, 3, inner}};
-    *leaf = (struct gguf_value){.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_STRING, 2, inner_strs}};
-    mid[0] = (struct gguf_value){.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_ARRAY, 1, leaf}};
-    mid[1] = (struct gguf_value){.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_ARRAY, 0, NULL}};
-    *three_level = (struct gguf_value){.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_ARRAY, 2, mid}};
+    const enum gguf_type array = GGUF_TYPE_ARRAY, u32 = GGUF_TYPE_UINT32;
+    inner[0] = (struct gguf_value){.type = array, .arr = {u32, 2, (void *)inner_a}};
+    inner[1] = (struct gguf_value){.type = array, .arr = {u32, 0, NULL}};
+    inner[2] = (struct gguf_value){.type = array, .arr = {u32, 1, (void *)inner_c}};
+    *two_level = (struct gguf_value){.type = array, .arr = {array, 3, inner}};
+    *leaf = (struct gguf_value){.type = array, .arr = {GGUF_TYPE_STRING, 2, inner_strs}};
+    mid[0] = (struct gguf_value){.type = array, .arr = {array, 1, leaf}};
+    mid[1] = (struct gguf_value){.type = array, .arr = {array, 0, NULL}};
+    *three_level = (struct gguf_value){.type = array, .arr = {array, 2, mid}};
 }
 
 static uint8_t *tensor_bytes(int i, uint64_t n)
@@ -232,7 +233,8 @@ static void check_scalars(const struct gguf_file *f)
     const char *s = NULL;
     CHECK(gguf_get_str(f, "s.str", &s) == 0 && strcmp(s, "hello") == 0, "s.str");
     CHECK(gguf_get_str(f, "s.empty", &s) == 0 && strcmp(s, "") == 0, "s.empty");
-    CHECK(gguf_get_str(f, "s.utf8", &s) == 0 && strcmp(s, "héllo wörld ✓ 日本語") == 0, "s.utf8");
+    CHECK(gguf_get_str(f, "s.utf8", &s) == 0 && strcmp(s, "héllo wörld ✓ 日本語") == 0,
+          "s.utf8");
     kv = gguf_find_kv(f, "s.utf8");
     CHECK(kv && kv->value.str.len == strlen("héllo wörld ✓ 日本語"), "utf8 length");
 }
@@ -339,7 +341,8 @@ static void test_roundtrip(uint32_t alignment)
                   strcmp(f->kv[5].key.s, "s.replaced") == 0,
               "key order");
         uint32_t a = 0;
-        CHECK((gguf_get_u32(f, "general.alignment", &a) == 0) == (alignment != 32), "alignment key");
+        CHECK((gguf_get_u32(f, "general.alignment", &a) == 0) == (alignment != 32),
+              "general.alignment is written only when not the default");
         check_scalars(f);
         check_arrays(f);
         check_tensors(f, alignment, N_TENSORS);
@@ -797,7 +800,8 @@ static void test_getters(void)
     BAD(gguf_get_arr(f, "str", GGUF_TYPE_STRING, &items, &n), "array");
     // absent: -ENOENT and no new error line
     strata_log_error("marker");
-    CHECK(gguf_get_u32(f, "missing", &u32) == -ENOENT && gguf_get_str(f, "missing", &s) == -ENOENT &&
+    CHECK(gguf_get_u32(f, "missing", &u32) == -ENOENT &&
+              gguf_get_str(f, "missing", &s) == -ENOENT &&
               gguf_get_arr(f, "missing", GGUF_TYPE_UINT8, &items, &n) == -ENOENT &&
               strcmp(strata_last_error(), "marker") == 0,
           "absent keys");
@@ -848,14 +852,16 @@ static void test_writer_errors(void)
     CHECK(gguf_writer_add_tensor(w, "t", 4, 1, ne) == STRATA_EARG, "retired type");
     CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 5, ne) == STRATA_EARG, "n_dims 5");
     CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_Q4_K, 1, ne) == STRATA_EARG, "block size");
-    CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 2, (const uint64_t[]){1ull << 40, 1ull << 40}) ==
-              STRATA_EARG,
+    const uint64_t ne_overflow[] = {1ull << 40, 1ull << 40};
+    CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 2, ne_overflow) == STRATA_EARG,
           "element overflow");
     CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, (const uint64_t[]){1ull << 62}) ==
               STRATA_EARG,
           "byte size overflow");
-    CHECK(gguf_writer_add_tensor(w, "0123456789012345678901234567890123456789012345678901234567890123",
-                                 STRATA_TYPE_F32, 1, ne) == STRATA_EARG,
+    char long_name[65];
+    memset(long_name, 'x', 64);
+    long_name[64] = '\0';
+    CHECK(gguf_writer_add_tensor(w, long_name, STRATA_TYPE_F32, 1, ne) == STRATA_EARG,
           "64-byte name");
     CHECK(gguf_writer_add_tensor(w, "t0", STRATA_TYPE_F32, 1, ne) == 0, "t0");
     CHECK(gguf_writer_add_tensor(w, "t0", STRATA_TYPE_F32, 1, ne) == STRATA_EARG, "dup");
@@ -866,7 +872,8 @@ static void test_writer_errors(void)
     const char *path = tmp_path("misuse.gguf");
     CHECK(gguf_writer_open(w, path) == 0, "open: %s", strata_last_error());
     CHECK(gguf_writer_set_u32(w, "late", 1) == STRATA_EARG, "set after open");
-    CHECK(gguf_writer_add_tensor(w, "late", STRATA_TYPE_F32, 1, ne) == STRATA_EARG, "add after open");
+    CHECK(gguf_writer_add_tensor(w, "late", STRATA_TYPE_F32, 1, ne) == STRATA_EARG,
+          "add after open");
     CHECK(gguf_writer_write(w, "x", 1) == STRATA_EARG, "write before begin");
     CHECK(gguf_writer_tensor_begin(w, 1) == STRATA_EARG, "out of order");
     uint8_t data[256] = {0};
@@ -887,7 +894,8 @@ static void test_writer_errors(void)
     CHECK(gguf_writer_finish(w) == STRATA_EARG, "finish twice");
     gguf_writer_free(w);
     struct gguf_file *f = NULL;
-    CHECK(gguf_open(&f, path) == 0 && f->n_tensors == 3, "misuse file opens: %s", strata_last_error());
+    CHECK(gguf_open(&f, path) == 0 && f->n_tensors == 3, "misuse file opens: %s",
+          strata_last_error());
     if (f) gguf_close(f);
     gguf_writer_free(gguf_writer_new());  // freeing an unused writer
     w = gguf_writer_new();                // freeing a writer abandoned mid-tensor
@@ -930,8 +938,9 @@ static void test_open_speed(void)
         types[i] = 1;
     }
     struct gguf_writer *w = gguf_writer_new();
-    int rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, N_VOCAB);
-    rc |= gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)tokens, N_VOCAB);
+    const char *const *token_list = (const char *const *)tokens;
+    int rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", token_list, N_VOCAB);
+    rc |= gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", token_list, N_VOCAB);
     rc |= gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, N_VOCAB);
     char name[64];
     for (int i = 0; i < N_TENSORS_BIG; i++) {

@@ -44,7 +44,7 @@ static int oom(const struct reader *r, uint64_t bytes)
     return STRATA_ENOMEM;
 }
 
-static int read_bytes(struct reader *r, void *dst, uint64_t n)
+static int read_bytes_slow(struct reader *r, void *dst, uint64_t n)
 {
     if (n > remaining(r)) {
         strata_log_error("gguf_open: %s: unexpected end of file reading %s: %llu bytes needed "
@@ -77,6 +77,19 @@ static int read_bytes(struct reader *r, void *dst, uint64_t n)
         r->buf_len = len;
     }
     return 0;
+}
+
+// Most reads are a few bytes inside the window: keep that path to one compare and a memcpy
+// (a vocabulary is hundreds of thousands of short strings).
+static inline int read_bytes(struct reader *r, void *dst, uint64_t n)
+{
+    uint64_t in_buf = r->pos - r->buf_off;  // wraps to huge if pos < buf_off: takes slow path
+    if (in_buf < r->buf_len && n <= r->buf_len - in_buf) {
+        memcpy(dst, r->buf + in_buf, n);
+        r->pos += n;
+        return 0;
+    }
+    return read_bytes_slow(r, dst, n);
 }
 
 static int read_u32(struct reader *r, uint32_t *v) { return read_bytes(r, v, sizeof *v); }
@@ -129,7 +142,7 @@ static int read_value(struct reader *r, struct gguf_value *v, int depth)
     case GGUF_TYPE_BOOL: {
         uint8_t byte;
         int rc = read_bytes(r, &byte, 1);
-        v->b = byte != 0;  // llama.cpp accepts any byte; anything but 0 is true
+        if (!rc) v->b = byte != 0;  // llama.cpp accepts any byte; anything but 0 is true
         return rc;
     }
     default:  // scalars share the union's first bytes in little-endian order
@@ -231,17 +244,33 @@ static int read_header(struct reader *r, struct gguf_file *f)
     return 0;
 }
 
+// A zeroed array of n entries and a name index sized for them; NULL (logged) when out of
+// memory. n was bounded by the file size in read_header, so n * entry_bytes cannot overflow.
+static void *alloc_table(struct reader *r, uint64_t n, size_t entry_bytes,
+                         struct gguf_name_index *ix)
+{
+    void *table = gguf_arena_alloc(r->arena, n * entry_bytes);
+    if (!table) {
+        oom(r, n * entry_bytes);
+        return NULL;
+    }
+    memset(table, 0, n * entry_bytes);
+    if (gguf_index_init(ix, n)) {
+        oom(r, n * 2 * sizeof(struct gguf_name_slot));
+        return NULL;
+    }
+    return table;
+}
+
 static int read_kvs(struct reader *r, struct gguf_file *f, struct gguf_file_private *priv)
 {
-    uint64_t mem = f->n_kv * sizeof *f->kv;  // n_kv bounded by the file size above
-    f->kv = gguf_arena_alloc(r->arena, mem);
-    if (!f->kv) return oom(r, mem);
-    memset(f->kv, 0, mem);
-    if (gguf_index_init(&priv->keys, f->n_kv)) return oom(r, f->n_kv * 64);
+    f->kv = alloc_table(r, f->n_kv, sizeof *f->kv, &priv->keys);
+    if (!f->kv) return STRATA_ENOMEM;
+    int rc;
     for (uint64_t i = 0; i < f->n_kv; i++) {
         struct gguf_kv *kv = &f->kv[i];
         snprintf(r->where, sizeof r->where, "key #%llu", (unsigned long long)i);
-        int rc = read_str(r, &kv->key);
+        rc = read_str(r, &kv->key);
         if (rc) return rc;
         if (kv->key.len == 0) {
             strata_log_error("gguf_open: %s: key #%llu is empty", r->path, (unsigned long long)i);
@@ -328,16 +357,14 @@ static int check_shape(struct reader *r, struct gguf_tensor *t)
 static int read_tensor_infos(struct reader *r, struct gguf_file *f,
                              struct gguf_file_private *priv)
 {
-    uint64_t mem = f->n_tensors * sizeof *f->tensors;  // bounded by the file size
-    f->tensors = gguf_arena_alloc(r->arena, mem);
-    if (!f->tensors) return oom(r, mem);
-    memset(f->tensors, 0, mem);
-    if (gguf_index_init(&priv->tensors, f->n_tensors)) return oom(r, f->n_tensors * 64);
+    f->tensors = alloc_table(r, f->n_tensors, sizeof *f->tensors, &priv->tensors);
+    if (!f->tensors) return STRATA_ENOMEM;
+    int rc;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         struct gguf_tensor *t = &f->tensors[i];
         struct gguf_str name;
         snprintf(r->where, sizeof r->where, "tensor info #%llu", (unsigned long long)i);
-        int rc = read_str(r, &name);
+        rc = read_str(r, &name);
         if (rc) return rc;
         if (memchr(name.s, '\0', name.len)) {
             strata_log_error("gguf_open: %s: name of tensor #%llu contains a NUL byte", r->path,

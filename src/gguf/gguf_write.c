@@ -140,7 +140,8 @@ static int value_copy(struct gguf_value *dst, const struct gguf_value *src, int 
     int rc = 0;
     if (et == GGUF_TYPE_STRING) {
         const struct gguf_str *in = src->arr.items;
-        for (uint64_t i = 0; i < n && !rc; i++) rc = str_copy(&((struct gguf_str *)items)[i], &in[i], fn, key);
+        struct gguf_str *out = items;
+        for (uint64_t i = 0; i < n && !rc; i++) rc = str_copy(&out[i], &in[i], fn, key);
     } else if (et == GGUF_TYPE_ARRAY) {
         const struct gguf_value *in = src->arr.items;
         for (uint64_t i = 0; i < n && !rc; i++) {
@@ -315,7 +316,8 @@ int gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment)
         return STRATA_EARG;
     }
     bool present = false;
-    for (uint64_t i = 0; i < w->n_kv; i++) present |= strcmp(w->kv[i].key, "general.alignment") == 0;
+    for (uint64_t i = 0; i < w->n_kv; i++)
+        present |= strcmp(w->kv[i].key, "general.alignment") == 0;
     if (alignment == GGUF_DEFAULT_ALIGNMENT && !present) {
         w->alignment = alignment;
         return 0;
@@ -551,6 +553,26 @@ void gguf_writer_free(struct gguf_writer *w)
     free(w);
 }
 
+// Data-section offsets: each tensor at the next multiple of the alignment after the previous.
+static int layout_tensors(struct gguf_writer *w, const char *fn, const char *path)
+{
+    uint64_t end = 0;
+    for (uint64_t i = 0; i < w->n_tensors; i++) {
+        struct writer_tensor *t = &w->tensors[i];
+        bool overflow = end > UINT64_MAX - w->alignment;
+        if (!overflow) {
+            t->offset = align_up(end, w->alignment);
+            overflow = __builtin_add_overflow(t->offset, t->n_bytes, &end);
+        }
+        if (overflow) {
+            strata_log_error("%s: %s: data section size overflows at tensor '%s'", fn, path,
+                             t->name);
+            return STRATA_EARG;
+        }
+    }
+    return 0;
+}
+
 int gguf_writer_open(struct gguf_writer *w, const char *path)
 {
     const char *fn = __func__;
@@ -559,15 +581,7 @@ int gguf_writer_open(struct gguf_writer *w, const char *path)
         strata_log_error("%s: %s: writer was already opened", fn, path);
         return STRATA_EARG;
     }
-    uint64_t end = 0;
-    for (uint64_t i = 0; i < w->n_tensors; i++) {
-        w->tensors[i].offset = align_up(end, w->alignment);
-        if (__builtin_add_overflow(w->tensors[i].offset, w->tensors[i].n_bytes, &end)) {
-            strata_log_error("%s: %s: data section size overflows at tensor '%s'", fn, path,
-                             w->tensors[i].name);
-            return STRATA_EARG;
-        }
-    }
+    if ((rc = layout_tensors(w, fn, path))) return rc;
     w->path = strdup(path);
     w->buf = malloc(WRITE_BUF_BYTES);
     if (!w->path || !w->buf) {
