@@ -79,10 +79,14 @@ tests-build: $(TEST_BIN)
 test: all
 	@STRATA_BUILD=$(BUILD) bash tests/run.sh
 
-bench: all
+bench: all $(BUILD)/membw
 	bash bench/run.sh
 
 clean:
 	rm -rf build build-san
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+$(BUILD)/membw: bench/membw.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -march=x86-64-v2 -pthread -o $@ $<

@@ -333,8 +333,14 @@ int strata_synth(const struct strata_synth_opts *o)
     uint64_t total = 0, max_row = 0;
     for (size_t i = 0; i < tl.n; i++) {
         struct synth_tensor *t = &tl.items[i];
-        if (t->type != STRATA_TYPE_F32 || t->mean == 0.0f)
-            t->type = (uint32_t)overrides_type(&ov, t->name, (int)t->type);
+        const int ot = overrides_type(&ov, t->name, -1);
+        if (ot >= 0 && t->n_dims == 1 && ot != STRATA_TYPE_F32) {
+            // Norms and biases are F32 in every real converter and in strata's loader.
+            strata_log_error("synth: --type-overrides: '%s' is a norm or bias and stays F32", t->name);
+            rc = STRATA_EARG;
+            goto done;
+        }
+        if (ot >= 0) t->type = (uint32_t)ot;
         const struct strata_type_traits *tr = strata_type_traits(t->type);
         if (t->ne[0] % tr->block_size) {
             strata_log_error("synth: tensor '%s' has rows of %llu, not a multiple of %s's block of %u",

@@ -1,0 +1,42 @@
+// Compares two float32 logit files laid out [positions][n_vocab] (strata eval vs the oracle).
+// Per position: relative L2 error ||a - b|| / ||b|| and whether the argmax agrees.
+// usage: node compare_logits.mjs A.f32 B.f32 N_VOCAB TOL
+// Prints one line per position when STRATA_VERBOSE is set, always a summary line
+// "positions=N max_rel=... mean_rel=... argmax_mismatch=K"; exit 0 when every position is within
+// TOL and every argmax agrees, 1 otherwise.
+import fs from "node:fs";
+
+const [fa, fb, nvs, tols] = process.argv.slice(2);
+if (!fa || !fb || !nvs || !tols) {
+    process.stderr.write("usage: node compare_logits.mjs A.f32 B.f32 N_VOCAB TOL\n");
+    process.exit(2);
+}
+const read = f => { const b = fs.readFileSync(f); return new Float32Array(b.buffer, b.byteOffset, b.length / 4); };
+const a = read(fa), b = read(fb), nv = Number(nvs), tol = Number(tols);
+if (a.length !== b.length || a.length % nv !== 0 || a.length === 0) {
+    console.log(`size mismatch: ${a.length} vs ${b.length} floats, n_vocab ${nv}`);
+    process.exit(1);
+}
+const np = a.length / nv;
+let maxRel = 0, sumRel = 0, mism = 0, bad = 0;
+for (let p = 0; p < np; p++) {
+    let num = 0, den = 0, am = 0, bm = 0;
+    for (let i = 0; i < nv; i++) {
+        const x = a[p * nv + i], y = b[p * nv + i];
+        if (!Number.isFinite(x)) { num = Infinity; }
+        num += (x - y) * (x - y);
+        den += y * y;
+        if (x > a[p * nv + am]) am = i;
+        if (y > b[p * nv + bm]) bm = i;
+    }
+    const rel = Math.sqrt(num / den);
+    maxRel = Math.max(maxRel, rel);
+    sumRel += rel;
+    if (am !== bm) mism++;
+    if (!(rel <= tol)) bad++;
+    if (process.env.STRATA_VERBOSE || am !== bm || !(rel <= tol))
+        console.log(`pos ${p}: rel ${rel.toExponential(3)} argmax ${am} vs ${bm}`);
+}
+console.log(`positions=${np} max_rel=${maxRel.toExponential(3)} mean_rel=${(sumRel / np).toExponential(3)} ` +
+    `over_tol=${bad} argmax_mismatch=${mism} tol=${tol}`);
+process.exit(bad === 0 && mism === 0 ? 0 : 1);

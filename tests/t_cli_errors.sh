@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Bad input gets one clear error line and a clean non-zero exit: missing files, wrong flags,
+# corrupt and truncated GGUFs, unsupported architectures and types, prompts longer than the
+# context, token ids outside the vocabulary. Never a crash (exit >= 128) or a silent success.
+set -u
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+fail=0
+m="$dir/tiny.gguf"
+"$STRATA_BIN" synth --arch qwen3moe --preset tiny -o "$m" --no-progress || { echo "synth failed"; exit 1; }
+
+# expect NAME WANT_RC PATTERN CMD...: exit status WANT_RC, stderr matching PATTERN, no crash.
+expect() {
+    local name=$1 want=$2 pat=$3; shift 3
+    "$@" >"$dir/out" 2>"$dir/err"
+    local rc=$?
+    if [ $rc -ne "$want" ] || ! grep -qiE "$pat" "$dir/err"; then
+        echo "FAIL $name: exit $rc (want $want), stderr: $(head -c 300 "$dir/err")"
+        fail=1
+    else
+        echo "ok   $name: $(head -n 1 "$dir/err")"
+    fi
+}
+
+expect no-command      2 "usage"                 "$STRATA_BIN"
+expect bad-command     2 "unknown command"       "$STRATA_BIN" frobnicate
+expect run-no-model    2 "no model"              "$STRATA_BIN" run -p hi
+expect run-bad-flag    2 "bad option"            "$STRATA_BIN" run -m "$m" -p hi --bogus
+expect run-bad-number  2 "not a whole number"    "$STRATA_BIN" run -m "$m" -p hi -n lots
+expect run-missing     1 "no such file|cannot open" "$STRATA_BIN" run -m "$dir/nope.gguf" -p hi
+expect run-long-prompt 1 "context"               "$STRATA_BIN" run -m "$m" -p "$(printf 'word %.0s' $(seq 200))" -c 16
+expect eval-bad-token  1 "outside the vocabulary" "$STRATA_BIN" eval -m "$m" --tokens 1,2,999999 --logits-out "$dir/l.f32"
+expect eval-bad-list   2 "token ids"             "$STRATA_BIN" eval -m "$m" --tokens 1,x,3 --logits-out "$dir/l.f32"
+expect inspect-missing 1 "no such file|cannot open" "$STRATA_BIN" inspect "$dir/nope.gguf"
+expect synth-bad-arch  1 "unknown architecture|arch" "$STRATA_BIN" synth --arch llama9 --preset tiny -o "$dir/x.gguf"
+expect synth-bad-type  2 "type"                  "$STRATA_BIN" synth --arch qwen3moe --preset tiny --type Q9_Z -o "$dir/x.gguf"
+expect synth-bad-regex 1 "regular expression"    "$STRATA_BIN" synth --arch qwen3moe --preset tiny --type-overrides '(=Q8_0' -o "$dir/x.gguf"
+expect synth-norm-type 1 "stays F32"             "$STRATA_BIN" synth --arch qwen3moe --preset tiny --type-overrides 'attn_norm=Q4_K' -o "$dir/x.gguf"
+
+# A truncated copy and a copy with a corrupted header.
+head -c 100000 "$m" > "$dir/trunc.gguf"
+expect inspect-truncated 1 "trunc|end of file|ends at" "$STRATA_BIN" inspect "$dir/trunc.gguf"
+expect run-truncated     1 "trunc|end of file|ends at" "$STRATA_BIN" run -m "$dir/trunc.gguf" -p hi
+{ printf 'GGUX'; tail -c +5 "$m"; } > "$dir/magic.gguf"
+expect inspect-magic 1 "magic" "$STRATA_BIN" inspect "$dir/magic.gguf"
+# Same file, architecture renamed (same length so offsets stay valid): unsupported, not a crash.
+LC_ALL=C sed 's/qwen3moe/qwen9moe/g' "$m" > "$dir/arch.gguf"
+expect run-unsupported-arch 1 "not supported" "$STRATA_BIN" run -m "$dir/arch.gguf" -p hi
+exit $fail
