@@ -1,0 +1,108 @@
+// Kernel dispatch: detects which SIMD level this CPU (and OS) can run and hands out complete
+// kernel tables, one per ISA, whose missing entries come from the next lower ISA.
+//
+// Levels: AVX2 means AVX2 + FMA + F16C + BMI2 (Haswell, Zen 1 and later); AVX512 means AVX-512
+// F/BW/VL/DQ + VNNI (Cascade Lake, Ice Lake, Zen 4 and later). The BF16 extension is not
+// required: no kernel uses it, because its rounding (denormals flushed) is not ggml's.
+#include <cpuid.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/blocks.h"
+#include "util/log.h"
+
+static struct strata_kernels g_tables[STRATA_ISA_COUNT];  // completed once, then read-only
+static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
+
+static const char *const g_isa_names[STRATA_ISA_COUNT] = {"scalar", "avx2", "avx512"};
+
+// clang 14's __builtin_cpu_supports does not know "f16c": ask cpuid (leaf 1, ecx bit 29).
+static bool cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+// Whether the hardware (and the OS, which the builtins check through xgetbv) runs `isa`.
+static bool cpu_runs(enum strata_isa isa)
+{
+    __builtin_cpu_init();
+    switch (isa) {
+    case STRATA_ISA_SCALAR:
+        return true;
+    case STRATA_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("bmi2") && cpu_has_f16c();
+    case STRATA_ISA_AVX512:
+        return cpu_runs(STRATA_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    default:
+        return false;
+    }
+}
+
+static void build_tables(void)
+{
+    const struct strata_kernels *partial[STRATA_ISA_COUNT] = {
+        &strata_kernels_scalar_table, &strata_kernels_avx2_table, &strata_kernels_avx512_table};
+    for (int isa = 0; isa < STRATA_ISA_COUNT; isa++) {
+        struct strata_kernels *t = &g_tables[isa];
+        *t = *partial[isa];
+        t->isa = (enum strata_isa)isa;
+        if (isa == 0) continue;
+        const struct strata_kernels *lower = &g_tables[isa - 1];
+        for (int i = 0; i < STRATA_TYPE_COUNT; i++) {
+            if (!t->dequant[i]) t->dequant[i] = lower->dequant[i];
+            if (!t->quantize[i]) t->quantize[i] = lower->quantize[i];
+            if (!t->vec_dot[i]) t->vec_dot[i] = lower->vec_dot[i];
+        }
+    }
+}
+
+enum strata_isa strata_isa_detect(void)
+{
+    enum strata_isa best = STRATA_ISA_SCALAR;
+    for (int isa = STRATA_ISA_COUNT - 1; isa > 0; isa--) {
+        if (cpu_runs((enum strata_isa)isa)) {
+            best = (enum strata_isa)isa;
+            break;
+        }
+    }
+    const char *want = getenv("STRATA_ISA");
+    if (!want || !*want) return best;
+    for (int isa = 0; isa < STRATA_ISA_COUNT; isa++) {
+        if (strcmp(want, g_isa_names[isa]) != 0) continue;
+        if (isa <= (int)best) return (enum strata_isa)isa;
+        strata_log_warn("strata_isa_detect: STRATA_ISA=%s but this CPU runs at most %s", want,
+                        g_isa_names[best]);
+        return best;
+    }
+    strata_log_warn("strata_isa_detect: STRATA_ISA=%s is not scalar, avx2 or avx512; using %s",
+                    want, g_isa_names[best]);
+    return best;
+}
+
+const char *strata_isa_name(enum strata_isa isa)
+{
+    return (unsigned)isa < STRATA_ISA_COUNT ? g_isa_names[isa] : "?";
+}
+
+const struct strata_kernels *strata_kernels_for(enum strata_isa isa)
+{
+    if ((unsigned)isa >= STRATA_ISA_COUNT || !cpu_runs(isa)) return NULL;
+    pthread_once(&g_tables_once, build_tables);
+    return &g_tables[isa];
+}
+
+const struct strata_kernels *strata_kernels(void)
+{
+    return strata_kernels_for(strata_isa_detect());
+}
+
+bool strata_type_computable(uint32_t type)
+{
+    return type < STRATA_TYPE_COUNT && strata_kernels_scalar_table.vec_dot[type] &&
+           strata_kernels_scalar_table.dequant[type];
+}

@@ -1,0 +1,389 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) kernels: activation rounding (bit-identical to ref.c) and the dot
+// products of every computable weight type, plus F16/BF16 dequantisation. Layouts in blocks.h.
+//
+// The K-quant dot products unpack 64 weight quants per zmm in element order, multiply them with
+// the activations by maddubs (int16 pairs, exact: |q| < 64, |a| <= 127) and fold in the
+// sub-block scales with VNNI's vpdpwssd (int16 pair x int16 scale -> int32 accumulate), so each
+// block's integer sum is exact before its float scale is applied; the float accumulation order
+// (16 lanes, summed at the end) is the only difference from the reference.
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+
+#define ROUND_EVEN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+// ---- helpers --------------------------------------------------------------------------------
+
+static inline __m512 load_f16x16(const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+static inline __m512 load_bf16x16(const uint16_t *p)
+{
+    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
+static inline __m512 maskz_load_f16(__mmask16 m, const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+static inline __m512 maskz_load_bf16(__mmask16 m, const uint16_t *p)
+{
+    __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
+static inline __mmask16 tail_mask(int64_t remaining)
+{
+    return (__mmask16)((1u << remaining) - 1);
+}
+
+// 32 bytes broadcast to both halves of a zmm; the upper half shifted right by `upper_shift`
+// bits per 64-bit lane (so per byte, for shifts < 8, once masked).
+static inline __m512i broadcast_shift(const uint8_t *p, int lower_shift, int upper_shift)
+{
+    __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+    __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi64(lower_shift), _mm256_set1_epi64x(upper_shift), 1);
+    return _mm512_srlv_epi64(b, shifts);
+}
+
+// int16 lanes filled from `values` (int16 lanes 0..15): lane i takes values[first + i / run].
+static inline __m512i spread_scales(__m512i values, int first, int run)
+{
+    static const int16_t lanes[32] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                      16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+    __m512i idx = _mm512_loadu_si512(lanes);
+    idx = _mm512_add_epi16(_mm512_srli_epi16(idx, run == 16 ? 4 : 3), _mm512_set1_epi16((short)first));
+    return _mm512_permutexvar_epi16(idx, values);
+}
+
+// ---- dequantisation -------------------------------------------------------------------------
+
+static void dequant_f16(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_f16x16(h + i));
+    if (i < n) _mm512_mask_storeu_ps(dst + i, tail_mask(n - i), maskz_load_f16(tail_mask(n - i), h + i));
+}
+
+static void dequant_bf16(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *b = src;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_bf16x16(b + i));
+    if (i < n) _mm512_mask_storeu_ps(dst + i, tail_mask(n - i), maskz_load_bf16(tail_mask(n - i), b + i));
+}
+
+// ---- activation rounding --------------------------------------------------------------------
+
+static void quantize_f16(const float *src, void *dst, int64_t n)
+{
+    uint16_t *h = dst;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        __m256i packed = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_mask_storeu_epi16(h + i, m, packed);
+    }
+}
+
+// 16 floats -> 16 bf16 as strata_fp32_to_bf16 (round to nearest even, NaN made quiet). Not
+// vcvtneps2bf16: that one flushes denormals, ggml's conversion does not.
+static inline __m256i bf16_round16(__m512 x)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    __mmask16 is_nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                               _mm512_set1_epi32(0x7f800000));
+    __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(64));
+    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, quiet));
+}
+
+static void quantize_bf16(const float *src, void *dst, int64_t n)
+{
+    uint16_t *b = dst;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(b + i), bf16_round16(_mm512_loadu_ps(src + i)));
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        _mm256_mask_storeu_epi16(b + i, m, bf16_round16(_mm512_maskz_loadu_ps(m, src + i)));
+    }
+}
+
+static void quantize_q8_0(const float *src, void *dst, int64_t n)
+{
+    struct block_q8_0 *blk = dst;
+    for (int64_t b = 0; b < n / QK8_0; b++, src += QK8_0) {
+        __m512 v0 = _mm512_loadu_ps(src), v1 = _mm512_loadu_ps(src + 16);
+        float max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        blk[b].d = _cvtss_sh(max / 127.0f, _MM_FROUND_TO_NEAREST_INT);
+        __m512 id = _mm512_set1_ps(max != 0.0f ? 127.0f / max : 0.0f);
+        __m512i q0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, id), ROUND_EVEN));
+        __m512i q1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, id), ROUND_EVEN));
+        // signed saturation, as the AVX2 path's packs (NaN's INT32_MIN -> -128)
+        _mm_storeu_si128((__m128i *)blk[b].qs, _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(blk[b].qs + 16), _mm512_cvtsepi32_epi8(q1));
+    }
+}
+
+static void quantize_q8_k(const float *src, void *dst, int64_t n)
+{
+    struct block_q8_k *blk = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, src += QK_K) {
+        __m512 amax_v = _mm512_setzero_ps();
+        for (int i = 0; i < QK_K; i += 16) amax_v = _mm512_max_ps(amax_v, _mm512_abs_ps(_mm512_loadu_ps(src + i)));
+        float amax = _mm512_reduce_max_ps(amax_v);
+        if (amax == 0.0f) {
+            memset(&blk[b], 0, sizeof(blk[b]));
+            continue;
+        }
+        // the reference keeps the first element of largest magnitude: its sign decides d's
+        amax_v = _mm512_set1_ps(amax);
+        float max = 0.0f;
+        for (int i = 0; i < QK_K; i += 16) {
+            __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(src + i)), amax_v, _CMP_EQ_OQ);
+            if (hit) {
+                max = src[i + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        float iscale = -127.0f / max;
+        __m512 iscale_v = _mm512_set1_ps(iscale);
+        const __m512i q_max = _mm512_set1_epi32(127);
+        for (int g = 0; g < QK_K / 16; g++) {
+            __m512 scaled = _mm512_mul_ps(iscale_v, _mm512_loadu_ps(src + 16 * g));
+            __m512 rounded = _mm512_roundscale_ps(scaled, ROUND_EVEN);
+            __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(rounded), q_max);
+            // the reference stores the low byte (INT32_MIN from inf/NaN becomes 0)
+            __m128i bytes = _mm512_cvtepi32_epi8(q);
+            _mm_storeu_si128((__m128i *)(blk[b].qs + 16 * g), bytes);
+            blk[b].bsums[g] = (int16_t)_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(bytes));
+        }
+        blk[b].d = 1.0f / iscale;
+    }
+}
+
+// ---- dot products ---------------------------------------------------------------------------
+
+static void vec_dot_f32(int64_t n, float *s, const void *w, const void *a)
+{
+    const float *x = w, *y = a;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * k), _mm512_loadu_ps(y + i + 16 * k), acc[k]);
+    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), acc[0]);
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), acc[1]);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm512_fmadd_ps(load_f16x16(x + i + 16 * k), load_f16x16(y + i + 16 * k), acc[k]);
+    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(load_f16x16(x + i), load_f16x16(y + i), acc[0]);
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        acc[1] = _mm512_fmadd_ps(maskz_load_f16(m, x + i), maskz_load_f16(m, y + i), acc[1]);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm512_fmadd_ps(load_bf16x16(x + i + 16 * k), load_bf16x16(y + i + 16 * k), acc[k]);
+    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(load_bf16x16(x + i), load_bf16x16(y + i), acc[0]);
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        acc[1] = _mm512_fmadd_ps(maskz_load_bf16(m, x + i), maskz_load_bf16(m, y + i), acc[1]);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+// Two Q8_0 blocks' quants side by side in one zmm (blocks are 34 bytes, so two 32-byte loads).
+static inline __m512i load_two_q8_0(const struct block_q8_0 *blk)
+{
+    __m256i lo = _mm256_loadu_si256((const __m256i *)blk[0].qs);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)blk[1].qs), 1);
+}
+
+static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q8_0 *x = w, *y = a;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t nb = n / QK8_0, b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i qw = load_two_q8_0(x + b), qa = load_two_q8_0(y + b);
+        // vpdpbusd wants an unsigned operand: |w| times a with w's sign (a is never -128)
+        __m512i qa_signed = _mm512_mask_sub_epi8(qa, _mm512_movepi8_mask(qw), _mm512_setzero_si512(), qa);
+        __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(qw), qa_signed);
+        __m512 d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)),
+                                      _mm256_set1_ps(_cvtsh_ss(x[b + 1].d) * _cvtsh_ss(y[b + 1].d)), 1);
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (b < nb) {
+        __m256i qw = _mm256_loadu_si256((const __m256i *)x[b].qs), qa = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        __m256i qa_signed = _mm256_sign_epi8(qa, qw);
+        __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(qw), qa_signed);
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        sum += _cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d) * (float)_mm_cvtsi128_si32(h);
+    }
+    *s = sum;
+}
+
+// Q4_K/Q5_K block prologue: the 8 scales as int16 lanes 0..7 of a zmm, and the dot of the mins
+// with the activation's bsums (two bsums per min) as 8 int32 lanes.
+static inline __m512i k_scales_and_mins(const uint8_t *packed, const int16_t *bsums, __m256i *mins_dot)
+{
+    uint64_t scales, mins;
+    strata_k_scales(packed, &scales, &mins);
+    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128((long long)mins), dup));
+    *mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mins16);
+    return _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
+}
+
+// 64 Q4_K quants of qs chunk j (32 bytes) in element order: low nibbles (sub-block 2j), then
+// high nibbles (sub-block 2j + 1).
+static inline __m512i q4_k_chunk(const uint8_t *qs32)
+{
+    return _mm512_and_si512(broadcast_shift(qs32, 0, 4), _mm512_set1_epi8(0x0f));
+}
+
+static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q4_k *x = w;
+    const struct block_q8_k *y = a;
+    __m512 acc = _mm512_setzero_ps();
+    __m256 acc_min = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        __m256i mins_dot;
+        __m512i scales = k_scales_and_mins(x[b].scales, y[b].bsums, &mins_dot);
+        __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int j = 0; j < 4; j++) {
+            __m512i pairs = _mm512_maddubs_epi16(q4_k_chunk(x[b].qs + 32 * j), _mm512_loadu_si512(y[b].qs + 64 * j));
+            isum[j & 1] = _mm512_dpwssd_epi32(isum[j & 1], pairs, spread_scales(scales, 2 * j, 16));
+        }
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[b].dmin) * y[b].d), _mm256_cvtepi32_ps(mins_dot), acc_min);
+    }
+    __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m256 total = _mm256_sub_ps(folded, acc_min);
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    *s = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+static void vec_dot_q5_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q5_k *x = w;
+    const struct block_q8_k *y = a;
+    __m512 acc = _mm512_setzero_ps();
+    __m256 acc_min = _mm256_setzero_ps();
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        __m256i mins_dot;
+        __m512i scales = k_scales_and_mins(x[b].scales, y[b].bsums, &mins_dot);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[b].qh));
+        __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int j = 0; j < 4; j++) {
+            // bit 2j of qh for the low-nibble half, bit 2j + 1 for the high-nibble half
+            __m512i select = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))),
+                                                _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
+            __m512i q = q4_k_chunk(x[b].qs + 32 * j);
+            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, select), q, sixteen);
+            __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[b].qs + 64 * j));
+            isum[j & 1] = _mm512_dpwssd_epi32(isum[j & 1], pairs, spread_scales(scales, 2 * j, 16));
+        }
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[b].dmin) * y[b].d), _mm256_cvtepi32_ps(mins_dot), acc_min);
+    }
+    __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m256 total = _mm256_sub_ps(folded, acc_min);
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    *s = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// The quants are stored with +32: dot(q - 32, a) = dot(q, a) - 32 * sum(a), and the sums of a
+// per 16 elements are the activation's bsums.
+static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q6_k *x = w;
+    const struct block_q8_k *y = a;
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
+        __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[b].bsums));
+        __m512i scales = _mm512_castsi256_si512(sc16);
+        __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int half = 0; half < 2; half++) {
+            __m512i ql = _mm512_loadu_si512(x[b].ql + 64 * half);
+            // qh bits 0-1 / 2-3 (elements 0..63) land in bits 0-1, bits 4-5 / 6-7 in bits 4-5
+            __m512i qh = broadcast_shift(x[b].qh + 32 * half, 0, 2);
+            __m512i q_first = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45), ql, low4, 0xf8);
+            __m512i q_second = _mm512_ternarylogic_epi32(_mm512_and_si512(qh, bits45), _mm512_srli_epi16(ql, 4), low4, 0xf8);
+            const int8_t *act = y[b].qs + 128 * half;
+            __m512i p0 = _mm512_maddubs_epi16(q_first, _mm512_loadu_si512(act));
+            __m512i p1 = _mm512_maddubs_epi16(q_second, _mm512_loadu_si512(act + 64));
+            isum[0] = _mm512_dpwssd_epi32(isum[0], p0, spread_scales(scales, 8 * half, 8));
+            isum[1] = _mm512_dpwssd_epi32(isum[1], p1, spread_scales(scales, 8 * half + 4, 8));
+        }
+        __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum[0], isum[1]),
+                                         _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(total), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc);
+}
+
+const struct strata_kernels strata_kernels_avx512_table = {
+    .isa = STRATA_ISA_AVX512,
+    .dequant = {
+        [STRATA_TYPE_F16] = dequant_f16,
+        [STRATA_TYPE_BF16] = dequant_bf16,
+    },
+    .quantize = {
+        [STRATA_TYPE_F16] = quantize_f16,
+        [STRATA_TYPE_BF16] = quantize_bf16,
+        [STRATA_TYPE_Q8_0] = quantize_q8_0,
+        [STRATA_TYPE_Q8_K] = quantize_q8_k,
+    },
+    .vec_dot = {
+        [STRATA_TYPE_F32] = vec_dot_f32,
+        [STRATA_TYPE_F16] = vec_dot_f16,
+        [STRATA_TYPE_BF16] = vec_dot_bf16,
+        [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
+        [STRATA_TYPE_Q4_K] = vec_dot_q4_k,
+        [STRATA_TYPE_Q5_K] = vec_dot_q5_k,
+        [STRATA_TYPE_Q6_K] = vec_dot_q6_k,
+    },
+};
