@@ -4,7 +4,8 @@
 // checked against llama.cpp when the Qwen3 tokenizer.json is installed.
 //
 // Helper modes for tests/t_tokenizer_oracle.sh:
-//   test_tokenizer --make-vocab-gguf OUT TOKENIZER_JSON [CONFIG]   vocabulary-only qwen3moe GGUF
+//   test_tokenizer --make-vocab-gguf OUT TOKENIZER_JSON [CONFIG [PRE]]  vocabulary-only GGUF
+//                                                                   (qwen3moe header)
 //   test_tokenizer --make-builtin-gguf OUT N_VOCAB                 same with the built-in vocab
 //   test_tokenizer --compare VOCAB.gguf ORACLE_OUT      ids of tokenize.mjs --strings vs ours
 //   test_tokenizer --compare-pieces VOCAB.gguf ORACLE_OUT    pieces of tokenize.mjs --pieces
@@ -363,7 +364,7 @@ static const char *tmp_path(const char *name)
 // A vocabulary-only GGUF: general.architecture and the tokenizer keys, no tensors, which is
 // what llama.cpp needs to load with vocab_only.
 static int write_vocab_gguf(const char *path, const char *json, const char *config,
-                            uint32_t builtin_n)
+                            const char *pre, uint32_t builtin_n)
 {
     struct gguf_writer *w = gguf_writer_new();
     if (!w) {
@@ -390,7 +391,8 @@ static int write_vocab_gguf(const char *path, const char *json, const char *conf
         rc = gguf_writer_set_f32(w, "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
     }
     if (rc == 0) {
-        rc = json ? strata_tokenizer_import_hf(w, json, config, &n_vocab)
+        struct strata_hf_import_opts opts = {pre, 0};
+        rc = json ? strata_tokenizer_import_hf_ex(w, json, config, &opts, &n_vocab)
                   : strata_tokenizer_write_builtin(w, builtin_n);
     }
     if (rc == 0) {
@@ -419,7 +421,7 @@ static void test_builtin_gguf(void)
 {
     int before = g_failures;
     const char *path = tmp_path("builtin.gguf");
-    int rc = write_vocab_gguf(path, NULL, NULL, 700);
+    int rc = write_vocab_gguf(path, NULL, NULL, NULL, 700);
     CHECK(rc == 0, "write builtin gguf: %d", rc);
     struct strata_tokenizer *from_file = NULL, *direct = NULL;
     struct strata_vocab v;
@@ -682,7 +684,7 @@ static void test_qwen3(void)
     snprintf(config, sizeof(config), "%s/tokenizer_config.json", dir);
     const char *path = tmp_path("qwen3.gguf");
     double t0 = now_ms();
-    int rc = write_vocab_gguf(path, json, config, 0);
+    int rc = write_vocab_gguf(path, json, config, NULL, 0);
     double t1 = now_ms();
     struct strata_tokenizer *t = NULL;
     CHECK(rc == 0, "import: %d", rc);
@@ -910,12 +912,14 @@ static void quiet_sink(enum strata_log_level level, const char *line, void *user
 
 int main(int argc, char **argv)
 {
-    if (argc >= 4 && strcmp(argv[1], "--make-vocab-gguf") == 0) {
-        return write_vocab_gguf(argv[2], argv[3], argc > 4 ? argv[4] : NULL, 0) == 0 ? 0 : 1;
+    if (argc >= 4 && argc <= 6 && strcmp(argv[1], "--make-vocab-gguf") == 0) {
+        const char *config = argc > 4 && argv[4][0] ? argv[4] : NULL;
+        return write_vocab_gguf(argv[2], argv[3], config, argc > 5 ? argv[5] : NULL, 0) == 0 ? 0
+                                                                                         : 1;
     }
     if (argc == 4 && strcmp(argv[1], "--make-builtin-gguf") == 0) {
-        return write_vocab_gguf(argv[2], NULL, NULL, (uint32_t)strtoul(argv[3], NULL, 10)) == 0
-                   ? 0 : 1;
+        return write_vocab_gguf(argv[2], NULL, NULL, NULL, (uint32_t)strtoul(argv[3], NULL, 10)) ==
+                       0 ? 0 : 1;
     }
     if (argc == 4 && strcmp(argv[1], "--compare") == 0) {
         return compare_mode(argv[2], argv[3]);
@@ -924,7 +928,7 @@ int main(int argc, char **argv)
         return compare_pieces_mode(argv[2], argv[3]);
     }
     if (argc != 1) {
-        fprintf(stderr, "usage: %s [--make-vocab-gguf OUT JSON [CONFIG] | --make-builtin-gguf "
+        fprintf(stderr, "usage: %s [--make-vocab-gguf OUT JSON [CONFIG [PRE]] | --make-builtin-gguf "
                         "OUT N | --compare GGUF ORACLE_OUT | --compare-pieces GGUF ORACLE_OUT]\n",
                 argv[0]);
         return 2;
