@@ -718,6 +718,17 @@ static void test_qwen3(void)
         {"<think>ok</think>", false, {151667, 562, 151668}, 3},
         {"\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c\xef\xbc\x81 123", false,
          {108386, 3837, 99489, 6313, 220, 16, 17, 18}, 8},
+        // invalid UTF-8, checked against llama_tokenize() of libllama on the raw bytes: each
+        // bad byte is U+FFFD, overlong forms collapse ("\xc1\x81" is 'A'), surrogates pass
+        {"\xff", false, {5691}, 1},
+        {"\x80", false, {5691}, 1},
+        {"A\xff" "B", false, {32, 5691, 33}, 3},
+        {"\xc0\x80", false, {188}, 1},
+        {"\xc1\x81", false, {32}, 1},
+        {"\xed\xa0\x80", false, {169, 63219}, 2},
+        {"\xf0\x90\x80\x80", false, {123934, 222, 222}, 3},
+        {"\xe4\xb8", false, {9973}, 1},
+        {"\xe4\xb8" "A", false, {9973, 32}, 2},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int32_t ids[64];

@@ -32,7 +32,7 @@
 #define ATTR_SPECIAL      (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)
 
 struct str_table {
-    uint32_t *slots;  // string id + 1; 0 = empty
+    uint64_t *slots;  // high 32 bits: hash tag; low 32: string id + 1 (0 = empty)
     uint64_t mask;
 };
 
@@ -158,37 +158,43 @@ static const char *const FORCE_USER_DEFINED_TEXTS[] = {
 
 // ---- GPT-2 byte map ----------------------------------------------------------------------------
 
-// Printable Latin-1 bytes stand for themselves; the other 68 bytes map, in byte order, to
-// U+0100.. so that every byte has a visible, non-space character.
-static bool byte_is_printable(unsigned b)
-{
-    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
+// Printable Latin-1 bytes stand for themselves; the other 68 bytes (0x00-0x20, 0x7F-0xA0 and
+// 0xAD), in byte order, become U+0100.., so that every byte has a visible, non-space character.
+#define GPT2_LOW_END 0x20   // 0x00..0x20 -> U+0100..U+0120
+#define GPT2_MID_LO  0x7F   // 0x7F..0xA0 -> U+0121..U+0142
+#define GPT2_MID_HI  0xA0
+#define GPT2_SHY     0xAD   // -> U+0143
 
 uint32_t strata_gpt2_byte_cp(uint8_t b)
 {
-    if (byte_is_printable(b)) {
-        return b;
+    if (b <= GPT2_LOW_END) {
+        return 256 + b;
     }
-    uint32_t n = 0;
-    for (unsigned i = 0; i < b; i++) {
-        n += !byte_is_printable(i);
+    if (b >= GPT2_MID_LO && b <= GPT2_MID_HI) {
+        return 256 + (GPT2_LOW_END + 1) + (b - GPT2_MID_LO);
     }
-    return 256 + n;
+    if (b == GPT2_SHY) {
+        return 256 + (GPT2_LOW_END + 1) + (GPT2_MID_HI - GPT2_MID_LO + 1);
+    }
+    return b;
 }
 
 int strata_gpt2_cp_byte(uint32_t cp)
 {
+    const uint32_t n_low = GPT2_LOW_END + 1, n_mid = GPT2_MID_HI - GPT2_MID_LO + 1;
     if (cp < 256) {
-        return byte_is_printable(cp) ? (int)cp : -1;
+        bool remapped = cp <= GPT2_LOW_END || (cp >= GPT2_MID_LO && cp <= GPT2_MID_HI) ||
+                        cp == GPT2_SHY;
+        return remapped ? -1 : (int)cp;
     }
-    uint32_t n = 256;
-    for (unsigned b = 0; b < 256; b++) {
-        if (!byte_is_printable(b) && n++ == cp) {
-            return (int)b;
-        }
+    uint32_t n = cp - 256;
+    if (n < n_low) {
+        return (int)n;
     }
-    return -1;
+    if (n < n_low + n_mid) {
+        return (int)(GPT2_MID_LO + (n - n_low));
+    }
+    return n == n_low + n_mid ? GPT2_SHY : -1;
 }
 
 // ---- interned strings --------------------------------------------------------------------------
@@ -207,33 +213,40 @@ static const char *str_bytes(const struct strata_tokenizer *t, uint32_t sid)
     return t->arena + t->str_off[sid];
 }
 
-// Slot index for s: holds its id + 1, or 0 where it would go.
+// Slot index for s: holds its id + 1 (low half), or 0 where it would go. The hash's high bits
+// ride along in the slot so that most mismatches are rejected without touching the arena.
 static uint64_t str_slot(const struct strata_tokenizer *t, const char *s, size_t len)
 {
-    uint64_t i = hash_bytes(s, len) & t->strs.mask;
+    uint64_t h = hash_bytes(s, len), i = h & t->strs.mask, tag = h >> 32;
     for (;;) {
-        uint32_t v = t->strs.slots[i];
+        uint64_t v = t->strs.slots[i];
         if (v == 0) {
             return i;
         }
-        uint32_t sid = v - 1;
-        if (t->str_len[sid] == len && memcmp(str_bytes(t, sid), s, len) == 0) {
+        uint32_t sid = (uint32_t)v - 1;
+        if ((v >> 32) == tag && t->str_len[sid] == len &&
+            memcmp(str_bytes(t, sid), s, len) == 0) {
             return i;
         }
         i = (i + 1) & t->strs.mask;
     }
 }
 
+static uint64_t str_slot_value(const char *s, size_t len, uint32_t sid)
+{
+    return (hash_bytes(s, len) >> 32) << 32 | (sid + 1);
+}
+
 static int32_t str_find(const struct strata_tokenizer *t, const char *s, size_t len)
 {
-    uint32_t v = t->strs.slots[str_slot(t, s, len)];
-    return v == 0 ? -1 : (int32_t)(v - 1);
+    uint64_t v = t->strs.slots[str_slot(t, s, len)];
+    return v == 0 ? -1 : (int32_t)((uint32_t)v - 1);
 }
 
 static int str_table_grow(struct strata_tokenizer *t)
 {
     uint64_t cap = (t->strs.mask + 1) * 2;
-    uint32_t *slots = calloc(cap, sizeof(*slots));
+    uint64_t *slots = calloc(cap, sizeof(*slots));
     if (!slots) {
         return -ENOMEM;
     }
@@ -241,7 +254,8 @@ static int str_table_grow(struct strata_tokenizer *t)
     t->strs.slots = slots;
     t->strs.mask = cap - 1;
     for (uint32_t sid = 0; sid < t->n_str; sid++) {
-        slots[str_slot(t, str_bytes(t, sid), t->str_len[sid])] = sid + 1;
+        const char *s = str_bytes(t, sid);
+        slots[str_slot(t, s, t->str_len[sid])] = str_slot_value(s, t->str_len[sid], sid);
     }
     return 0;
 }
@@ -252,7 +266,7 @@ static int str_intern(struct strata_tokenizer *t, const char *s, size_t len, uin
 {
     uint64_t slot = str_slot(t, s, len);
     if (t->strs.slots[slot] != 0) {
-        *sid = t->strs.slots[slot] - 1;
+        *sid = (uint32_t)t->strs.slots[slot] - 1;
         *added = false;
         return 0;
     }
@@ -287,7 +301,7 @@ static int str_intern(struct strata_tokenizer *t, const char *s, size_t len, uin
     t->str_off[t->n_str] = t->arena_len;
     t->str_len[t->n_str] = (uint32_t)len;
     t->arena_len += len + 1;
-    t->strs.slots[slot] = t->n_str + 1;
+    t->strs.slots[slot] = str_slot_value(s, len, t->n_str);
     *sid = t->n_str++;
     *added = true;
     if ((uint64_t)t->n_str * 2 > t->strs.mask + 1) {
@@ -707,7 +721,7 @@ static int create_from_src(struct strata_tokenizer **out, struct vocab_src *src)
     t->rules = fam->rules;
     t->ignore_merges = fam->ignore_merges;
     uint64_t cap = 1024;
-    while (cap < (uint64_t)src->n_tokens * 4) {
+    while (cap < (uint64_t)src->n_tokens * 2) {  // merges rarely add strings: load stays <= 1/2
         cap *= 2;
     }
     t->strs.slots = calloc(cap, sizeof(*t->strs.slots));
