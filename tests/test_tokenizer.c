@@ -7,6 +7,7 @@
 //   test_tokenizer --make-vocab-gguf OUT TOKENIZER_JSON [CONFIG [PRE]]  vocabulary-only GGUF
 //                                                                   (qwen3moe header)
 //   test_tokenizer --make-builtin-gguf OUT N_VOCAB                 same with the built-in vocab
+//   test_tokenizer --make-odd-gguf OUT       built-in vocab with odd merges and token types
 //   test_tokenizer --compare VOCAB.gguf ORACLE_OUT      ids of tokenize.mjs --strings vs ours
 //   test_tokenizer --compare-pieces VOCAB.gguf ORACLE_OUT    pieces of tokenize.mjs --pieces
 #include <errno.h>
@@ -361,10 +362,61 @@ static const char *tmp_path(const char *name)
     return p;
 }
 
+// The built-in vocabulary bent to reach the unusual paths: merges that make strings which are
+// not tokens (llama.cpp then emits the single-byte tokens it can find), merges without a space
+// or repeated, and tokens of every type, some of which llama.cpp re-types by their text.
+static int build_odd_vocab(struct strata_vocab *v)
+{
+    int rc = strata_builtin_build(v, 300);
+    static const struct {
+        const char *text;
+        int32_t type;
+    } extra[] = {
+        {"<|channel|>", STRATA_TOKEN_TYPE_CONTROL},    // gpt-oss: always user-defined
+        {"</s>", STRATA_TOKEN_TYPE_NORMAL},            // end of generation: becomes control
+        {"<PAD>", STRATA_TOKEN_TYPE_NORMAL},           // FIM pad: becomes control
+        {"<tag>", STRATA_TOKEN_TYPE_USER_DEFINED},
+        {"<unk>", STRATA_TOKEN_TYPE_UNKNOWN},
+        {"<0x41>", STRATA_TOKEN_TYPE_BYTE},
+        {"", STRATA_TOKEN_TYPE_NORMAL},                // renamed "[EMPTY_306]"
+        {"zzz", STRATA_TOKEN_TYPE_UNDEFINED},
+        {"[PAD999]", STRATA_TOKEN_TYPE_UNUSED},
+        {"xyz", STRATA_TOKEN_TYPE_NORMAL},
+        {"abc", STRATA_TOKEN_TYPE_CONTROL},            // a special token inside words
+        {"\xc4\xa0\xc4\xa0\xc4\xa0", STRATA_TOKEN_TYPE_NORMAL},  // three spaces
+    };
+    for (size_t i = 0; rc == 0 && i < sizeof(extra) / sizeof(extra[0]); i++) {
+        rc = strata_vocab_add_token(v, extra[i].text, strlen(extra[i].text), extra[i].type);
+    }
+    // these merges go first (highest priority); "xy" and "qu" are not tokens
+    static const char *const odd_merges[] = {"x y", "xy z", "q u", "nomerge", "x y", "u i",
+                                             "\xc4\xa0 \xc4\xa0", "\xc4\xa0\xc4\xa0 \xc4\xa0", "e s"};
+    size_t n_odd = sizeof(odd_merges) / sizeof(odd_merges[0]);
+    char **merges = rc == 0 ? malloc((v->n_merges + n_odd) * sizeof(*merges)) : NULL;
+    if (rc == 0 && !merges) {
+        rc = -ENOMEM;
+    }
+    for (size_t i = 0; rc == 0 && i < n_odd; i++) {
+        if (!(merges[i] = strdup(odd_merges[i]))) {
+            rc = -ENOMEM;
+        }
+    }
+    if (rc == 0) {
+        memcpy(merges + n_odd, v->merges, v->n_merges * sizeof(*merges));
+        free(v->merges);
+        v->merges = merges;
+        v->n_merges += (uint32_t)n_odd;
+        v->cap_merges = v->n_merges;
+    }
+    return rc;
+}
+
+enum vocab_kind { VOCAB_HF, VOCAB_BUILTIN, VOCAB_ODD };
+
 // A vocabulary-only GGUF: general.architecture and the tokenizer keys, no tensors, which is
 // what llama.cpp needs to load with vocab_only.
-static int write_vocab_gguf(const char *path, const char *json, const char *config,
-                            const char *pre, uint32_t builtin_n)
+static int write_vocab_gguf(const char *path, enum vocab_kind kind, const char *json,
+                            const char *config, const char *pre, uint32_t builtin_n)
 {
     struct gguf_writer *w = gguf_writer_new();
     if (!w) {
@@ -390,10 +442,18 @@ static int write_vocab_gguf(const char *path, const char *json, const char *conf
     if (rc == 0) {
         rc = gguf_writer_set_f32(w, "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
     }
-    if (rc == 0) {
+    if (rc == 0 && kind == VOCAB_HF) {
         struct strata_hf_import_opts opts = {pre, 0};
-        rc = json ? strata_tokenizer_import_hf_ex(w, json, config, &opts, &n_vocab)
-                  : strata_tokenizer_write_builtin(w, builtin_n);
+        rc = strata_tokenizer_import_hf_ex(w, json, config, &opts, &n_vocab);
+    } else if (rc == 0 && kind == VOCAB_BUILTIN) {
+        rc = strata_tokenizer_write_builtin(w, builtin_n);
+    } else if (rc == 0) {
+        struct strata_vocab v;
+        rc = build_odd_vocab(&v);
+        if (rc == 0) {
+            rc = strata_vocab_write(w, &v);
+        }
+        strata_vocab_free(&v);
     }
     if (rc == 0) {
         rc = gguf_writer_open(w, path);
@@ -421,7 +481,7 @@ static void test_builtin_gguf(void)
 {
     int before = g_failures;
     const char *path = tmp_path("builtin.gguf");
-    int rc = write_vocab_gguf(path, NULL, NULL, NULL, 700);
+    int rc = write_vocab_gguf(path, VOCAB_BUILTIN, NULL, NULL, NULL, 700);
     CHECK(rc == 0, "write builtin gguf: %d", rc);
     struct strata_tokenizer *from_file = NULL, *direct = NULL;
     struct strata_vocab v;
@@ -684,7 +744,7 @@ static void test_qwen3(void)
     snprintf(config, sizeof(config), "%s/tokenizer_config.json", dir);
     const char *path = tmp_path("qwen3.gguf");
     double t0 = now_ms();
-    int rc = write_vocab_gguf(path, json, config, NULL, 0);
+    int rc = write_vocab_gguf(path, VOCAB_HF, json, config, NULL, 0);
     double t1 = now_ms();
     struct strata_tokenizer *t = NULL;
     CHECK(rc == 0, "import: %d", rc);
@@ -925,12 +985,15 @@ int main(int argc, char **argv)
 {
     if (argc >= 4 && argc <= 6 && strcmp(argv[1], "--make-vocab-gguf") == 0) {
         const char *config = argc > 4 && argv[4][0] ? argv[4] : NULL;
-        return write_vocab_gguf(argv[2], argv[3], config, argc > 5 ? argv[5] : NULL, 0) == 0 ? 0
-                                                                                         : 1;
+        const char *pre = argc > 5 ? argv[5] : NULL;
+        return write_vocab_gguf(argv[2], VOCAB_HF, argv[3], config, pre, 0) == 0 ? 0 : 1;
     }
     if (argc == 4 && strcmp(argv[1], "--make-builtin-gguf") == 0) {
-        return write_vocab_gguf(argv[2], NULL, NULL, NULL, (uint32_t)strtoul(argv[3], NULL, 10)) ==
-                       0 ? 0 : 1;
+        uint32_t n = (uint32_t)strtoul(argv[3], NULL, 10);
+        return write_vocab_gguf(argv[2], VOCAB_BUILTIN, NULL, NULL, NULL, n) == 0 ? 0 : 1;
+    }
+    if (argc == 3 && strcmp(argv[1], "--make-odd-gguf") == 0) {
+        return write_vocab_gguf(argv[2], VOCAB_ODD, NULL, NULL, NULL, 0) == 0 ? 0 : 1;
     }
     if (argc == 4 && strcmp(argv[1], "--compare") == 0) {
         return compare_mode(argv[2], argv[3]);
@@ -940,7 +1003,8 @@ int main(int argc, char **argv)
     }
     if (argc != 1) {
         fprintf(stderr, "usage: %s [--make-vocab-gguf OUT JSON [CONFIG [PRE]] | --make-builtin-gguf "
-                        "OUT N | --compare GGUF ORACLE_OUT | --compare-pieces GGUF ORACLE_OUT]\n",
+                        "OUT N | --make-odd-gguf OUT | --compare GGUF ORACLE_OUT | --compare-pieces GGUF "
+                        "ORACLE_OUT]\n",
                 argv[0]);
         return 2;
     }
