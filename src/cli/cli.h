@@ -2,7 +2,11 @@
 #ifndef STRATA_CLI_H
 #define STRATA_CLI_H
 
+#include <cjson/cJSON.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "model/model.h"
 
 int cli_run(int argc, char **argv);
 int cli_eval(int argc, char **argv);
@@ -14,5 +18,26 @@ int cli_parse_u64(const char *s, const char *name, uint64_t *out);
 int cli_parse_float(const char *s, const char *name, double lo, double hi, float *out);
 // "1,2,3" -> malloc'd array (caller frees).
 int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n);
+
+// Expert-store options of run and eval: getopt codes, their usage lines, the parser.
+enum {
+    CLI_OPT_CACHE_MIB = 1000, CLI_OPT_CACHE_CLASSES, CLI_OPT_IO, CLI_OPT_IO_THREADS,
+    CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT
+};
+#define CLI_STORE_OPTIONS                                                                          \
+    {"cache-mib", required_argument, 0, CLI_OPT_CACHE_MIB},                                        \
+        {"cache-classes", required_argument, 0, CLI_OPT_CACHE_CLASSES},                           \
+        {"io", required_argument, 0, CLI_OPT_IO}, {"io-threads", required_argument, 0, CLI_OPT_IO_THREADS}, \
+        {"stats-layers", no_argument, 0, CLI_OPT_STATS_LAYERS},                                    \
+        {"trace-out", required_argument, 0, CLI_OPT_TRACE_OUT}
+extern const char *const cli_store_usage;
+int cli_parse_store_opt(int c, const char *arg, struct strata_experts_config *cfg);
+// The "experts" object of --json, and the one-line (plus per-layer) human summary.
+void cli_store_json(cJSON *js, const struct strata_model *m, const struct strata_experts_config *cfg,
+                    double seconds);
+void cli_store_summary(FILE *out, const struct strata_model *m, const struct strata_experts_config *cfg);
+
+int cli_sim(int argc, char **argv);
+int cli_plan(int argc, char **argv);
 
 #endif

@@ -26,6 +26,7 @@ struct run_opts {
     int n_predict, n_threads, n_ctx, n_batch;
     struct strata_sampler_params sp;
     bool chat, stream, json, ignore_eos;
+    struct strata_experts_config ec;
 };
 
 static double peak_rss_mib(void)
@@ -64,6 +65,7 @@ static void run_usage(FILE *out)
             "  --ignore-eos          keep generating after an end-of-generation token\n"
             "  --no-stream           print the text at the end, not as it is generated\n"
             "  --json                print one JSON object: text, token ids, statistics\n");
+    fputs(cli_store_usage, out);
 }
 
 static int parse_run(int argc, char **argv, struct run_opts *o)
@@ -78,7 +80,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
         {"repeat-last-n", required_argument, 0, 'L'}, {"seed", required_argument, 0, 'S'},
         {"chat", no_argument, 0, 'C'},           {"ignore-eos", no_argument, 0, 'I'},
         {"no-stream", no_argument, 0, 'N'},      {"json", no_argument, 0, 'J'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},           CLI_STORE_OPTIONS, {0, 0, 0, 0}};
     o->n_predict = 128;
     o->sp = strata_sampler_default_params();
     o->stream = true;
@@ -107,6 +109,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
         case 'N': o->stream = false; break;
         case 'J': o->json = true; o->stream = false; break;
         case 'h': run_usage(stdout); return -1;
+        case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:
+        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: bad = cli_parse_store_opt(c, optarg, &o->ec); break;
         default:
             fprintf(stderr, "strata run: bad option '%s' (see strata run --help)\n", argv[optind - 1]);
             return 2;
@@ -178,7 +182,7 @@ static int do_run(const struct run_opts *o)
     char *text = NULL;
     size_t text_len = 0, text_cap = 0;
     int n_prompt = 0, rc;
-    struct strata_model_params mp = {0};
+    struct strata_model_params mp = {.experts = o->ec};
     double t_load = now_s();
     if ((rc = strata_model_load(&m, o->model, &mp))) goto out;
     t_load = now_s() - t_load;
@@ -297,6 +301,7 @@ static int do_run(const struct run_opts *o)
         cJSON_AddNumberToObject(ph, "experts", st.t_experts);
         cJSON_AddNumberToObject(ph, "head", st.t_head);
         cJSON_AddStringToObject(js, "isa", strata_isa_name(strata_isa_detect()));
+        cli_store_json(js, m, &o->ec, t_prompt + t_gen);
         char *out = cJSON_Print(root);
         cJSON_Delete(root);
         if (out) printf("%s\n", out);
@@ -311,6 +316,7 @@ static int do_run(const struct run_opts *o)
                 n_prompt, t_prompt, prompt_tps, n_gen, gen_tps, stopped_eog ? " (stopped at end of generation)" : "",
                 st.t_attn, st.t_router, st.t_experts, st.t_head, peak_rss_mib(),
                 strata_model_dense_bytes(m) / 1048576.0, strata_model_expert_bytes(m) / 1048576.0);
+        cli_store_summary(stderr, m, &o->ec);
     }
 out:
     free(text);
@@ -339,8 +345,11 @@ int cli_eval(int argc, char **argv)
         {"model", required_argument, 0, 'm'},   {"tokens", required_argument, 0, 'k'},
         {"logits-out", required_argument, 0, 'o'}, {"threads", required_argument, 0, 't'},
         {"ctx", required_argument, 0, 'c'},     {"batch", required_argument, 0, 'b'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+        {"json", no_argument, 0, 'J'},          {"help", no_argument, 0, 'h'},
+        CLI_STORE_OPTIONS,                      {0, 0, 0, 0}};
     const char *model = NULL, *tokens = NULL, *out_path = NULL;
+    struct strata_experts_config ec = {0};
+    bool json = false;
     int n_threads = 0, n_ctx = 0, n_batch = 0, c;
     optind = 1;
     opterr = 0;
@@ -353,10 +362,15 @@ int cli_eval(int argc, char **argv)
         case 't': bad = cli_parse_int(optarg, "-t", 1, 1024, &n_threads); break;
         case 'c': bad = cli_parse_int(optarg, "-c", 1, 1 << 24, &n_ctx); break;
         case 'b': bad = cli_parse_int(optarg, "-b", 1, 1 << 16, &n_batch); break;
+        case 'J': json = true; break;
         case 'h':
             printf("usage: strata eval -m MODEL.gguf --tokens 1,2,3 --logits-out FILE [-t N] [-c CTX] [-b BATCH]\n"
-                   "writes the raw float32 logits of every position as [positions][vocab]\n");
+                   "writes the raw float32 logits of every position as [positions][vocab]\n"
+                   "  --json                print expert-store statistics as JSON on stdout\n%s",
+                   cli_store_usage);
             return 0;
+        case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:
+        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: bad = cli_parse_store_opt(c, optarg, &ec); break;
         default:
             fprintf(stderr, "strata eval: bad option '%s' (see strata eval --help)\n", argv[optind - 1]);
             return 2;
@@ -374,8 +388,9 @@ int cli_eval(int argc, char **argv)
     struct strata_session *s = NULL;
     float *logits = NULL;
     FILE *f = NULL;
-    struct strata_model_params mp = {0};
+    struct strata_model_params mp = {.experts = ec};
     int rc = strata_model_load(&m, model, &mp);
+    double t_eval = now_s();
     if (rc == 0) {
         struct strata_session_params sp = {n_ctx ? n_ctx : (n > 4096 ? n : 0), n_batch, n_threads};
         rc = strata_session_create(&s, m, &sp);
@@ -385,6 +400,7 @@ int cli_eval(int argc, char **argv)
         logits = malloc((size_t)n * nv * sizeof *logits);
         if (!logits) rc = STRATA_ENOMEM;
         if (rc == 0) rc = strata_session_eval(s, ids, n, logits, true);
+        t_eval = now_s() - t_eval;
         if (rc == 0) {
             f = fopen(out_path, "wb");
             if (!f || fwrite(logits, sizeof *logits, (size_t)n * nv, f) != (size_t)n * nv || fclose(f) != 0) {
@@ -392,6 +408,20 @@ int cli_eval(int argc, char **argv)
                 rc = STRATA_EIO;
             }
         }
+    }
+    if (rc == 0 && json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "tokens", n);
+        cJSON_AddNumberToObject(root, "eval_s", t_eval);
+        cJSON_AddNumberToObject(root, "peak_rss_mib", peak_rss_mib());
+        cJSON_AddNumberToObject(root, "dense_bytes", (double)strata_model_dense_bytes(m));
+        cli_store_json(root, m, &ec, t_eval);
+        char *txt = cJSON_Print(root);
+        cJSON_Delete(root);
+        if (txt) printf("%s\n", txt);
+        free(txt);
+    } else if (rc == 0 && (ec.stats_layers || ec.cache_bytes)) {
+        cli_store_summary(stderr, m, &ec);
     }
     free(logits);
     free(ids);

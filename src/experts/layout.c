@@ -111,3 +111,47 @@ int strata_expert_layout_init(struct strata_expert_layout *lay, const struct ggu
     }
     return 0;
 }
+
+void strata_expert_layout_plan(const struct strata_expert_layout *lay, uint64_t budget, bool classes,
+                               struct strata_slot_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    uint64_t sum = 0, max = 0;
+    for (uint32_t l = 0; l < lay->n_layers; l++) {
+        sum += lay->layers[l].slot_bytes;
+        if (lay->layers[l].slot_bytes > max) max = lay->layers[l].slot_bytes;
+    }
+    plan->max_slot_bytes = max;
+    if (lay->n_layers == 0 || sum == 0) return;
+    const uint64_t uniform_sum = max * lay->n_layers;
+    uint64_t n;
+    if (budget == 0) {
+        n = lay->n_expert;
+        plan->uniform = !classes;
+    } else {
+        n = classes ? budget / sum : 0;
+        // Few slots: one size keeps the layout simple and matches the tools' conversion.
+        plan->uniform = !classes || n < 16;
+        if (plan->uniform) n = budget / uniform_sum;
+    }
+    if (n > lay->n_expert) n = lay->n_expert;
+    plan->n_slots = (uint32_t)n;
+    plan->n_classes = plan->uniform ? 1 : lay->n_classes;
+    plan->total_bytes = n * (plan->uniform ? uniform_sum : sum);
+}
+
+uint64_t strata_expert_layout_slot_size(const struct strata_expert_layout *lay,
+                                        const struct strata_slot_plan *plan, uint32_t l)
+{
+    if (l >= lay->n_layers) return 0;
+    return plan->uniform ? plan->max_slot_bytes : lay->layers[l].slot_bytes;
+}
+
+uint64_t strata_expert_layout_min_budget(const struct strata_expert_layout *lay, uint32_t min_slots)
+{
+    uint64_t max = 0;
+    for (uint32_t l = 0; l < lay->n_layers; l++)
+        if (lay->layers[l].slot_bytes > max) max = lay->layers[l].slot_bytes;
+    // Below 16 slots the plan is uniform, so the minimum is priced with the largest slot.
+    return (uint64_t)min_slots * max * lay->n_layers;
+}

@@ -4,6 +4,7 @@
 #ifndef STRATA_EXPERT_LAYOUT_H
 #define STRATA_EXPERT_LAYOUT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct gguf_file;
@@ -36,5 +37,24 @@ struct strata_expert_layout {
 // n_layers = 0.
 int strata_expert_layout_init(struct strata_expert_layout *lay, const struct gguf_file *f);
 void strata_expert_layout_free(struct strata_expert_layout *lay);
+
+// How a cache budget becomes slots (the store, `strata sim --cache-mib` and `strata plan` share
+// it). Every layer gets n_slots slots (at most n_expert). With classes a layer's slot is its own
+// slot_bytes; the budget is divided by the sum over layers. Below 16 slots per layer, or with
+// classes off, every slot has the largest slot_bytes (uniform). budget 0 = full residency.
+struct strata_slot_plan {
+    uint32_t n_slots;        // per layer
+    bool uniform;            // one slot size for all layers
+    uint32_t n_classes;      // distinct slot sizes used
+    uint64_t max_slot_bytes; // largest slot_bytes of any layer
+    uint64_t total_bytes;    // n_slots * sum of the layers' slot sizes
+};
+void strata_expert_layout_plan(const struct strata_expert_layout *lay, uint64_t budget, bool classes,
+                               struct strata_slot_plan *plan);
+// Slot size of MoE layer l under a plan.
+uint64_t strata_expert_layout_slot_size(const struct strata_expert_layout *lay,
+                                        const struct strata_slot_plan *plan, uint32_t l);
+// Smallest budget that gives min_slots slots per layer.
+uint64_t strata_expert_layout_min_budget(const struct strata_expert_layout *lay, uint32_t min_slots);
 
 #endif

@@ -95,7 +95,8 @@ int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_i
 
 int strata_model_load(struct strata_model **out, const char *path, const struct strata_model_params *p)
 {
-    (void)p;
+    static const struct strata_model_params defaults = {0};
+    if (!p) p = &defaults;
     *out = NULL;
     struct strata_model *m = calloc(1, sizeof *m);
     if (!m) return STRATA_ENOMEM;
@@ -113,7 +114,14 @@ int strata_model_load(struct strata_model **out, const char *path, const struct 
         rc = STRATA_EFORMAT;
     }
     if (rc == 0) rc = strata_qwen3moe_load(m);
-    if (rc == 0) rc = strata_experts_open(&m->experts, m->file, &m->layout);
+    if (rc == 0)
+        rc = strata_experts_open(&m->experts, m->file, &m->layout, m->hp.n_expert_used, &p->experts);
+    if (rc == 0 && p->experts.trace_path) {
+        const char *name = NULL;
+        gguf_get_str(m->file, "general.name", &name);
+        rc = strata_trace_open(&m->trace, p->experts.trace_path, name, m->hp.n_layer, m->hp.n_expert,
+                               m->hp.n_expert_used);
+    }
     if (rc) {
         strata_model_free(m);
         return rc;
@@ -126,6 +134,7 @@ int strata_model_load(struct strata_model **out, const char *path, const struct 
 void strata_model_free(struct strata_model *m)
 {
     if (!m) return;
+    strata_trace_close(m->trace);
     strata_experts_close(m->experts);
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
@@ -141,4 +150,15 @@ uint64_t strata_model_dense_bytes(const struct strata_model *m) { return m->dens
 uint64_t strata_model_expert_bytes(const struct strata_model *m)
 {
     return strata_experts_resident_bytes(m->experts);
+}
+
+void strata_model_expert_stats(const struct strata_model *m, struct strata_experts_stats *st)
+{
+    strata_experts_get_stats(m->experts, st);
+}
+
+void strata_model_expert_layer_stats(const struct strata_model *m, uint32_t layer,
+                                     struct strata_experts_layer_stats *st)
+{
+    strata_experts_get_layer_stats(m->experts, layer, st);
 }

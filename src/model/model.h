@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "experts/experts.h"
 #include "model/arch.h"
 
 struct gguf_file;
@@ -18,6 +19,7 @@ struct strata_session;
 
 struct strata_model_params {
     bool use_mmap;   // reserved; weights are read into memory
+    struct strata_experts_config experts;  // expert cache budget, I/O engine, route trace
 };
 
 // Open a GGUF and load its weights. 0 or negative (one error line logged).
@@ -27,6 +29,10 @@ const struct strata_hparams *strata_model_hparams(const struct strata_model *m);
 const struct gguf_file *strata_model_file(const struct strata_model *m);
 uint64_t strata_model_dense_bytes(const struct strata_model *m);   // resident non-expert weights
 uint64_t strata_model_expert_bytes(const struct strata_model *m);  // expert weights in memory
+// Expert store counters (whole model, or one MoE layer).
+void strata_model_expert_stats(const struct strata_model *m, struct strata_experts_stats *st);
+void strata_model_expert_layer_stats(const struct strata_model *m, uint32_t layer,
+                                     struct strata_experts_layer_stats *st);
 
 struct strata_session_params {
     int n_ctx;      // context length (tokens); 0: min(model's, 4096)

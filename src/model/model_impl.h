@@ -8,6 +8,7 @@
 #include "compute/pool.h"
 #include "experts/experts.h"
 #include "experts/layout.h"
+#include "experts/trace.h"
 #include "model/model.h"
 
 struct strata_layer {
@@ -25,6 +26,7 @@ struct strata_model {
     struct strata_hparams hp;
     struct strata_expert_layout layout;
     struct strata_experts *experts;
+    struct strata_trace_writer *trace;  // route trace (--trace-out), or NULL
     const struct strata_kernels *kernels;
     struct strata_mat tok_embd;   // [V][E]
     struct strata_mat output;     // [V][E] (token_embd when tied)
@@ -61,6 +63,7 @@ struct strata_session {
     int32_t *expert_first, *expert_count;     // [X]
     float *att_scratch;                       // [n_threads][n_ctx]
     float *logits_tmp;                        // [n_vocab]
+    int32_t *trace_ids;                       // [n_batch][n_layer][K] when tracing, else NULL
     struct strata_phase_stats stats;
 };
 

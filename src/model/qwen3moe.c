@@ -250,6 +250,8 @@ static void route_tokens(struct strata_session *s, int l, int n)
                 wt[k] *= hp->expert_weights_scale;
             s->expert_count[st[k]]++;
         }
+        if (s->trace_ids)
+            memcpy(s->trace_ids + ((size_t)t * hp->n_layer + (size_t)l) * K, st, (size_t)K * sizeof *st);
     }
     int32_t pos = 0;
     for (int e = 0; e < X; e++) {
@@ -282,22 +284,21 @@ static int moe_block(struct strata_session *s, int l, int n)
     double t1 = strata_now();
     s->stats.t_router += t1 - t0;
 
-    // The experts this chunk needs, each once.
+    // The experts this chunk needs, each once. A bounded cache holds max_batch experts of a layer
+    // at a time, so a chunk needing more runs them in groups: each group is acquired, computed
+    // and released before the next. Every (token, expert) row is computed the same way in any
+    // grouping, so the output does not depend on the cache size.
     int n_used = 0;
     for (int e = 0; e < X; e++)
         if (s->expert_count[e]) s->expert_ids[n_used++] = (uint32_t)e;
-    int rc = strata_experts_acquire(m->experts, (uint32_t)l, s->expert_ids, n_used, s->views);
-    if (rc) return rc;
+    const int max_group = strata_experts_max_batch(m->experts);
 
     const uint32_t tg = el->tensor[STRATA_EXPERT_GATE]->type, tu = el->tensor[STRATA_EXPERT_UP]->type;
     const uint32_t td = el->tensor[STRATA_EXPERT_DOWN]->type;
     const struct strata_mat mg = {NULL, tg, E, F, strata_type_row_bytes(tg, E)};
     const struct strata_mat mu = {NULL, tu, E, F, strata_type_row_bytes(tu, E)};
     const struct strata_mat md = {NULL, td, F, E, strata_type_row_bytes(td, F)};
-    int vdt_a = -1, vdt_b = -1;
-    const void *xg = act_for(s, &mg, s->h, n, s->act_a, &vdt_a);
-    const void *xu = (int)strata_type_traits(tu)->vec_dot_type == vdt_a ? xg
-                                                                        : act_for(s, &mu, s->h, n, s->act_b, &vdt_b);
+    const size_t arb_d = strata_act_row_bytes(td, F);
     const int n_pairs = n * K;
     int32_t *tok_of_route = s->idx_a;
     int32_t *route_ids = s->idx_b;
@@ -306,36 +307,52 @@ static int moe_block(struct strata_session *s, int l, int n)
         route_ids[r] = r;
     }
 
-    // gate and up of every used expert in one parallel region, then down in another.
-    struct strata_mm_job jobs[STRATA_MM_MAX_JOBS];
-    STRATA_ASSERT(2 * n_used <= STRATA_MM_MAX_JOBS);
-    int nj = 0;
-    for (int i = 0; i < n_used; i++) {
-        const int e = (int)s->expert_ids[i];
-        const int first = s->expert_first[e], cnt = s->expert_count[e];
-        struct strata_mat g = mg, u = mu;
-        g.data = s->views[i].part[STRATA_EXPERT_GATE];
-        u.data = s->views[i].part[STRATA_EXPERT_UP];
-        jobs[nj++] = (struct strata_mm_job){g, xg, strata_act_row_bytes(tg, E), tok_of_route + first, cnt,
-                                            s->gate_out, F, route_ids + first};
-        jobs[nj++] = (struct strata_mm_job){u, xu, strata_act_row_bytes(tu, E), tok_of_route + first, cnt,
-                                            s->up_out, F, route_ids + first};
-    }
-    strata_mm_run(s->pool, m->kernels, jobs, nj);
+    for (int g0 = 0; g0 < n_used; g0 += max_group) {
+        const int g1 = n_used - g0 < max_group ? n_used : g0 + max_group;
+        int rc = strata_experts_acquire(m->experts, (uint32_t)l, s->expert_ids + g0, g1 - g0, s->views + g0);
+        if (rc) return rc;
+        // The down activations below overwrite act_a, so each group quantizes h again.
+        int vdt_a = -1, vdt_b = -1;
+        const void *xg = act_for(s, &mg, s->h, n, s->act_a, &vdt_a);
+        const void *xu = (int)strata_type_traits(tu)->vec_dot_type == vdt_a
+                             ? xg : act_for(s, &mu, s->h, n, s->act_b, &vdt_b);
 
-    for (size_t i = 0; i < (size_t)n_pairs * F; i++) s->gate_out[i] = strata_silu(s->gate_out[i]) * s->up_out[i];
-    strata_act_quantize(m->kernels, td, s->gate_out, n_pairs, F, s->act_a);
-    nj = 0;
-    for (int i = 0; i < n_used; i++) {
-        const int e = (int)s->expert_ids[i];
-        const int first = s->expert_first[e], cnt = s->expert_count[e];
-        struct strata_mat d = md;
-        d.data = s->views[i].part[STRATA_EXPERT_DOWN];
-        jobs[nj++] = (struct strata_mm_job){d, s->act_a, strata_act_row_bytes(td, F), route_ids + first, cnt,
-                                            s->down_out, E, route_ids + first};
+        // gate and up of every expert of the group in one parallel region, then down in another.
+        struct strata_mm_job jobs[STRATA_MM_MAX_JOBS];
+        STRATA_ASSERT(2 * (g1 - g0) <= STRATA_MM_MAX_JOBS);
+        int nj = 0;
+        for (int i = g0; i < g1; i++) {
+            const int e = (int)s->expert_ids[i];
+            const int first = s->expert_first[e], cnt = s->expert_count[e];
+            struct strata_mat g = mg, u = mu;
+            g.data = s->views[i].part[STRATA_EXPERT_GATE];
+            u.data = s->views[i].part[STRATA_EXPERT_UP];
+            jobs[nj++] = (struct strata_mm_job){g, xg, strata_act_row_bytes(tg, E), tok_of_route + first, cnt,
+                                                s->gate_out, F, route_ids + first};
+            jobs[nj++] = (struct strata_mm_job){u, xu, strata_act_row_bytes(tu, E), tok_of_route + first, cnt,
+                                                s->up_out, F, route_ids + first};
+        }
+        strata_mm_run(s->pool, m->kernels, jobs, nj);
+
+        // Routes are sorted by expert, so the group's rows are one contiguous range.
+        const int e_first = (int)s->expert_ids[g0], e_last = (int)s->expert_ids[g1 - 1];
+        const int r0 = s->expert_first[e_first], r1 = s->expert_first[e_last] + s->expert_count[e_last];
+        for (size_t i = (size_t)r0 * F; i < (size_t)r1 * F; i++)
+            s->gate_out[i] = strata_silu(s->gate_out[i]) * s->up_out[i];
+        strata_act_quantize(m->kernels, td, s->gate_out + (size_t)r0 * F, r1 - r0, F,
+                            (char *)s->act_a + (size_t)r0 * arb_d);
+        nj = 0;
+        for (int i = g0; i < g1; i++) {
+            const int e = (int)s->expert_ids[i];
+            const int first = s->expert_first[e], cnt = s->expert_count[e];
+            struct strata_mat d = md;
+            d.data = s->views[i].part[STRATA_EXPERT_DOWN];
+            jobs[nj++] = (struct strata_mm_job){d, s->act_a, arb_d, route_ids + first, cnt,
+                                                s->down_out, E, route_ids + first};
+        }
+        strata_mm_run(s->pool, m->kernels, jobs, nj);
+        strata_experts_release(m->experts, (uint32_t)l);
     }
-    strata_mm_run(s->pool, m->kernels, jobs, nj);
-    strata_experts_release(m->experts, (uint32_t)l);
 
     // Weighted sum in selection order, then the residual.
     for (int t = 0; t < n; t++) {
@@ -371,6 +388,11 @@ int strata_qwen3moe_forward(struct strata_session *s, const int32_t *tokens, int
         int rc = attention_block(s, (int)l, n);
         s->stats.t_attn += strata_now() - ta;
         if (rc == 0) rc = moe_block(s, (int)l, n);
+        if (rc) return rc;
+    }
+
+    if (m->trace) {
+        int rc = strata_trace_write(m->trace, s->trace_ids, n);
         if (rc) return rc;
     }
 

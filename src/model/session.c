@@ -98,6 +98,7 @@ int strata_session_create(struct strata_session **out, struct strata_model *m,
     s->expert_count = xalloc(X * sizeof(int32_t), &rc);
     s->att_scratch = xalloc((size_t)strata_pool_size(s->pool) * (size_t)n_ctx * sizeof(float), &rc);
     s->logits_tmp = xalloc((size_t)hp->n_vocab * sizeof(float), &rc);
+    if (m->trace) s->trace_ids = xalloc(B * hp->n_layer * K * sizeof(int32_t), &rc);
     if (rc) {
         strata_session_free(s);
         return rc;
@@ -113,7 +114,7 @@ void strata_session_free(struct strata_session *s)
     void *bufs[] = {s->k_cache, s->v_cache, s->x, s->h, s->q, s->k, s->v, s->attn, s->o,
                     s->router_logits, s->routes, s->route_of, s->gate_out, s->up_out, s->down_out,
                     s->act_a, s->act_b, s->idx_a, s->idx_b, s->expert_ids, s->views,
-                    s->expert_first, s->expert_count, s->att_scratch, s->logits_tmp};
+                    s->expert_first, s->expert_count, s->att_scratch, s->logits_tmp, s->trace_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(s);
 }
