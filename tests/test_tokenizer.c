@@ -602,6 +602,88 @@ static void test_detok(void)
     case_result("streaming detokenizer", before);
 }
 
+// ---- random texts -------------------------------------------------------------------------------
+
+static uint64_t rng_next(uint64_t *s)  // splitmix64
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// Random well-formed UTF-8 from pieces of every class the pre-tokenizer distinguishes.
+static size_t random_text(uint64_t *rng, char *out, size_t max_pieces)
+{
+    static const char *const pool[] = {
+        "a", "Z", "q", "the", " ", "  ", "\t", "\n", "\r\n", "'", "'s", "'LL", "7", "42", ".",
+        "!?", "(", "}", "-", "_", "\xc3\xa9", "\xc3\x9f", "\xe4\xb8\xad", "\xe3\x81\x82",
+        "\xea\xb0\x80", "\xd9\x85", "\xd7\x90", "\xe0\xa4\x95", "\xe0\xa5\x8d", "\xcc\x81",
+        "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\xa8", "\xd9\xa3", "\xe2\x91\xa0",
+        "\xf0\x9f\x98\x80", "\xe2\x80\x8d", "\xef\xb8\x8f", "\xe2\x82\xac", "\xef\xbf\xbd",
+        "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|im_", "\x01", "\x7f", "\xc2\x85",
+    };
+    size_t n = 0, k = rng_next(rng) % (max_pieces + 1);
+    for (size_t i = 0; i < k; i++) {
+        const char *p = pool[rng_next(rng) % (sizeof(pool) / sizeof(pool[0]))];
+        memcpy(out + n, p, strlen(p));
+        n += strlen(p);
+    }
+    return n;
+}
+
+static void test_random_texts(void)
+{
+    int before = g_failures;
+    struct strata_vocab v;
+    struct strata_tokenizer *t = NULL;
+    if (strata_builtin_build(&v, 1000) != 0 || strata_tokenizer_create(&t, &v) != 0) {
+        CHECK(false, "builtin tokenizer");
+        return;
+    }
+    strata_vocab_free(&v);
+    uint64_t rng = 12345;
+    char text[1024];
+    int32_t ids[4096], ids2[4096];
+    for (int iter = 0; iter < 2000; iter++) {
+        size_t len = random_text(&rng, text, 40), n, n2;
+        bool special = iter & 1;
+        int rc = strata_tokenize(t, text, len, special, ids, 4096, &n);
+        size_t back_len = 0;
+        char *back = rc == 0 ? detokenize_all(t, ids, n, &back_len) : NULL;
+        CHECK(back && back_len == len && memcmp(back, text, len) == 0,
+              "round trip of '%s' (special %d): rc %d", show(text, len), special, rc);
+        free(back);
+        if (n > 0) {  // too small an output buffer: same count, same prefix
+            rc = strata_tokenize(t, text, len, special, ids2, n - 1, &n2);
+            CHECK(rc == -ENOSPC && n2 == n && memcmp(ids, ids2, (n - 1) * sizeof(*ids)) == 0,
+                  "cap %zu: rc %d n %zu", n - 1, rc, n2);
+        }
+        struct strata_detok d;  // streaming gives the same bytes
+        char streamed[2048];
+        size_t total = 0, k;
+        strata_detok_init(&d, true);
+        for (size_t i = 0; i < n; i++) {
+            strata_detok_push(&d, t, ids[i], streamed + total, sizeof(streamed) - total, &k);
+            total += k;
+        }
+        strata_detok_flush(&d, streamed + total, sizeof(streamed) - total, &k);
+        total += k;
+        CHECK(total == len && memcmp(streamed, text, len) == 0, "streamed '%s'",
+              show(text, len));
+    }
+    for (int iter = 0; iter < 2000; iter++) {  // arbitrary bytes: 0 or STRATA_EARG, no crash
+        size_t len = rng_next(&rng) % 64, n;
+        for (size_t i = 0; i < len; i++) {
+            text[i] = (char)rng_next(&rng);
+        }
+        int rc = strata_tokenize(t, text, len, iter & 1, ids, 4096, &n);
+        CHECK(rc == 0 || rc == STRATA_EARG, "random bytes: rc %d", rc);
+    }
+    strata_tokenizer_free(t);
+    case_result("random texts: round trips, streaming, short buffers, random bytes", before);
+}
+
 // ---- chat ---------------------------------------------------------------------------------------
 
 static void test_chat(void)
@@ -1021,6 +1103,7 @@ int main(int argc, char **argv)
     test_builtin();
     test_builtin_gguf();
     test_detok();
+    test_random_texts();
     test_chat();
     test_errors();
     test_qwen3();

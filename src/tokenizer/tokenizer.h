@@ -157,8 +157,8 @@ struct strata_chat_msg {
 // detected from the template text (or given by name: "chatml", "llama3", "chatglm4",
 // "deepseek3", ...), then a built-in formatter writes it; no Jinja is interpreted. NULL
 // template means "chatml". Families: chatml (Qwen2/3, <|im_start|>), chatglm4 (GLM-4/4.5,
-// "[gMASK]<sop>"), glmedge, llama3, deepseek2, deepseek3 (DeepSeek V3/R1). Anything else,
-// including families llama.cpp knows but we do not implement: STRATA_EUNSUP, logged with the
+// "[gMASK]<sop>"), chatglm3, glmedge, llama3, deepseek2, deepseek3 (DeepSeek V3/R1). Anything
+// else, including families llama.cpp knows but we do not implement: STRATA_EUNSUP, logged with the
 // family's name. *out is a NUL-terminated string the caller frees.
 int strata_chat_apply(const char *template_text, const struct strata_chat_msg *msgs, size_t n,
                       bool add_generation_prompt, char **out);
