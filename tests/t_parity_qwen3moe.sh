@@ -2,7 +2,8 @@
 # Parity of strata with llama.cpp on tiny synthetic qwen3moe models, per weight type and on a
 # model mixing types across layers: teacher-forced logits at 48 positions (relative L2 error per
 # position within the type's tolerance, same argmax everywhere) and 32 greedy tokens identical.
-# Tolerances: 1e-4 for F32, 1e-3 for the quantized types (issue 3); the measured errors are
+# Tolerances: 1e-4 for F32, 1e-3 for the quantized types and F16, 1e-2 for BF16 (measured
+# noise, docs/correctness.md); the measured errors are
 # printed so the margin is visible in the log.
 set -u
 . "$STRATA_ROOT/tests/oracle/lib.sh"
@@ -38,7 +39,8 @@ check q4_k "--type Q4_K" 1e-3
 check q5_k "--type Q5_K" 1e-3
 check q6_k "--type Q6_K" 1e-3
 check f16  "--type F16"  1e-3
-check bf16 "--type BF16" 1e-3
+# BF16: llama.cpp itself moves by 3.9e-3 between batch sizes on these files (docs/correctness.md).
+check bf16 "--type BF16" 1e-2
 # A dynamic-quant-like mix: Q4_K experts, Q5_K/Q6_K in some layers, Q8_0 attention, F32 head.
 check mix  "--type Q4_K --type-overrides blk\.0\.ffn_down=Q6_K,blk\.1\.ffn_(gate|up)_exps=Q5_K,attn_(q|k|v)=Q8_0,attn_output=Q6_K,output=F32" 1e-3
 exit $fail

@@ -9,24 +9,25 @@
 
 #include "gguf/gguf.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 // Read a whole tensor into 64-byte aligned memory owned by the model.
 static int load_tensor(struct strata_model *m, const struct gguf_tensor *t, void **out)
 {
     if (m->n_owned == m->cap_owned) {
         size_t cap = m->cap_owned ? m->cap_owned * 2 : 256;
-        void **o = realloc(m->owned, cap * sizeof *o);
+        struct strata_owned *o = realloc(m->owned, cap * sizeof *o);
         if (!o) return STRATA_ENOMEM;
         m->owned = o;
         m->cap_owned = cap;
     }
-    void *buf = NULL;
-    if (posix_memalign(&buf, 64, t->n_bytes ? t->n_bytes : 64)) {
+    void *buf = strata_big_alloc(t->n_bytes);
+    if (!buf) {
         strata_log_error("model_load: out of memory for '%s' (%llu bytes)", t->name,
                          (unsigned long long)t->n_bytes);
         return STRATA_ENOMEM;
     }
-    m->owned[m->n_owned++] = buf;
+    m->owned[m->n_owned++] = (struct strata_owned){buf, t->n_bytes};
     int rc = gguf_read_tensor(m->file, t, 0, buf, t->n_bytes);
     if (rc) return rc;
     m->dense_bytes += t->n_bytes;
@@ -136,7 +137,7 @@ void strata_model_free(struct strata_model *m)
     if (!m) return;
     strata_trace_close(m->trace);
     strata_experts_close(m->experts);
-    for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    for (size_t i = 0; i < m->n_owned; i++) strata_big_free(m->owned[i].p, m->owned[i].bytes);
     free(m->owned);
     free(m->layers);
     strata_expert_layout_free(&m->layout);

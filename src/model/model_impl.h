@@ -21,6 +21,11 @@ struct strata_layer {
     struct strata_mat router;     // [X][E], F32
 };
 
+struct strata_owned {
+    void *p;
+    size_t bytes;
+};
+
 struct strata_model {
     struct gguf_file *file;
     struct strata_hparams hp;
@@ -33,7 +38,7 @@ struct strata_model {
     const float *output_norm;     // [E]
     struct strata_layer *layers;  // [n_layer]
     uint64_t dense_bytes;
-    void **owned;                 // tensor buffers, freed with the model
+    struct strata_owned *owned;   // tensor buffers, freed with the model
     size_t n_owned, cap_owned;
 };
 

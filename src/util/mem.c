@@ -1,0 +1,41 @@
+// Huge-page-backed anonymous mappings for big buffers, aligned malloc for small ones.
+#include "util/mem.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define HUGE_BYTES ((size_t)2 << 20)
+
+void *strata_big_alloc(size_t bytes)
+{
+    if (bytes < HUGE_BYTES) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+        memset(p, 0, bytes);
+        return p;
+    }
+    // Over-map by one huge page and trim, so the buffer starts on a 2 MiB boundary and the
+    // kernel can back it with huge pages from the first byte.
+    size_t len = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
+    char *raw = mmap(NULL, len + HUGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    uintptr_t start = ((uintptr_t)raw + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1);
+    size_t head = start - (uintptr_t)raw;
+    if (head) munmap(raw, head);
+    size_t tail = HUGE_BYTES - head;
+    if (tail) munmap((char *)start + len, tail);
+    madvise((void *)start, len, MADV_HUGEPAGE);
+    return (void *)start;
+}
+
+void strata_big_free(void *p, size_t bytes)
+{
+    if (!p) return;
+    if (bytes < HUGE_BYTES) {
+        free(p);
+        return;
+    }
+    munmap(p, (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES);
+}
