@@ -279,6 +279,20 @@ static const char *const ROUND_TRIP_TEXTS[] = {
     "a",
 };
 
+// The built-in vocabulary of n tokens as a tokenizer (NULL, counted as a failure, if not).
+static struct strata_tokenizer *builtin_tokenizer(uint32_t n)
+{
+    struct strata_vocab v;
+    struct strata_tokenizer *t = NULL;
+    int rc = strata_builtin_build(&v, n);
+    if (rc == 0) {
+        rc = strata_tokenizer_create(&t, &v);
+        strata_vocab_free(&v);
+    }
+    CHECK(rc == 0, "built-in tokenizer of %u tokens: %d", n, rc);
+    return t;
+}
+
 // ---- built-in vocabulary ------------------------------------------------------------------------
 
 static void check_round_trips(const struct strata_tokenizer *t, const char *what)
@@ -534,13 +548,10 @@ static void detok_feed(struct strata_detok *d, const struct strata_tokenizer *t,
 static void test_detok(void)
 {
     int before = g_failures;
-    struct strata_vocab v;
-    struct strata_tokenizer *t = NULL;
-    if (strata_builtin_build(&v, 300) != 0 || strata_tokenizer_create(&t, &v) != 0) {
-        CHECK(false, "builtin tokenizer");
+    struct strata_tokenizer *t = builtin_tokenizer(300);
+    if (!t) {
         return;
     }
-    strata_vocab_free(&v);
     static const struct {
         const char *in;
         size_t in_len;
@@ -635,13 +646,10 @@ static size_t random_text(uint64_t *rng, char *out, size_t max_pieces)
 static void test_random_texts(void)
 {
     int before = g_failures;
-    struct strata_vocab v;
-    struct strata_tokenizer *t = NULL;
-    if (strata_builtin_build(&v, 1000) != 0 || strata_tokenizer_create(&t, &v) != 0) {
-        CHECK(false, "builtin tokenizer");
+    struct strata_tokenizer *t = builtin_tokenizer(1000);
+    if (!t) {
         return;
     }
-    strata_vocab_free(&v);
     uint64_t rng = 12345;
     char text[1024];
     int32_t ids[4096], ids2[4096];
