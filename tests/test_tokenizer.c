@@ -785,6 +785,9 @@ static void test_errors(void)
     const char *text = "hello there world";
     CHECK(strata_tokenize(t, text, strlen(text), false, ids, 2, &n) == -ENOSPC && n > 2,
           "too small output: n %zu", n);
+    size_t counted;
+    CHECK(strata_tokenize(t, text, strlen(text), false, NULL, 0, &counted) == 0 && counted == n,
+          "count only: %zu", counted);
     CHECK(strata_tokenize(t, "\xf4\x90\x80\x80", 4, false, ids, 4, &n) == STRATA_EARG,
           "code point past U+10FFFF");
     CHECK(strata_tokenize(t, "\xff", 1, false, ids, 4, &n) == 0 && n == 3 && ids[0] == 0xEF &&

@@ -14,6 +14,7 @@
 // U+FFFD), split it into words (pretok.c), re-encode each word to UTF-8, and run BPE on its bytes:
 // repeatedly merge the adjacent pair with the lowest rank, leftmost first.
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1300,14 +1301,15 @@ int strata_tokenize(const struct strata_tokenizer *t, const char *text, size_t l
 {
     struct scratch s;
     struct emitter e = {out, out ? cap : 0, 0};
+    bool count_only = !out && cap == 0;
     int rc = 0;
     memset(&s, 0, sizeof(s));
     *n_out = 0;
     if (len == 0) {
         return 0;
     }
-    if (!text) {
-        strata_log_error("strata_tokenize: NULL text of %zu bytes", len);
+    if (!text || len > INT32_MAX) {  // symbol indices are 32-bit
+        strata_log_error("strata_tokenize: text %s of %zu bytes", text ? "too long" : "NULL", len);
         return STRATA_EARG;
     }
     if ((rc = frags_reserve(&s, 16)) < 0) {
@@ -1342,7 +1344,7 @@ int strata_tokenize(const struct strata_tokenizer *t, const char *text, size_t l
         }
     }
     *n_out = e.n;
-    if (e.n > e.cap) {
+    if (e.n > e.cap && !count_only) {
         strata_log_error("strata_tokenize: %zu tokens do not fit in %zu", e.n, e.cap);
         rc = -ENOSPC;
     }

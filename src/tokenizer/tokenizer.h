@@ -71,10 +71,11 @@ const char *strata_tokenizer_pre_name(size_t i);
 // becomes U+FFFD). Never adds bos/eos: prepend info->bos yourself when info->add_bos.
 // parse_special: control and unknown tokens written literally in the text (e.g. "<|im_start|>")
 // become those tokens; user-defined tokens (e.g. Qwen3's "<think>") always do.
-// Writes at most cap ids to out; *n_out receives the full count. Returns 0, or -ENOSPC (logged)
-// when the ids did not fit (call again with cap >= *n_out; 3 * len is enough for any
-// vocabulary whose merges only make tokens), STRATA_EARG for a code point past U+10FFFF (4-byte sequences F4 90.. to F7 BF..), which
-// llama.cpp rejects as well, -ENOMEM.
+// Writes at most cap ids to out; *n_out receives the full count (out NULL with cap 0 just
+// counts). Returns 0, -ENOSPC (logged) when the ids did not fit (call again with
+// cap >= *n_out; 3 * len is enough for any vocabulary whose merges only make tokens),
+// STRATA_EARG for a code point past U+10FFFF (4-byte sequences F4 90.. to F7 BF..), which
+// llama.cpp rejects too (it throws), or -ENOMEM. Thread-safe: the tokenizer is read-only.
 int strata_tokenize(const struct strata_tokenizer *t, const char *text, size_t len,
                     bool parse_special, int32_t *out, size_t cap, size_t *n_out);
 
