@@ -844,6 +844,23 @@ static void test_qwen3(void)
     rc = rc == 0 ? load_gguf_tokenizer(path, &t) : rc;
     double t2 = now_ms();
     CHECK(rc == 0, "load: %d", rc);
+    // the stored Qwen3 template is recognised as ChatML, as llama.cpp does (output checked
+    // against llama_chat_apply_template of libllama with the same messages)
+    struct gguf_file *f;
+    if (rc == 0 && gguf_open(&f, path) == 0) {
+        const char *tmpl = NULL;
+        CHECK(gguf_get_str(f, "tokenizer.chat_template", &tmpl) == 0 && strstr(tmpl, "<think>"),
+              "chat template stored");
+        const struct strata_chat_msg msgs[] = {
+            {"system", "You are helpful."}, {"user", "  Hi there  "}, {"assistant", "Hello!"}};
+        char *out = NULL;
+        CHECK(tmpl && strata_chat_apply(tmpl, msgs, 3, true, &out) == 0 &&
+              strcmp(out, "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n"
+                          "  Hi there  <|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                          "<|im_start|>assistant\n") == 0, "Qwen3 chat: '%s'", out ? out : "");
+        free(out);
+        gguf_close(f);
+    }
     unlink(path);
     if (!t) {
         case_result("Qwen3 vocabulary", before);
