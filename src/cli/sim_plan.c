@@ -1,3 +1,240 @@
+// strata sim and strata plan: argument parsing and output (the work is in tools/sim.c, plan.c).
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
-int cli_sim(int argc, char **argv) { (void)argc; (void)argv; return 2; }
-int cli_plan(int argc, char **argv) { (void)argc; (void)argv; return 2; }
+#include "experts/layout.h"
+#include "experts/trace.h"
+#include "gguf/gguf.h"
+#include "tools/plan.h"
+#include "tools/sim.h"
+#include "util/log.h"
+
+static void sim_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: strata sim TRACE (--slots N | --cache-mib N -m MODEL) [options]\n\n"
+            "  --slots N            cache slots per layer\n"
+            "  --cache-mib N        a budget, converted to slots with MODEL's size classes\n"
+            "  -m, --model FILE     the GGUF the trace came from (for --cache-mib and MiB columns)\n"
+            "  --cache-classes on|off  as in strata run (default on)\n"
+            "  --chunks on|off      replay prompt chunks as the engine fetched them (default on)\n"
+            "  --sweep              table over cache sizes from top-k to all experts, and a plot\n"
+            "  --plot FILE          SVG of the sweep (default TRACE.svg)\n");
+}
+
+struct sim_row {
+    uint32_t slots;
+    struct strata_sim_result r[STRATA_SIM_COUNT];
+};
+
+static double hit_rate(const struct strata_sim_result *r)
+{
+    return r->hits + r->misses ? (double)r->hits / (double)(r->hits + r->misses) : 1.0;
+}
+
+static int write_svg(const char *path, const struct sim_row *rows, int n, uint32_t n_expert)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "strata sim: cannot write %s\n", path);
+        return 1;
+    }
+    static const char *const colors[STRATA_SIM_COUNT] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#444444"};
+    const double W = 640, H = 400, x0 = 60, y0 = 20, pw = 540, ph = 320;
+    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' font-family='sans-serif' "
+               "font-size='12'>\n<rect width='100%%' height='100%%' fill='white'/>\n", W, H);
+    fprintf(f, "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='none' stroke='black'/>\n", x0, y0, pw, ph);
+    for (int i = 0; i <= 4; i++)
+        fprintf(f, "<text x='%.0f' y='%.0f' text-anchor='end'>%d%%</text>\n", x0 - 5, y0 + ph - ph * i / 4 + 4,
+                i * 25);
+    fprintf(f, "<text x='%.0f' y='%.0f' text-anchor='middle'>slots per layer (of %u experts)</text>\n",
+            x0 + pw / 2, H - 20, n_expert);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "<text x='%.1f' y='%.0f' text-anchor='middle'>%u</text>\n",
+                x0 + pw * rows[i].slots / (double)n_expert, y0 + ph + 15, rows[i].slots);
+    for (int p = 0; p < STRATA_SIM_COUNT; p++) {
+        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='2' points='", colors[p]);
+        for (int i = 0; i < n; i++)
+            fprintf(f, "%.1f,%.1f ", x0 + pw * rows[i].slots / (double)n_expert,
+                    y0 + ph - ph * hit_rate(&rows[i].r[p]));
+        fprintf(f, "'/>\n<text x='%.0f' y='%.0f' fill='%s'>%s</text>\n", x0 + 10, y0 + 15 + 15.0 * p, colors[p],
+                strata_sim_policy_name((enum strata_sim_policy)p));
+    }
+    fprintf(f, "<text x='%.0f' y='%.0f' text-anchor='middle' transform='rotate(-90 15 %.0f)'>hit rate</text>\n", 15.0,
+            y0 + ph / 2, y0 + ph / 2);
+    fprintf(f, "</svg>\n");
+    return fclose(f) ? 1 : 0;
+}
+
+int cli_sim(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"slots", required_argument, 0, 's'},     {"cache-mib", required_argument, 0, 'c'},
+        {"model", required_argument, 0, 'm'},     {"cache-classes", required_argument, 0, 'C'},
+        {"chunks", required_argument, 0, 'k'},    {"sweep", no_argument, 0, 'S'},
+        {"plot", required_argument, 0, 'p'},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int slots = 0, c;
+    uint64_t cache_mib = 0;
+    const char *model = NULL, *plot = NULL;
+    bool classes = true, chunks = true, sweep = false;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 's': bad = cli_parse_int(optarg, "--slots", 1, 1 << 20, &slots); break;
+        case 'c': bad = cli_parse_u64(optarg, "--cache-mib", &cache_mib); break;
+        case 'm': model = optarg; break;
+        case 'C': classes = strcmp(optarg, "off") != 0; break;
+        case 'k': chunks = strcmp(optarg, "off") != 0; break;
+        case 'S': sweep = true; break;
+        case 'p': plot = optarg; break;
+        case 'h': sim_usage(stdout); return 0;
+        default:
+            fprintf(stderr, "strata sim: bad option '%s' (see strata sim --help)\n", argv[optind - 1]);
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "strata sim: give one trace file (see strata sim --help)\n");
+        return 2;
+    }
+    const char *trace_path = argv[optind];
+    if (!sweep && !slots && !cache_mib) {
+        fprintf(stderr, "strata sim: give --slots N, --cache-mib N -m MODEL, or --sweep\n");
+        return 2;
+    }
+    if (cache_mib && !model) {
+        fprintf(stderr, "strata sim: --cache-mib needs -m MODEL (its size classes turn MiB into slots)\n");
+        return 2;
+    }
+    struct strata_trace t;
+    if (strata_trace_load(&t, trace_path)) return 1;
+    struct gguf_file *f = NULL;
+    struct strata_expert_layout lay = {0};
+    int rc = 0;
+    if (model) {
+        rc = gguf_open(&f, model);
+        if (rc == 0) rc = strata_expert_layout_init(&lay, f);
+        if (rc == 0 && (lay.n_layers != t.n_layers || lay.n_expert != t.n_expert)) {
+            fprintf(stderr, "strata sim: the trace has %u layers x %u experts, %s has %u x %u\n", t.n_layers,
+                    t.n_expert, model, lay.n_layers, lay.n_expert);
+            rc = STRATA_EARG;
+        }
+    }
+    if (rc == 0 && cache_mib) {
+        struct strata_slot_plan plan;
+        strata_expert_layout_plan(&lay, cache_mib << 20, classes, &plan);
+        slots = (int)plan.n_slots;
+        printf("--cache-mib %llu: %u slots per layer (%s)\n", (unsigned long long)cache_mib, plan.n_slots,
+               plan.uniform ? "uniform" : "size classes");
+    }
+    printf("trace: %s  model=%s layers=%u experts=%u topk=%u tokens=%llu\n", trace_path, t.model, t.n_layers,
+           t.n_expert, t.topk, (unsigned long long)t.n_tokens);
+    struct sim_row rows[64];
+    int n_rows = 0;
+    if (rc == 0 && sweep) {
+        // top-k, then about 12 steps up to all experts
+        for (double s = t.topk; n_rows < 64; s *= 1.35) {
+            uint32_t v = (uint32_t)s;
+            if (n_rows && v <= rows[n_rows - 1].slots) v = rows[n_rows - 1].slots + 1;
+            if (v >= t.n_expert) v = t.n_expert;
+            rows[n_rows++].slots = v;
+            if (v == t.n_expert) break;
+        }
+    } else if (rc == 0) {
+        if ((uint32_t)slots < t.topk) {
+            fprintf(stderr, "strata sim: %d slots per layer is below top-k (%u)\n", slots, t.topk);
+            rc = STRATA_EARG;
+        }
+        rows[n_rows++].slots = (uint32_t)slots;
+    }
+    for (int i = 0; i < n_rows && rc == 0; i++)
+        for (int p = 0; p < STRATA_SIM_COUNT && rc == 0; p++)
+            rc = strata_sim_run(&t, (enum strata_sim_policy)p, rows[i].slots, chunks, &rows[i].r[p]);
+    if (rc == 0) {
+        printf("%8s %10s", "slots", model ? "cache_MiB" : "");
+        for (int p = 0; p < STRATA_SIM_COUNT; p++)
+            printf("  %8s_misses %8s/tok %8s_hit", strata_sim_policy_name(p), "", strata_sim_policy_name(p));
+        printf("\n");
+        for (int i = 0; i < n_rows; i++) {
+            double mib = 0;
+            if (model) {
+                struct strata_slot_plan pl;
+                uint64_t per_slot = 0;
+                strata_expert_layout_plan(&lay, 0, classes, &pl);
+                for (uint32_t l = 0; l < lay.n_layers; l++) per_slot += strata_expert_layout_slot_size(&lay, &pl, l);
+                mib = (double)per_slot * rows[i].slots / 1048576.0;
+            }
+            printf("%8u %10.1f", rows[i].slots, mib);
+            for (int p = 0; p < STRATA_SIM_COUNT; p++) {
+                const struct strata_sim_result *r = &rows[i].r[p];
+                printf("  %15llu %12.3f %11.2f%%", (unsigned long long)r->misses,
+                       r->tokens ? (double)r->misses / (double)r->tokens : 0.0, 100 * hit_rate(r));
+            }
+            printf("\n");
+        }
+        if (sweep) {
+            char def[4096];
+            if (!plot) {
+                snprintf(def, sizeof def, "%s.svg", trace_path);
+                plot = def;
+            }
+            if (write_svg(plot, rows, n_rows, t.n_expert)) rc = STRATA_EIO;
+            else printf("plot: %s\n", plot);
+        }
+    }
+    strata_expert_layout_free(&lay);
+    gguf_close(f);
+    strata_trace_free(&t);
+    return rc ? 1 : 0;
+}
+
+int cli_plan(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},  {"ram-gib", required_argument, 0, 'r'},
+        {"trace", required_argument, 0, 't'},  {"disk-gbs", required_argument, 0, 'd'},
+        {"mem-gbs", required_argument, 0, 'M'}, {"ctx", required_argument, 0, 'c'},
+        {"reserve-gib", required_argument, 0, 'R'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    struct strata_plan_opts o = {.reserve_gib = 1.0};
+    float v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "m:c:h", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'm': o.model = optarg; break;
+        case 'r': bad = cli_parse_float(optarg, "--ram-gib", 0.01, 1 << 20, &v); o.ram_gib = v; break;
+        case 't': o.trace = optarg; break;
+        case 'd': bad = cli_parse_float(optarg, "--disk-gbs", 0.001, 1000, &v); o.disk_gbs = v; break;
+        case 'M': bad = cli_parse_float(optarg, "--mem-gbs", 0.001, 100000, &v); o.mem_gbs = v; break;
+        case 'c': bad = cli_parse_int(optarg, "--ctx", 1, 1 << 24, &o.n_ctx); break;
+        case 'R': bad = cli_parse_float(optarg, "--reserve-gib", 0, 1 << 20, &v); o.reserve_gib = v; break;
+        case 'h':
+            printf("usage: strata plan -m MODEL --ram-gib R [--trace TRACE] [--disk-gbs G] [--mem-gbs G]\n"
+                   "                   [--ctx N] [--reserve-gib G]\n"
+                   "dense and expert bytes, full residency with size classes, the recommended --cache-mib,\n"
+                   "expected miss bytes per token (LRU replay of TRACE, else uniform routing) and the\n"
+                   "byte-floor tok/s (disk bandwidth measured with a short O_DIRECT read unless given)\n");
+            return 0;
+        default:
+            fprintf(stderr, "strata plan: bad option '%s' (see strata plan --help)\n", argv[optind - 1]);
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    if (!o.model || o.ram_gib <= 0) {
+        fprintf(stderr, "strata plan: -m MODEL and --ram-gib R are required\n");
+        return 2;
+    }
+    return strata_plan(&o, stdout) ? 1 : 0;
+}

@@ -1,0 +1,34 @@
+// strata sim: replay a route trace through expert-cache replacement policies.
+//
+// One cache of n_slots per layer, as in the engine. Accesses come in groups: a token's experts of
+// one layer (or, honouring "# chunk" markers, the union of a prompt chunk's experts, in ascending
+// id order and split into groups of n_slots, exactly as the forward pass acquires them). The
+// experts of the group being served are pinned; a miss evicts one unpinned expert chosen by the
+// policy. With the engine's group order, LRU here reproduces the engine's misses exactly.
+#ifndef STRATA_TOOLS_SIM_H
+#define STRATA_TOOLS_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "experts/trace.h"
+
+enum strata_sim_policy {
+    STRATA_SIM_LRU,     // least recently used
+    STRATA_SIM_LFU,     // least frequently used over the whole trace so far, ties by recency
+    STRATA_SIM_LRFU,    // combined recency/frequency, CRF decay 2^(-lambda * age), lambda = 0.05
+    STRATA_SIM_BELADY,  // evict the expert needed furthest in the future: the optimum
+    STRATA_SIM_COUNT
+};
+
+struct strata_sim_result {
+    uint64_t hits, misses;   // per expert access of a group
+    uint64_t tokens;
+};
+
+const char *strata_sim_policy_name(enum strata_sim_policy p);
+// Replay t at n_slots per layer (n_slots >= topk). chunks: honour chunk markers. 0 or negative.
+int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots, bool chunks,
+                   struct strata_sim_result *r);
+
+#endif

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Expert store end to end on a synthetic model whose experts (102 MiB) are many times the small
+# budgets used here:
+#  - logits bit-identical (cmp) for every cache size from the minimum to full, both I/O engines,
+#    1..8 I/O threads, classes on/off, with prompt chunks that need more experts than fit;
+#  - peak RSS under a small budget stays within dense + KV + scratch + budget + overhead;
+#  - injected faults: a retried EIO gives the same logits, a lasting one a clean error (exit 1);
+#  - strata sim's LRU reproduces the engine's misses from the run's own trace (chunked prompt);
+#  - strata plan and strata sim --sweep run and print what they promise.
+set -eu
+bin=${STRATA_BIN:?}
+dir=$(mktemp -d /tmp/strata-t-store.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+m=$dir/m.gguf
+"$bin" synth --arch qwen3moe --preset tiny --layers 8 --experts 64 -o "$m" --no-progress
+toks=$(awk 'BEGIN{for(i=0;i<40;i++) printf "%s%d", (i?",":""), (i*37+11)%1000}')
+jget() { python3 -c "import json,sys; d=json.load(open('$1')); print(eval('d'+sys.argv[1]))" "$2"; }
+
+"$bin" eval -m "$m" --tokens "$toks" -b 16 -c 64 --logits-out "$dir/full.bin" --json >"$dir/full.json"
+[ "$(jget "$dir/full.json" "['experts']['cache']")" = full ]
+n=0
+for args in "--cache-mib 4" "--cache-mib 4 --io uring" "--cache-mib 4 --io uring --io-threads 1" \
+            "--cache-mib 5 --io-threads 1" "--cache-mib 7 --io-threads 8" "--cache-mib 13 --io uring --io-threads 8" \
+            "--cache-mib 30 --cache-classes off" "--cache-mib 60 --io uring" "--cache-mib full --io uring" \
+            "--cache-mib 4 -b 1" "--cache-mib 9 -b 40 -t 1"; do
+    "$bin" eval -m "$m" --tokens "$toks" -b 16 -c 64 --logits-out "$dir/x.bin" --json $args >"$dir/x.json"
+    cmp "$dir/full.bin" "$dir/x.bin" || { echo "logits differ with $args"; exit 1; }
+    n=$((n+1))
+done
+echo "determinism: $n configurations bit-identical to full residency"
+
+# Below the minimum (2 slots per layer = 3.2 MiB here) the run refuses with the minimum named.
+if "$bin" eval -m "$m" --tokens "$toks" -c 64 --logits-out "$dir/x.bin" --cache-mib 3 2>"$dir/err"; then
+    echo "3 MiB should be below the minimum"; exit 1
+fi
+grep -q "the minimum is 2" "$dir/err"
+
+# Peak RSS: dense + KV (-c 64: 0.5 MiB) + scratch + budget + 16 MiB documented overhead
+# (runtime, tokenizer, chunk scratch, I/O buffers), and far below full residency.
+for io in pread uring; do
+    "$bin" eval -m "$m" --tokens "$toks" -c 64 --logits-out "$dir/x.bin" --cache-mib 4 --io $io --json >"$dir/r.json"
+    rss=$(jget "$dir/r.json" "['peak_rss_mib']")
+    bound=$(python3 -c "import json; d=json.load(open('$dir/r.json')); e=d['experts']; print(d['dense_bytes']/2**20 + 0.5 + e['cache_mib'] + e['io_buffer_mib'] + 16)")
+    full_rss=$(jget "$dir/full.json" "['peak_rss_mib']")
+    echo "peak RSS ($io, 4 MiB cache): $rss MiB, bound $bound MiB; full residency $full_rss MiB"
+    python3 -c "import sys; sys.exit(0 if $rss <= $bound and $rss < $full_rss / 4 else 1)" || { echo "RSS over bound"; exit 1; }
+done
+
+# Faults: one failed attempt is retried (same logits); a lasting one ends the request cleanly.
+for io in pread uring; do
+    STRATA_IO_FAULT=5:eio:1 "$bin" eval -m "$m" --tokens "$toks" -c 64 --logits-out "$dir/x.bin" --cache-mib 4 --io $io --json >"$dir/f.json"
+    cmp "$dir/full.bin" "$dir/x.bin"
+    [ "$(jget "$dir/f.json" "['experts']['retries']")" = 1 ]
+    set +e
+    STRATA_IO_FAULT=7:short:1000000 "$bin" eval -m "$m" --tokens "$toks" -c 64 --logits-out "$dir/y.bin" --cache-mib 4 --io $io 2>"$dir/err"
+    rc=$?
+    set -e
+    [ $rc -eq 1 ] || { echo "lasting fault: exit $rc, expected 1"; cat "$dir/err"; exit 1; }
+    grep -q "failed after 3 tries: short read" "$dir/err"
+    [ ! -e "$dir/y.bin" ]
+done
+echo "faults: retried and reported"
+
+# Trace + sim: LRU replay equals the engine (chunks of 8 tokens need more experts than 5 slots).
+"$bin" eval -m "$m" --tokens "$toks" -b 8 -c 64 --logits-out "$dir/x.bin" --cache-mib 8 --json --trace-out "$dir/t.trace" >"$dir/s.json"
+head -1 "$dir/t.trace" | grep -Eq '^# model=[^ ]+ layers=8 experts=64 topk=2 tokens=40 *$'
+[ "$(grep -vc '^#' "$dir/t.trace")" = 40 ]
+grep -v '^#' "$dir/t.trace" | head -1 | grep -Eq '^([0-9]+ [0-9]+ \| ){7}[0-9]+ [0-9]+$'
+slots=$(jget "$dir/s.json" "['experts']['slots_per_layer']")
+engine=$(jget "$dir/s.json" "['experts']['misses']")
+sim=$("$bin" sim "$dir/t.trace" --cache-mib 8 -m "$m" | awk '$1=="'"$slots"'" {print $3}')
+echo "engine misses $engine, sim LRU misses $sim at $slots slots per layer"
+[ "$engine" = "$sim" ]
+"$bin" sim "$dir/t.trace" --sweep --plot "$dir/p.svg" >"$dir/sweep.txt"
+grep -q "Belady" "$dir/sweep.txt" && grep -q "<svg" "$dir/p.svg" && grep -q "polyline" "$dir/p.svg"
+"$bin" plan -m "$m" --ram-gib 0.04 --reserve-gib 0 --disk-gbs 1 --ctx 64 --trace "$dir/t.trace" >"$dir/plan.txt"
+cat "$dir/plan.txt"
+grep -q "dense bytes" "$dir/plan.txt" && grep -q "byte floor" "$dir/plan.txt" && grep -Eq "plan: --cache-mib [0-9]+ " "$dir/plan.txt"
+"$bin" plan -m "$m" --ram-gib 1.2 --ctx 64 | grep -q "plan: --cache-mib full"
+"$bin" plan -m "$m" --ram-gib 1 --ctx 64 --disk-gbs 1 | grep -q "does not fit"
+echo "t_store: ok"
