@@ -959,15 +959,27 @@ static void print_ids(const char *label, const struct strata_tokenizer *t, const
     printf("\n");
 }
 
-static int compare_mode(const char *gguf_path, const char *oracle_path)
+// The tokenizer of a vocabulary GGUF and the oracle's output file, or NULL (reason printed).
+static FILE *open_comparison(const char *gguf_path, const char *oracle_path,
+                             struct strata_tokenizer **t)
 {
-    struct strata_tokenizer *t;
-    if (load_gguf_tokenizer(gguf_path, &t) < 0) {
-        return 1;
+    if (load_gguf_tokenizer(gguf_path, t) < 0) {
+        printf("cannot load %s: %s\n", gguf_path, strata_last_error());
+        return NULL;
     }
     FILE *fp = fopen(oracle_path, "r");
     if (!fp) {
-        perror(oracle_path);
+        printf("cannot open %s: %s\n", oracle_path, strerror(errno));
+        strata_tokenizer_free(*t);
+    }
+    return fp;
+}
+
+static int compare_mode(const char *gguf_path, const char *oracle_path)
+{
+    struct strata_tokenizer *t;
+    FILE *fp = open_comparison(gguf_path, oracle_path, &t);
+    if (!fp) {
         return 1;
     }
     size_t line_cap = 1 << 20, n_lines = 0, n_bad = 0;
@@ -1043,12 +1055,8 @@ static size_t lossy_utf8(const char *in, size_t len, char *out)
 static int compare_pieces_mode(const char *gguf_path, const char *oracle_path)
 {
     struct strata_tokenizer *t;
-    if (load_gguf_tokenizer(gguf_path, &t) < 0) {
-        return 1;
-    }
-    FILE *fp = fopen(oracle_path, "r");
+    FILE *fp = open_comparison(gguf_path, oracle_path, &t);
     if (!fp) {
-        perror(oracle_path);
         return 1;
     }
     char line[8192], want[4096], got[16384];
