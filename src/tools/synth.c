@@ -322,8 +322,12 @@ int strata_synth(const struct strata_synth_opts *o)
     if ((rc = gguf_writer_set_u32(w, "general.file_type", 0))) goto done;
 
     uint32_t n_vocab = o->n_vocab > 0 ? (uint32_t)o->n_vocab : p->n_vocab;
-    if (o->tokenizer_json)
-        rc = strata_tokenizer_import_hf(w, o->tokenizer_json, o->chat_template, &n_vocab);
+    if (o->tokenizer_json) {
+        // Real files pad the vocabulary to the model's embedding rows (151936 for Qwen3) with
+        // unused tokens; a preset of a released model does the same.
+        struct strata_hf_import_opts io = {.pre = NULL, .n_vocab_min = n_vocab};
+        rc = strata_tokenizer_import_hf_ex(w, o->tokenizer_json, o->chat_template, &io, &n_vocab);
+    }
     else
         rc = strata_tokenizer_write_builtin(w, n_vocab);
     if (rc) goto done;
