@@ -92,6 +92,22 @@ static inline int32_t strata_nearest_int(float v)
     return (int32_t)(bits & 0x007fffffu) - 0x00400000;
 }
 
+// Weight rows stream from memory once per token: a dot product that computes for ~20 cycles per
+// block leaves too few cache misses in flight for the hardware prefetchers alone, and reaches
+// under half the single-thread read bandwidth. Each SIMD kernel therefore prefetches the weight
+// bytes this far ahead of the block it reads (measured on Sapphire Rapids: 1 KiB gives 70%, 2 KiB
+// and more the full read bandwidth). Past the end of a row it prefetches the next row, which is
+// where the next dot product of a matmul usually reads; prefetches never fault.
+#ifndef STRATA_PREFETCH_AHEAD
+#define STRATA_PREFETCH_AHEAD 2048
+#endif
+
+// Issue prefetches for every cache line from *next up to `until` (advancing *next).
+static inline void strata_prefetch_until(const char **next, const char *until)
+{
+    for (; *next < until; *next += 64) __builtin_prefetch(*next, 0, 3);
+}
+
 // Partial kernel tables of each ISA (NULL where the variant has none); dispatch.c completes them
 // from the lower ISA. Each is defined in the file of its ISA.
 extern const struct strata_kernels strata_kernels_scalar_table;

@@ -12,8 +12,10 @@
 #include "quant/blocks.h"
 #include "util/log.h"
 
-static struct strata_kernels g_tables[STRATA_ISA_COUNT];  // completed once, then read-only
-static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
+// Filled once (cpuid traps to the hypervisor in a VM: microseconds), then read-only.
+static struct strata_kernels g_tables[STRATA_ISA_COUNT];
+static enum strata_isa g_cpu_best;
+static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
 
 static const char *const g_isa_names[STRATA_ISA_COUNT] = {"scalar", "avx2", "avx512"};
 
@@ -43,8 +45,17 @@ static bool cpu_runs(enum strata_isa isa)
     }
 }
 
-static void build_tables(void)
+static void init_once(void)
 {
+    g_cpu_best = STRATA_ISA_SCALAR;
+    for (int isa = STRATA_ISA_COUNT - 1; isa > 0; isa--) {
+        if (cpu_runs((enum strata_isa)isa)) {
+            g_cpu_best = (enum strata_isa)isa;
+            break;
+        }
+    }
+    // complete each table from the one below it (tables exist for every ISA; only those the CPU
+    // runs are handed out)
     const struct strata_kernels *partial[STRATA_ISA_COUNT] = {
         &strata_kernels_scalar_table, &strata_kernels_avx2_table, &strata_kernels_avx512_table};
     for (int isa = 0; isa < STRATA_ISA_COUNT; isa++) {
@@ -63,13 +74,8 @@ static void build_tables(void)
 
 enum strata_isa strata_isa_detect(void)
 {
-    enum strata_isa best = STRATA_ISA_SCALAR;
-    for (int isa = STRATA_ISA_COUNT - 1; isa > 0; isa--) {
-        if (cpu_runs((enum strata_isa)isa)) {
-            best = (enum strata_isa)isa;
-            break;
-        }
-    }
+    pthread_once(&g_init_once, init_once);
+    enum strata_isa best = g_cpu_best;
     const char *want = getenv("STRATA_ISA");
     if (!want || !*want) return best;
     for (int isa = 0; isa < STRATA_ISA_COUNT; isa++) {
@@ -91,9 +97,8 @@ const char *strata_isa_name(enum strata_isa isa)
 
 const struct strata_kernels *strata_kernels_for(enum strata_isa isa)
 {
-    if ((unsigned)isa >= STRATA_ISA_COUNT || !cpu_runs(isa)) return NULL;
-    pthread_once(&g_tables_once, build_tables);
-    return &g_tables[isa];
+    pthread_once(&g_init_once, init_once);
+    return (unsigned)isa <= (unsigned)g_cpu_best ? &g_tables[isa] : NULL;
 }
 
 const struct strata_kernels *strata_kernels(void)

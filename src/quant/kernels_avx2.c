@@ -80,6 +80,14 @@ static inline __m256i k_scales_and_mins(const uint8_t *packed, const int16_t *bs
     return _mm256_broadcastsi128_si256(sc16);
 }
 
+// Bit `bit` of every byte of qh, moved to bit 4 (the Q5_K high bit of sub-block `bit`).
+static inline __m256i q5_high_bit(__m256i qh, int bit)
+{
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    if (bit <= 4) return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - bit), bit4);
+    return _mm256_and_si256(_mm256_srli_epi16(qh, bit - 4), bit4);
+}
+
 // ---- dequantisation -------------------------------------------------------------------------
 
 static void dequant_f16(const void *src, float *dst, int64_t n)
@@ -201,77 +209,78 @@ static void quantize_q8_k(const float *src, void *dst, int64_t n)
 
 // ---- dot products ---------------------------------------------------------------------------
 
+// The float dot products share one loop; `load` widens 8 elements of the format to floats. It is
+// inlined with a constant loader, so each instance compiles to its own straight loop.
+typedef __m256 (*load8_fn)(const void *row, int64_t i);
+typedef float (*load1_fn)(const void *row, int64_t i);
+
+static inline __m256 load8_f32(const void *row, int64_t i) { return _mm256_loadu_ps((const float *)row + i); }
+static inline __m256 load8_f16(const void *row, int64_t i) { return load_f16x8((const uint16_t *)row + i); }
+static inline __m256 load8_bf16(const void *row, int64_t i) { return load_bf16x8((const uint16_t *)row + i); }
+static inline float load1_f32(const void *row, int64_t i) { return ((const float *)row)[i]; }
+static inline float load1_f16(const void *row, int64_t i) { return _cvtsh_ss(((const uint16_t *)row)[i]); }
+static inline float load1_bf16(const void *row, int64_t i) { return strata_bf16_to_fp32(((const uint16_t *)row)[i]); }
+
+static inline __attribute__((always_inline)) float dot_floats(int64_t n, const void *x, const void *y,
+                                                              int64_t elem_bytes, load8_fn load, load1_fn load1)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        strata_prefetch_until(&prefetch, (const char *)x + STRATA_PREFETCH_AHEAD + (i + 32) * elem_bytes);
+        acc0 = _mm256_fmadd_ps(load(x, i), load(y, i), acc0);
+        acc1 = _mm256_fmadd_ps(load(x, i + 8), load(y, i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(load(x, i + 16), load(y, i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(load(x, i + 24), load(y, i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load(x, i), load(y, i), acc0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; i++) sum += load1(x, i) * load1(y, i);
+    return sum;
+}
+
 static void vec_dot_f32(int64_t n, float *s, const void *w, const void *a)
 {
-    const float *x = w, *y = a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += x[i] * y[i];
-    *s = sum;
+    *s = dot_floats(n, w, a, 4, load8_f32, load1_f32);
 }
 
 static void vec_dot_f16(int64_t n, float *s, const void *w, const void *a)
 {
-    const uint16_t *x = w, *y = a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_f16x8(x + i + 8 * k), load_f16x8(y + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += _cvtsh_ss(x[i]) * _cvtsh_ss(y[i]);
-    *s = sum;
+    *s = dot_floats(n, w, a, 2, load8_f16, load1_f16);
 }
 
 static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
 {
-    const uint16_t *x = w, *y = a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_bf16x8(x + i + 8 * k), load_bf16x8(y + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_bf16x8(x + i), load_bf16x8(y + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += strata_bf16_to_fp32(x[i]) * strata_bf16_to_fp32(y[i]);
-    *s = sum;
+    *s = dot_floats(n, w, a, 2, load8_bf16, load1_bf16);
 }
 
-// Sum of w[i] * a[i] over 32 int8 pairs, in 8 int32 lanes. maddubs needs an unsigned operand:
-// |w| times a with w's sign, exact unless a = -128, which no quantizer of ours writes.
-static inline __m256i dot_i8x32(__m256i w, __m256i a)
+// One Q8_0 block pair: sum of w[i] * a[i] over 32 int8 pairs, converted to 8 float lanes and
+// scaled. maddubs needs an unsigned operand: |w| times a with w's sign, exact unless a = -128,
+// which no quantizer of ours writes.
+static inline __m256 q8_0_block(const struct block_q8_0 *x, const struct block_q8_0 *y, __m256 acc)
 {
+    __m256i w = _mm256_loadu_si256((const __m256i *)x->qs), a = _mm256_loadu_si256((const __m256i *)y->qs);
     __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    __m256i isum = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(x->d) * _cvtsh_ss(y->d));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
 }
 
 static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w, *y = a;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     int64_t nb = n / QK8_0, b = 0;
     for (; b + 2 <= nb; b += 2) {
-        for (int k = 0; k < 2; k++) {
-            __m256i isum = dot_i8x32(_mm256_loadu_si256((const __m256i *)x[b + k].qs),
-                                     _mm256_loadu_si256((const __m256i *)y[b + k].qs));
-            __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b + k].d) * _cvtsh_ss(y[b + k].d));
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[k]);
-        }
+        strata_prefetch_until(&prefetch, (const char *)(x + b + 2) + STRATA_PREFETCH_AHEAD);
+        acc0 = q8_0_block(x + b, y + b, acc0);
+        acc1 = q8_0_block(x + b + 1, y + b + 1, acc1);
     }
-    for (; b < nb; b++) {
-        __m256i isum = dot_i8x32(_mm256_loadu_si256((const __m256i *)x[b].qs),
-                                 _mm256_loadu_si256((const __m256i *)y[b].qs));
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d));
-        acc[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[0]);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc[0], acc[1]));
+    if (b < nb) acc0 = q8_0_block(x + b, y + b, acc0);
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
 // One 32-element sub-block: unsigned quants (< 64) times activations, times the scale in int16
@@ -282,63 +291,56 @@ static inline __m256i scaled_sub_block(__m256i quants, const int8_t *act, __m256
     return _mm256_madd_epi16(pairs, _mm256_shuffle_epi8(scales, scale_shuffle(k)));
 }
 
-static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
+// Q4_K/Q5_K: 32 bytes of qs (chunk j) hold sub-block 2j in their low nibbles and 2j + 1 in their
+// high nibbles; `qh` (NULL for Q4_K) adds the fifth bits.
+static inline __m256i k_chunk(const uint8_t *qs, const __m256i *qh, const int8_t *act, __m256i scales, int j)
 {
-    const struct block_q4_k *x = w;
-    const struct block_q8_k *y = a;
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        __m256i mins_dot;
-        __m256i scales = k_scales_and_mins(x[b].scales, y[b].bsums, &mins_dot);
-        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int j = 0; j < 4; j++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));
-            __m256i lo = _mm256_and_si256(q, low4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-            isum[0] = _mm256_add_epi32(isum[0], scaled_sub_block(lo, y[b].qs + 64 * j, scales, 2 * j));
-            isum[1] = _mm256_add_epi32(isum[1], scaled_sub_block(hi, y[b].qs + 64 * j + 32, scales, 2 * j + 1));
-        }
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
-        __m256 dmin = _mm256_set1_ps(_cvtsh_ss(x[b].dmin) * y[b].d);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_add_epi32(isum[0], isum[1])), acc);
-        acc_min = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins_dot), acc_min);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+    __m256i lo = _mm256_and_si256(q, low4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    if (qh) {
+        lo = _mm256_or_si256(lo, q5_high_bit(*qh, 2 * j));
+        hi = _mm256_or_si256(hi, q5_high_bit(*qh, 2 * j + 1));
     }
-    *s = hsum_ps(_mm256_sub_ps(acc, acc_min));
+    return _mm256_add_epi32(scaled_sub_block(lo, act + 64 * j, scales, 2 * j),
+                            scaled_sub_block(hi, act + 64 * j + 32, scales, 2 * j + 1));
 }
 
-// Bit `bit` of every byte of qh, moved to bit 4 (the Q5_K high bit of sub-block `bit`).
-static inline __m256i q5_high_bit(__m256i qh, int bit)
+// The Q4_K / Q5_K block loop: x d * sum(sc * q * a) - dmin * sum(m * bsums), per block.
+static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const uint8_t *w, size_t block_bytes,
+                                                             const struct block_q8_k *y, bool five)
 {
-    const __m256i bit4 = _mm256_set1_epi8(0x10);
-    if (bit <= 4) return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - bit), bit4);
-    return _mm256_and_si256(_mm256_srli_epi16(qh, bit - 4), bit4);
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    const char *prefetch = (const char *)w + STRATA_PREFETCH_AHEAD;
+    for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
+        strata_prefetch_until(&prefetch, (const char *)w + block_bytes + STRATA_PREFETCH_AHEAD);
+        // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
+        const struct block_q4_k *head = (const struct block_q4_k *)w;
+        const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
+        __m256i qh = five ? _mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh) : _mm256_setzero_si256();
+        __m256i mins_dot;
+        __m256i scales = k_scales_and_mins(head->scales, y[b].bsums, &mins_dot);
+        const __m256i *qh_p = five ? &qh : NULL;
+        __m256i isum = _mm256_add_epi32(
+            _mm256_add_epi32(k_chunk(qs, qh_p, y[b].qs, scales, 0), k_chunk(qs, qh_p, y[b].qs, scales, 1)),
+            _mm256_add_epi32(k_chunk(qs, qh_p, y[b].qs, scales, 2), k_chunk(qs, qh_p, y[b].qs, scales, 3)));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(head->d) * y[b].d);
+        __m256 dmin = _mm256_set1_ps(_cvtsh_ss(head->dmin) * y[b].d);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
+        acc_min = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins_dot), acc_min);
+    }
+    return hsum_ps(_mm256_sub_ps(acc, acc_min));
+}
+
+static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = dot_k4_k5(n, w, sizeof(struct block_q4_k), a, false);
 }
 
 static void vec_dot_q5_k(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct block_q5_k *x = w;
-    const struct block_q8_k *y = a;
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        __m256i mins_dot;
-        __m256i scales = k_scales_and_mins(x[b].scales, y[b].bsums, &mins_dot);
-        __m256i qh = _mm256_loadu_si256((const __m256i *)x[b].qh);
-        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int j = 0; j < 4; j++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));
-            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), q5_high_bit(qh, 2 * j));
-            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), q5_high_bit(qh, 2 * j + 1));
-            isum[0] = _mm256_add_epi32(isum[0], scaled_sub_block(lo, y[b].qs + 64 * j, scales, 2 * j));
-            isum[1] = _mm256_add_epi32(isum[1], scaled_sub_block(hi, y[b].qs + 64 * j + 32, scales, 2 * j + 1));
-        }
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
-        __m256 dmin = _mm256_set1_ps(_cvtsh_ss(x[b].dmin) * y[b].d);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_add_epi32(isum[0], isum[1])), acc);
-        acc_min = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins_dot), acc_min);
-    }
-    *s = hsum_ps(_mm256_sub_ps(acc, acc_min));
+    *s = dot_k4_k5(n, w, sizeof(struct block_q5_k), a, true);
 }
 
 // 32 elements of Q6_K (two sub-blocks of 16) times activations, each half of the register times
@@ -352,37 +354,37 @@ static inline __m256i q6_chunk(__m256i quants, const int8_t *act, __m128i sc8, i
     return _mm256_madd_epi16(pairs, scale);
 }
 
+// One half (128 elements) of a Q6_K block: ql[64], qh[32] (layout in blocks.h).
+static inline __m256i q6_half(const uint8_t *ql, const uint8_t *qh, const int8_t *act, __m128i sc8, int first)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45));
+    __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
+    __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, bits45));
+    __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                 _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
+    return _mm256_add_epi32(_mm256_add_epi32(q6_chunk(q0, act, sc8, first), q6_chunk(q1, act + 32, sc8, first + 2)),
+                            _mm256_add_epi32(q6_chunk(q2, act + 64, sc8, first + 4), q6_chunk(q3, act + 96, sc8, first + 6)));
+}
+
 // The quants are stored with +32: dot(q - 32, a) = dot(q, a) - 32 * sum(a), and the sums of a
 // per 16 elements are the activation's bsums.
 static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q6_k *x = w;
     const struct block_q8_k *y = a;
-    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
+    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     for (int64_t b = 0; b < n / QK_K; b++) {
+        strata_prefetch_until(&prefetch, (const char *)(x + b + 1) + STRATA_PREFETCH_AHEAD);
         __m128i sc8 = _mm_loadu_si128((const __m128i *)x[b].scales);
-        __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
-                                           _mm256_loadu_si256((const __m256i *)y[b].bsums));
-        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int half = 0; half < 2; half++) {
-            const uint8_t *ql = x[b].ql + 64 * half;
-            const int8_t *act = y[b].qs + 128 * half;
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            __m256i h = _mm256_loadu_si256((const __m256i *)(x[b].qh + 32 * half));
-            __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45));
-            __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
-            __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, bits45));
-            __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                         _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
-            int first = 8 * half;
-            isum[0] = _mm256_add_epi32(isum[0], q6_chunk(q0, act, sc8, first));
-            isum[1] = _mm256_add_epi32(isum[1], q6_chunk(q1, act + 32, sc8, first + 2));
-            isum[0] = _mm256_add_epi32(isum[0], q6_chunk(q2, act + 64, sc8, first + 4));
-            isum[1] = _mm256_add_epi32(isum[1], q6_chunk(q3, act + 96, sc8, first + 6));
-        }
-        __m256i total = _mm256_sub_epi32(_mm256_add_epi32(isum[0], isum[1]), _mm256_slli_epi32(offset, 5));
+        __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)y[b].bsums));
+        __m256i isum = _mm256_add_epi32(q6_half(x[b].ql, x[b].qh, y[b].qs, sc8, 0),
+                                        q6_half(x[b].ql + 64, x[b].qh + 32, y[b].qs + 128, sc8, 8));
+        __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
         __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(total), acc);
     }

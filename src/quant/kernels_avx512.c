@@ -52,14 +52,20 @@ static inline __m512i broadcast_shift(const uint8_t *p, int lower_shift, int upp
     return _mm512_srlv_epi64(b, shifts);
 }
 
-// int16 lanes filled from `values` (int16 lanes 0..15): lane i takes values[first + i / run].
-static inline __m512i spread_scales(__m512i values, int first, int run)
+// vpermw indices for sub-block scales: int16 lane i takes scale first + i / run (run = the int16
+// lanes per sub-block after maddubs: 16 for 32-element sub-blocks, 8 for 16-element ones).
+static inline __m512i scale_index(int first, int run)
 {
-    static const int16_t lanes[32] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
-                                      16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
-    __m512i idx = _mm512_loadu_si512(lanes);
-    idx = _mm512_add_epi16(_mm512_srli_epi16(idx, run == 16 ? 4 : 3), _mm512_set1_epi16((short)first));
-    return _mm512_permutexvar_epi16(idx, values);
+    short idx[32];
+    for (int i = 0; i < 32; i++) idx[i] = (short)(first + i / run);
+    return _mm512_loadu_si512(idx);
+}
+
+static inline float hsum256_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 // ---- dequantisation -------------------------------------------------------------------------
@@ -174,86 +180,83 @@ static void quantize_q8_k(const float *src, void *dst, int64_t n)
 
 // ---- dot products ---------------------------------------------------------------------------
 
+// The float dot products share one loop; `load` widens 16 elements (fewer under a mask) of the
+// format to floats. Inlined with a constant loader, each instance is its own straight loop.
+typedef __m512 (*load16_fn)(const void *row, int64_t i, __mmask16 m);
+
+static inline __m512 load16_f32(const void *row, int64_t i, __mmask16 m)
+{
+    return _mm512_maskz_loadu_ps(m, (const float *)row + i);
+}
+
+static inline __m512 load16_f16(const void *row, int64_t i, __mmask16 m)
+{
+    return maskz_load_f16(m, (const uint16_t *)row + i);
+}
+
+static inline __m512 load16_bf16(const void *row, int64_t i, __mmask16 m)
+{
+    return maskz_load_bf16(m, (const uint16_t *)row + i);
+}
+
+static inline __attribute__((always_inline)) float dot_floats(int64_t n, const void *x, const void *y,
+                                                              int64_t elem_bytes, load16_fn load)
+{
+    const __mmask16 all = 0xffff;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        strata_prefetch_until(&prefetch, (const char *)x + STRATA_PREFETCH_AHEAD + (i + 64) * elem_bytes);
+        acc0 = _mm512_fmadd_ps(load(x, i, all), load(y, i, all), acc0);
+        acc1 = _mm512_fmadd_ps(load(x, i + 16, all), load(y, i + 16, all), acc1);
+        acc2 = _mm512_fmadd_ps(load(x, i + 32, all), load(y, i + 32, all), acc2);
+        acc3 = _mm512_fmadd_ps(load(x, i + 48, all), load(y, i + 48, all), acc3);
+    }
+    for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(load(x, i, all), load(y, i, all), acc0);
+    if (i < n) acc1 = _mm512_fmadd_ps(load(x, i, tail_mask(n - i)), load(y, i, tail_mask(n - i)), acc1);
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
 static void vec_dot_f32(int64_t n, float *s, const void *w, const void *a)
 {
-    const float *x = w, *y = a;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * k), _mm512_loadu_ps(y + i + 16 * k), acc[k]);
-    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), acc[0]);
-    if (i < n) {
-        __mmask16 m = tail_mask(n - i);
-        acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), acc[1]);
-    }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+    *s = dot_floats(n, w, a, 4, load16_f32);
 }
 
 static void vec_dot_f16(int64_t n, float *s, const void *w, const void *a)
 {
-    const uint16_t *x = w, *y = a;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_fmadd_ps(load_f16x16(x + i + 16 * k), load_f16x16(y + i + 16 * k), acc[k]);
-    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(load_f16x16(x + i), load_f16x16(y + i), acc[0]);
-    if (i < n) {
-        __mmask16 m = tail_mask(n - i);
-        acc[1] = _mm512_fmadd_ps(maskz_load_f16(m, x + i), maskz_load_f16(m, y + i), acc[1]);
-    }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+    *s = dot_floats(n, w, a, 2, load16_f16);
 }
 
 static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
 {
-    const uint16_t *x = w, *y = a;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_fmadd_ps(load_bf16x16(x + i + 16 * k), load_bf16x16(y + i + 16 * k), acc[k]);
-    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(load_bf16x16(x + i), load_bf16x16(y + i), acc[0]);
-    if (i < n) {
-        __mmask16 m = tail_mask(n - i);
-        acc[1] = _mm512_fmadd_ps(maskz_load_bf16(m, x + i), maskz_load_bf16(m, y + i), acc[1]);
-    }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+    *s = dot_floats(n, w, a, 2, load16_bf16);
 }
 
-// Two Q8_0 blocks' quants side by side in one zmm (blocks are 34 bytes, so two 32-byte loads).
-static inline __m512i load_two_q8_0(const struct block_q8_0 *blk)
+// One Q8_0 block pair in 256-bit registers (three vector ports, against two for zmm): vpdpbusd
+// wants an unsigned operand, so |w| times a with w's sign (a is never -128).
+static inline __m256 q8_0_block(const struct block_q8_0 *x, const struct block_q8_0 *y, __m256 acc)
 {
-    __m256i lo = _mm256_loadu_si256((const __m256i *)blk[0].qs);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)blk[1].qs), 1);
+    __m256i w = _mm256_loadu_si256((const __m256i *)x->qs), a = _mm256_loadu_si256((const __m256i *)y->qs);
+    __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(x->d) * _cvtsh_ss(y->d));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
 }
 
 static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w, *y = a;
-    __m512 acc = _mm512_setzero_ps();
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     int64_t nb = n / QK8_0, b = 0;
     for (; b + 2 <= nb; b += 2) {
-        __m512i qw = load_two_q8_0(x + b), qa = load_two_q8_0(y + b);
-        // vpdpbusd wants an unsigned operand: |w| times a with w's sign (a is never -128)
-        __m512i qa_signed = _mm512_mask_sub_epi8(qa, _mm512_movepi8_mask(qw), _mm512_setzero_si512(), qa);
-        __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(qw), qa_signed);
-        __m512 d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)),
-                                      _mm256_set1_ps(_cvtsh_ss(x[b + 1].d) * _cvtsh_ss(y[b + 1].d)), 1);
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc);
+        strata_prefetch_until(&prefetch, (const char *)(x + b + 2) + STRATA_PREFETCH_AHEAD);
+        acc0 = q8_0_block(x + b, y + b, acc0);
+        acc1 = q8_0_block(x + b + 1, y + b + 1, acc1);
     }
-    float sum = _mm512_reduce_add_ps(acc);
-    if (b < nb) {
-        __m256i qw = _mm256_loadu_si256((const __m256i *)x[b].qs), qa = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        __m256i qa_signed = _mm256_sign_epi8(qa, qw);
-        __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(qw), qa_signed);
-        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-        sum += _cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d) * (float)_mm_cvtsi128_si32(h);
-    }
-    *s = sum;
+    if (b < nb) acc0 = q8_0_block(x + b, y + b, acc0);
+    *s = hsum256_ps(_mm256_add_ps(acc0, acc1));
 }
 
 // Q4_K/Q5_K block prologue: the 8 scales as int16 lanes 0..7 of a zmm, and the dot of the mins
@@ -268,68 +271,83 @@ static inline __m512i k_scales_and_mins(const uint8_t *packed, const int16_t *bs
     return _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
 }
 
-// 64 Q4_K quants of qs chunk j (32 bytes) in element order: low nibbles (sub-block 2j), then
-// high nibbles (sub-block 2j + 1).
-static inline __m512i q4_k_chunk(const uint8_t *qs32)
+// One 64-element chunk j of a Q4_K/Q5_K block: the quants of qs[32j..32j+31] in element order
+// (low nibbles: sub-block 2j; high nibbles: 2j + 1), plus 16 where `qh` has bit 2j / 2j + 1
+// (Q5_K; NULL for Q4_K), times activations, times the sub-block scales.
+static inline __m512i k_chunk(const uint8_t *qs32, const __m512i *qh, __m512i qh_select, const int8_t *act64,
+                              __m512i scales, __m512i scale_idx, __m512i acc)
 {
-    return _mm512_and_si512(broadcast_shift(qs32, 0, 4), _mm512_set1_epi8(0x0f));
+    __m512i q = _mm512_and_si512(broadcast_shift(qs32, 0, 4), _mm512_set1_epi8(0x0f));
+    if (qh) q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(*qh, qh_select), q, _mm512_set1_epi8(16));
+    __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(act64));
+    return _mm512_dpwssd_epi32(acc, pairs, _mm512_permutexvar_epi16(scale_idx, scales));
+}
+
+// Bit masks selecting, per byte, qh bit 2j (low half of the zmm) and 2j + 1 (high half).
+static inline __m512i q5_select(int j)
+{
+    return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))), _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
+}
+
+// The Q4_K / Q5_K block loop: d * sum(sc * q * a) - dmin * sum(m * bsums), per block.
+static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const uint8_t *w, size_t block_bytes,
+                                                             const struct block_q8_k *y, bool five)
+{
+    const __m512i idx0 = scale_index(0, 16), idx1 = scale_index(2, 16), idx2 = scale_index(4, 16), idx3 = scale_index(6, 16);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i sel0 = five ? q5_select(0) : zero, sel1 = five ? q5_select(1) : zero;
+    const __m512i sel2 = five ? q5_select(2) : zero, sel3 = five ? q5_select(3) : zero;
+    __m512 acc = _mm512_setzero_ps();
+    __m256 acc_min = _mm256_setzero_ps();
+    const char *prefetch = (const char *)w + STRATA_PREFETCH_AHEAD;
+    for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
+        strata_prefetch_until(&prefetch, (const char *)w + block_bytes + STRATA_PREFETCH_AHEAD);
+        // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
+        const struct block_q4_k *head = (const struct block_q4_k *)w;
+        const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
+        __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh)) : zero;
+        __m256i mins_dot;
+        __m512i scales = k_scales_and_mins(head->scales, y[b].bsums, &mins_dot);
+        const int8_t *act = y[b].qs;
+        const __m512i *qh_p = five ? &qh : NULL;
+        __m512i isum0 = k_chunk(qs, qh_p, sel0, act, scales, idx0, zero);
+        __m512i isum1 = k_chunk(qs + 32, qh_p, sel1, act + 64, scales, idx1, zero);
+        isum0 = k_chunk(qs + 64, qh_p, sel2, act + 128, scales, idx2, isum0);
+        isum1 = k_chunk(qs + 96, qh_p, sel3, act + 192, scales, idx3, isum1);
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(head->d) * y[b].d);
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum0, isum1)), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(head->dmin) * y[b].d), _mm256_cvtepi32_ps(mins_dot), acc_min);
+    }
+    __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    return hsum256_ps(_mm256_sub_ps(folded, acc_min));
 }
 
 static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct block_q4_k *x = w;
-    const struct block_q8_k *y = a;
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_min = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        __m256i mins_dot;
-        __m512i scales = k_scales_and_mins(x[b].scales, y[b].bsums, &mins_dot);
-        __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        for (int j = 0; j < 4; j++) {
-            __m512i pairs = _mm512_maddubs_epi16(q4_k_chunk(x[b].qs + 32 * j), _mm512_loadu_si512(y[b].qs + 64 * j));
-            isum[j & 1] = _mm512_dpwssd_epi32(isum[j & 1], pairs, spread_scales(scales, 2 * j, 16));
-        }
-        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), acc);
-        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[b].dmin) * y[b].d), _mm256_cvtepi32_ps(mins_dot), acc_min);
-    }
-    __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    __m256 total = _mm256_sub_ps(folded, acc_min);
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    *s = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+    *s = dot_k4_k5(n, w, sizeof(struct block_q4_k), a, false);
 }
 
 static void vec_dot_q5_k(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct block_q5_k *x = w;
-    const struct block_q8_k *y = a;
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_min = _mm256_setzero_ps();
-    const __m512i sixteen = _mm512_set1_epi8(16);
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        __m256i mins_dot;
-        __m512i scales = k_scales_and_mins(x[b].scales, y[b].bsums, &mins_dot);
-        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[b].qh));
-        __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        for (int j = 0; j < 4; j++) {
-            // bit 2j of qh for the low-nibble half, bit 2j + 1 for the high-nibble half
-            __m512i select = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))),
-                                                _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
-            __m512i q = q4_k_chunk(x[b].qs + 32 * j);
-            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, select), q, sixteen);
-            __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[b].qs + 64 * j));
-            isum[j & 1] = _mm512_dpwssd_epi32(isum[j & 1], pairs, spread_scales(scales, 2 * j, 16));
-        }
-        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), acc);
-        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[b].dmin) * y[b].d), _mm256_cvtepi32_ps(mins_dot), acc_min);
-    }
-    __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    __m256 total = _mm256_sub_ps(folded, acc_min);
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    *s = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+    *s = dot_k4_k5(n, w, sizeof(struct block_q5_k), a, true);
+}
+
+// One half (128 elements) of a Q6_K block, ql[64] and qh[32] (layout in blocks.h), as two zmm of
+// quants in element order, times activations and the int16 scales of its 8 sub-blocks.
+static inline __m512i q6_half(const uint8_t *ql64, const uint8_t *qh32, const int8_t *act, __m512i scales,
+                              __m512i idx_first, __m512i idx_second, __m512i acc)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    __m512i ql = _mm512_loadu_si512(ql64);
+    // qh bits 0-1 / 2-3 (elements 0..63) land in bits 0-1, bits 4-5 / 6-7 in bits 4-5
+    __m512i qh = broadcast_shift(qh32, 0, 2);
+    // (high & 0x30) | (low & 0x0f): ternary-logic function a | (b & c) = 0xf8
+    __m512i q_first = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45), ql, low4, 0xf8);
+    __m512i q_second = _mm512_ternarylogic_epi32(_mm512_and_si512(qh, bits45), _mm512_srli_epi16(ql, 4), low4, 0xf8);
+    __m512i p0 = _mm512_maddubs_epi16(q_first, _mm512_loadu_si512(act));
+    __m512i p1 = _mm512_maddubs_epi16(q_second, _mm512_loadu_si512(act + 64));
+    acc = _mm512_dpwssd_epi32(acc, p0, _mm512_permutexvar_epi16(idx_first, scales));
+    return _mm512_dpwssd_epi32(acc, p1, _mm512_permutexvar_epi16(idx_second, scales));
 }
 
 // The quants are stored with +32: dot(q - 32, a) = dot(q, a) - 32 * sum(a), and the sums of a
@@ -338,27 +356,17 @@ static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q6_k *x = w;
     const struct block_q8_k *y = a;
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    const __m512i idx0 = scale_index(0, 8), idx1 = scale_index(4, 8), idx2 = scale_index(8, 8), idx3 = scale_index(12, 8);
     __m512 acc = _mm512_setzero_ps();
+    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     for (int64_t b = 0; b < n / QK_K; b++) {
+        strata_prefetch_until(&prefetch, (const char *)(x + b + 1) + STRATA_PREFETCH_AHEAD);
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
         __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[b].bsums));
         __m512i scales = _mm512_castsi256_si512(sc16);
-        __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        for (int half = 0; half < 2; half++) {
-            __m512i ql = _mm512_loadu_si512(x[b].ql + 64 * half);
-            // qh bits 0-1 / 2-3 (elements 0..63) land in bits 0-1, bits 4-5 / 6-7 in bits 4-5
-            __m512i qh = broadcast_shift(x[b].qh + 32 * half, 0, 2);
-            __m512i q_first = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45), ql, low4, 0xf8);
-            __m512i q_second = _mm512_ternarylogic_epi32(_mm512_and_si512(qh, bits45), _mm512_srli_epi16(ql, 4), low4, 0xf8);
-            const int8_t *act = y[b].qs + 128 * half;
-            __m512i p0 = _mm512_maddubs_epi16(q_first, _mm512_loadu_si512(act));
-            __m512i p1 = _mm512_maddubs_epi16(q_second, _mm512_loadu_si512(act + 64));
-            isum[0] = _mm512_dpwssd_epi32(isum[0], p0, spread_scales(scales, 8 * half, 8));
-            isum[1] = _mm512_dpwssd_epi32(isum[1], p1, spread_scales(scales, 8 * half + 4, 8));
-        }
-        __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum[0], isum[1]),
-                                         _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
+        __m512i isum0 = q6_half(x[b].ql, x[b].qh, y[b].qs, scales, idx0, idx1, _mm512_setzero_si512());
+        __m512i isum1 = q6_half(x[b].ql + 64, x[b].qh + 32, y[b].qs + 128, scales, idx2, idx3, _mm512_setzero_si512());
+        __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum0, isum1), _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
         __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(total), acc);
     }
