@@ -28,6 +28,8 @@ static int parse_expert_name(const char *name, int *layer)
     return -1;
 }
 
+static void count_classes(struct strata_expert_layout *lay);
+
 void strata_expert_layout_free(struct strata_expert_layout *lay)
 {
     free(lay->layers);
@@ -93,10 +95,30 @@ int strata_expert_layout_init(struct strata_expert_layout *lay, const struct ggu
     }
     lay->layers = by_block;
     lay->n_layers = n;
+    count_classes(lay);
+    return 0;
+}
+
+void strata_expert_layout_limit(struct strata_expert_layout *lay, uint32_t n_blocks)
+{
+    while (lay->n_layers > 0 && (uint32_t)lay->layers[lay->n_layers - 1].layer >= n_blocks) {
+        const struct strata_expert_layer *el = &lay->layers[--lay->n_layers];
+        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
+            lay->expert_bytes -= el->tensor[p]->n_bytes;
+            lay->total_bytes -= el->tensor[p]->n_bytes;
+        }
+    }
+    count_classes(lay);
+}
+
+// dense_bytes, full_residency_bytes and the slot classes from the layers.
+static void count_classes(struct strata_expert_layout *lay)
+{
     lay->dense_bytes = lay->total_bytes - lay->expert_bytes;
     lay->full_residency_bytes = lay->dense_bytes;
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t sb = by_block[i].slot_bytes;
+    lay->n_classes = 0;
+    for (uint32_t i = 0; i < lay->n_layers; i++) {
+        uint64_t sb = lay->layers[i].slot_bytes;
         lay->full_residency_bytes += sb * lay->n_expert;
         uint32_t c = 0;
         while (c < lay->n_classes && lay->class_bytes[c] != sb) c++;
@@ -109,7 +131,6 @@ int strata_expert_layout_init(struct strata_expert_layout *lay, const struct ggu
             lay->class_bytes[j] = sb;
         }
     }
-    return 0;
 }
 
 void strata_expert_layout_plan(const struct strata_expert_layout *lay, uint64_t budget, bool classes,

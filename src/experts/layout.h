@@ -37,6 +37,9 @@ struct strata_expert_layout {
 // n_layers = 0.
 int strata_expert_layout_init(struct strata_expert_layout *lay, const struct gguf_file *f);
 void strata_expert_layout_free(struct strata_expert_layout *lay);
+// Forget the MoE layers of blocks >= n_blocks (glm4moe's nextn blocks, which decoding never
+// runs): their experts get no slots and leave expert_bytes, total_bytes and the classes.
+void strata_expert_layout_limit(struct strata_expert_layout *lay, uint32_t n_blocks);
 
 // How a cache budget becomes slots (the store, `strata sim --cache-mib` and `strata plan` share
 // it). Every layer gets n_slots slots (at most n_expert). With classes a layer's slot is its own

@@ -10,6 +10,9 @@
 
 static const char *const g_arch_names[STRATA_ARCH_COUNT] = {
     [STRATA_ARCH_QWEN3MOE] = "qwen3moe",
+    [STRATA_ARCH_GLM4MOE] = "glm4moe",
+    [STRATA_ARCH_QWEN3NEXT] = "qwen3next",
+    [STRATA_ARCH_QWEN35MOE] = "qwen35moe",
 };
 
 const char *strata_arch_name(enum strata_arch arch)
@@ -55,10 +58,99 @@ static int get_f32(const struct gguf_file *f, const struct strata_hparams *hp, c
     return rc == -ENOENT ? 0 : rc;
 }
 
+static int get_bool(const struct gguf_file *f, const struct strata_hparams *hp, const char *key, bool *out)
+{
+    char k[128];
+    int rc = gguf_get_bool(f, akey(k, sizeof k, hp, key), out);
+    return rc == -ENOENT ? 0 : rc;
+}
+
 static int bad(const struct gguf_file *f, const char *what, uint64_t v)
 {
     strata_log_error("hparams: %s: %s (%llu)", f->path, what, (unsigned long long)v);
     return STRATA_EFORMAT;
+}
+
+bool strata_hparams_is_recurrent(const struct strata_hparams *hp, uint32_t l)
+{
+    if (hp->arch != STRATA_ARCH_QWEN3NEXT && hp->arch != STRATA_ARCH_QWEN35MOE) return false;
+    return l < hp->n_layer && (l + 1) % hp->full_attn_interval != 0;
+}
+
+// glm4moe: leading dense blocks, shared experts, sigmoid routing with weight norm and scale.
+static int load_glm4moe(struct strata_hparams *hp, const struct gguf_file *f)
+{
+    int rc;
+    hp->expert_gating = 0;
+    hp->expert_weights_norm = false;  // llama.cpp's default for this architecture
+    if ((rc = get_u32(f, hp, "expert_shared_count", &hp->n_expert_shared, true)) ||
+        (rc = get_u32(f, hp, "leading_dense_block_count", &hp->n_layer_dense_lead, false)) ||
+        (rc = get_u32(f, hp, "feed_forward_length", &hp->n_ff, hp->n_layer_dense_lead > 0)) ||
+        (rc = get_bool(f, hp, "expert_weights_norm", &hp->expert_weights_norm)) ||
+        (rc = get_u32(f, hp, "expert_gating_func", &hp->expert_gating, false)))
+        return rc;
+    if (hp->expert_gating == 0) hp->expert_gating = STRATA_GATING_SIGMOID;
+    if (hp->expert_gating != STRATA_GATING_SIGMOID && hp->expert_gating != STRATA_GATING_SOFTMAX)
+        return bad(f, "expert_gating_func is neither softmax (1) nor sigmoid (2)", hp->expert_gating);
+    if (hp->n_expert_shared > 64) return bad(f, "expert_shared_count out of range", hp->n_expert_shared);
+    hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
+    if (hp->n_layer_dense_lead > hp->n_layer) return bad(f, "leading_dense_block_count above block count", hp->n_layer_dense_lead);
+    if (hp->n_ff > (1u << 20)) return bad(f, "feed_forward_length out of range", hp->n_ff);
+    char k[128];
+    if (gguf_find_kv(f, akey(k, sizeof k, hp, "rope.dimension_sections")) != NULL) {
+        const void *items;
+        uint64_t n;
+        if (gguf_get_arr(f, k, GGUF_TYPE_INT32, &items, &n) == 0)
+            for (uint64_t i = 0; i < n; i++)
+                if (((const int32_t *)items)[i] != 0) {
+                    strata_log_error("hparams: %s: glm4moe with M-RoPE sections (multimodal) is not supported", f->path);
+                    return STRATA_EUNSUP;
+                }
+    }
+    return 0;
+}
+
+// qwen3next / qwen35moe: delta-net geometry, shared expert width, attention interval.
+static int load_qwen3next(struct strata_hparams *hp, const struct gguf_file *f)
+{
+    int rc;
+    hp->full_attn_interval = 4;
+    hp->expert_weights_norm = true;
+    hp->expert_gating = STRATA_GATING_SOFTMAX;
+    if ((rc = get_u32(f, hp, "ssm.conv_kernel", &hp->ssm_d_conv, true)) ||
+        (rc = get_u32(f, hp, "ssm.state_size", &hp->ssm_d_state, true)) ||
+        (rc = get_u32(f, hp, "ssm.group_count", &hp->ssm_n_group, true)) ||
+        (rc = get_u32(f, hp, "ssm.time_step_rank", &hp->ssm_dt_rank, true)) ||
+        (rc = get_u32(f, hp, "ssm.inner_size", &hp->ssm_d_inner, true)) ||
+        (rc = get_u32(f, hp, "full_attention_interval", &hp->full_attn_interval, false)) ||
+        (rc = get_u32(f, hp, "feed_forward_length", &hp->n_ff, false)) ||
+        (rc = get_u32(f, hp, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false)))
+        return rc;
+    if (hp->n_ff_shexp == 0) hp->n_ff_shexp = hp->n_ff;
+    if (hp->ssm_d_conv == 0 || hp->ssm_d_conv > 64) return bad(f, "ssm.conv_kernel out of range", hp->ssm_d_conv);
+    if (hp->ssm_d_state == 0 || hp->ssm_d_state > 1024) return bad(f, "ssm.state_size out of range", hp->ssm_d_state);
+    if (hp->ssm_n_group == 0 || hp->ssm_dt_rank == 0 || hp->ssm_dt_rank > 4096 || hp->ssm_dt_rank % hp->ssm_n_group)
+        return bad(f, "ssm.time_step_rank is not a multiple of ssm.group_count", hp->ssm_dt_rank);
+    if (hp->ssm_d_inner != hp->ssm_d_state * hp->ssm_dt_rank)
+        return bad(f, "ssm.inner_size differs from state_size * time_step_rank", hp->ssm_d_inner);
+    if (hp->full_attn_interval == 0 || hp->full_attn_interval > hp->n_layer_all)
+        return bad(f, "full_attention_interval out of range", hp->full_attn_interval);
+    if (hp->n_ff_shexp > (1u << 20)) return bad(f, "shared expert FFN width out of range", hp->n_ff_shexp);
+    if (hp->arch == STRATA_ARCH_QWEN35MOE) {
+        char k[128];
+        const void *items;
+        uint64_t n;
+        rc = gguf_get_arr(f, akey(k, sizeof k, hp, "rope.dimension_sections"), GGUF_TYPE_INT32, &items, &n);
+        if (rc || n < 3 || n > 4) {
+            strata_log_error("hparams: %s: '%s' must be an array of 3 or 4 int32", f->path, k);
+            return STRATA_EFORMAT;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            hp->rope_sections[i] = ((const int32_t *)items)[i];
+            if (hp->rope_sections[i] < 0 || hp->rope_sections[i] > 4096) return bad(f, "rope section out of range", 0);
+        }
+    }
+    return 0;
 }
 
 int strata_hparams_load(struct strata_hparams *hp, const struct gguf_file *f)
@@ -71,7 +163,7 @@ int strata_hparams_load(struct strata_hparams *hp, const struct gguf_file *f)
     }
     int arch = strata_arch_from_name(arch_name);
     if (arch < 0) {
-        strata_log_error("hparams: %s: architecture '%s' is not supported (strata runs: qwen3moe)",
+        strata_log_error("hparams: %s: architecture '%s' is not supported (strata runs: qwen3moe, glm4moe, qwen3next, qwen35moe)",
                          f->path, arch_name);
         return STRATA_EUNSUP;
     }
@@ -99,11 +191,15 @@ int strata_hparams_load(struct strata_hparams *hp, const struct gguf_file *f)
         (rc = get_u32(f, hp, "expert_feed_forward_length", &hp->n_ff_exp, true)) ||
         (rc = get_f32(f, hp, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true)) ||
         (rc = get_f32(f, hp, "rope.freq_base", &hp->rope_freq_base, false)) ||
-        (rc = get_f32(f, hp, "expert_weights_scale", &hp->expert_weights_scale, false)))
+        (rc = get_f32(f, hp, "expert_weights_scale", &hp->expert_weights_scale, false)) ||
+        (rc = get_u32(f, hp, "nextn_predict_layers", &hp->n_layer_nextn, false)))
         return rc;
 
     if (hp->n_embd == 0 || hp->n_embd > (1u << 20)) return bad(f, "embedding_length out of range", hp->n_embd);
     if (hp->n_layer == 0 || hp->n_layer > 4096) return bad(f, "block_count out of range", hp->n_layer);
+    if (hp->n_layer_nextn >= hp->n_layer) return bad(f, "nextn_predict_layers not below block_count", hp->n_layer_nextn);
+    hp->n_layer_all = hp->n_layer;
+    hp->n_layer -= hp->n_layer_nextn;
     if (hp->n_head == 0 || hp->n_head > 4096) return bad(f, "attention.head_count out of range", hp->n_head);
     if (hp->n_head_kv == 0) hp->n_head_kv = hp->n_head;
     if (hp->n_head % hp->n_head_kv) return bad(f, "head_count is not a multiple of head_count_kv", hp->n_head_kv);
@@ -121,6 +217,11 @@ int strata_hparams_load(struct strata_hparams *hp, const struct gguf_file *f)
     if (hp->n_ff_exp == 0 || hp->n_ff_exp > (1u << 20)) return bad(f, "expert_feed_forward_length out of range", hp->n_ff_exp);
     if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f)) return bad(f, "layer_norm_rms_epsilon out of range", 0);
     if (hp->n_ctx_train == 0) hp->n_ctx_train = 4096;
+    hp->expert_weights_norm = true;
+    hp->expert_gating = STRATA_GATING_SOFTMAX;
+    if (hp->arch == STRATA_ARCH_GLM4MOE && (rc = load_glm4moe(hp, f))) return rc;
+    if ((hp->arch == STRATA_ARCH_QWEN3NEXT || hp->arch == STRATA_ARCH_QWEN35MOE) && (rc = load_qwen3next(hp, f)))
+        return rc;
 
     const struct gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
     if (!emb) {

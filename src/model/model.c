@@ -1,5 +1,5 @@
-// Model loading (dense weights resident, experts through the provider) and sessions (KV cache,
-// chunk scratch, pool). The qwen3moe forward pass is in qwen3moe.c.
+// Model loading (dense weights resident, experts through the provider); each architecture's
+// file (qwen3moe.c, glm4moe.c, qwen3next.c) loads its tensors. The forward pass is in qwen3moe.c.
 #include "model/model_impl.h"
 
 #include <errno.h>
@@ -94,6 +94,18 @@ int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_i
     return 0;
 }
 
+static int load_arch(struct strata_model *m)
+{
+    switch (m->hp.arch) {
+    case STRATA_ARCH_QWEN3MOE: return strata_qwen3moe_load(m);
+    case STRATA_ARCH_GLM4MOE: return strata_glm4moe_load(m);
+    case STRATA_ARCH_QWEN3NEXT:
+    case STRATA_ARCH_QWEN35MOE: return strata_qwen3next_load(m);
+    case STRATA_ARCH_COUNT: break;
+    }
+    return STRATA_EUNSUP;
+}
+
 int strata_model_load(struct strata_model **out, const char *path, const struct strata_model_params *p)
 {
     static const struct strata_model_params defaults = {0};
@@ -104,23 +116,20 @@ int strata_model_load(struct strata_model **out, const char *path, const struct 
     int rc = gguf_open(&m->file, path);
     if (rc == 0) rc = strata_hparams_load(&m->hp, m->file);
     if (rc == 0) rc = strata_expert_layout_init(&m->layout, m->file);
-    if (rc == 0 && m->layout.n_layers != m->hp.n_layer) {
-        strata_log_error("model_load: %s: %u of %u layers have expert tensors", path,
-                         m->layout.n_layers, m->hp.n_layer);
-        rc = STRATA_EFORMAT;
-    }
+    // Experts of the nextn blocks after the trunk are never run: keep them out of the store.
+    if (rc == 0) strata_expert_layout_limit(&m->layout, m->hp.n_layer);
     if (rc == 0 && m->layout.n_expert != m->hp.n_expert) {
         strata_log_error("model_load: %s: expert tensors hold %u experts, metadata says %u", path,
                          m->layout.n_expert, m->hp.n_expert);
         rc = STRATA_EFORMAT;
     }
-    if (rc == 0) rc = strata_qwen3moe_load(m);
+    if (rc == 0) rc = load_arch(m);
     if (rc == 0)
         rc = strata_experts_open(&m->experts, m->file, &m->layout, m->hp.n_expert_used, &p->experts);
     if (rc == 0 && p->experts.trace_path) {
         const char *name = NULL;
         gguf_get_str(m->file, "general.name", &name);
-        rc = strata_trace_open(&m->trace, p->experts.trace_path, name, m->hp.n_layer, m->hp.n_expert,
+        rc = strata_trace_open(&m->trace, p->experts.trace_path, name, m->layout.n_layers, m->hp.n_expert,
                                m->hp.n_expert_used);
     }
     if (rc) {

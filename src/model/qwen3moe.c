@@ -1,8 +1,12 @@
-// qwen3moe (Qwen3-30B-A3B, Qwen3-235B-A22B): tensors and the forward pass of one prompt chunk.
+// qwen3moe (Qwen3-30B-A3B, Qwen3-235B-A22B): tensors, and the forward pass of one prompt chunk
+// that every architecture shares (glm4moe.c and qwen3next.c only load weights; blocks.c and
+// deltanet.c hold the blocks qwen3moe lacks).
 //
-// Per layer: RMSNorm → GQA attention (per-head RMSNorm of q and k, NeoX RoPE, F32 KV cache) →
-// residual → RMSNorm → router (softmax over all experts, top-k, renormalised) → SwiGLU experts
-// (each needed expert fetched once per chunk, its tokens batched) → weighted sum → residual.
+// Per layer: RMSNorm → GQA attention (optional q/k/v biases, per-head RMSNorm of q and k, NeoX
+// RoPE on the first n_rot dims, F32 KV cache, optional sigmoid output gate) → residual →
+// RMSNorm → router (softmax, or sigmoid with a selection bias; top-k; weights renormalised and
+// scaled) → SwiGLU experts (each needed expert fetched once per chunk, its tokens batched) →
+// weighted sum (+ shared expert) → residual.
 // Activations are rounded to each weight's dot format before every product, as ggml does.
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +29,8 @@ int strata_qwen3moe_load(struct strata_model *m)
     }
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers) return STRATA_ENOMEM;
+    m->n_kv_layers = hp->n_layer;
+    m->max_act_dim = (uint32_t)(E > OD ? E : OD);
     int rc;
     if ((rc = strata_model_load_mat(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
         (rc = strata_model_load_vec(m, "output_norm.weight", E, &m->output_norm)) ||
@@ -33,7 +39,8 @@ int strata_qwen3moe_load(struct strata_model *m)
     if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         struct strata_layer *L = &m->layers[l];
-        const struct strata_expert_layer *el = &m->layout.layers[l];
+        L->kv_slot = (int32_t)l;
+        L->moe_index = (int32_t)l;
         char n[96];
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
         if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), E, &L->attn_norm)) ||
@@ -47,27 +54,39 @@ int strata_qwen3moe_load(struct strata_model *m)
             (rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), E, X, true, &L->router)))
             return rc;
 #undef NM
-        if (el->layer != (int)l) {
-            strata_log_error("model_load: %s: layer %u has no expert tensors", m->file->path, l);
+        if ((rc = strata_model_check_experts(m, l))) return rc;
+    }
+    return 0;
+}
+
+int strata_model_check_experts(struct strata_model *m, uint32_t l)
+{
+    const struct strata_hparams *hp = &m->hp;
+    const struct strata_layer *L = &m->layers[l];
+    const uint64_t E = hp->n_embd;
+    if (L->moe_index < 0 || (uint32_t)L->moe_index >= m->layout.n_layers ||
+        m->layout.layers[L->moe_index].layer != (int)l) {
+        strata_log_error("model_load: %s: layer %u has no expert tensors", m->file->path, l);
+        return STRATA_EFORMAT;
+    }
+    const struct strata_expert_layer *el = &m->layout.layers[L->moe_index];
+    const uint64_t want[3][2] = {{E, hp->n_ff_exp}, {E, hp->n_ff_exp}, {hp->n_ff_exp, E}};
+    for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
+        const struct gguf_tensor *t = el->tensor[p];
+        if (t->ne[0] != want[p][0] || t->ne[1] != want[p][1]) {
+            strata_log_error("model_load: %s: tensor '%s' has shape [%llu,%llu,%llu], expected [%llu,%llu,%u]",
+                             m->file->path, t->name, (unsigned long long)t->ne[0],
+                             (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                             (unsigned long long)want[p][0], (unsigned long long)want[p][1], hp->n_expert);
             return STRATA_EFORMAT;
         }
-        const uint64_t want[3][2] = {{E, hp->n_ff_exp}, {E, hp->n_ff_exp}, {hp->n_ff_exp, E}};
-        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
-            const struct gguf_tensor *t = el->tensor[p];
-            if (t->ne[0] != want[p][0] || t->ne[1] != want[p][1]) {
-                strata_log_error("model_load: %s: tensor '%s' has shape [%llu,%llu,%llu], expected [%llu,%llu,%u]",
-                                 m->file->path, t->name, (unsigned long long)t->ne[0],
-                                 (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                                 (unsigned long long)want[p][0], (unsigned long long)want[p][1], hp->n_expert);
-                return STRATA_EFORMAT;
-            }
-            if (!strata_type_computable(t->type)) {
-                strata_log_error("model_load: %s: tensor '%s' has type %s, which strata cannot compute with yet",
-                                 m->file->path, t->name, strata_type_name(t->type));
-                return STRATA_EUNSUP;
-            }
+        if (!strata_type_computable(t->type)) {
+            strata_log_error("model_load: %s: tensor '%s' has type %s, which strata cannot compute with yet",
+                             m->file->path, t->name, strata_type_name(t->type));
+            return STRATA_EUNSUP;
         }
     }
+    if (hp->n_ff_exp > m->max_act_dim) m->max_act_dim = hp->n_ff_exp;
     return 0;
 }
 
@@ -89,8 +108,9 @@ static void attn_worker(void *arg, int ith, int nth)
     const int group = H / (int)hp->n_head_kv;
     const size_t KD = (size_t)hp->n_head_kv * D, VD = (size_t)hp->n_head_kv * Dv;
     const size_t kv_layer = (size_t)s->n_ctx * (KD > VD ? KD : VD);
-    const float *kc = s->k_cache + (size_t)j->layer * kv_layer;
-    const float *vc = s->v_cache + (size_t)j->layer * kv_layer;
+    const size_t slot = (size_t)s->m->layers[j->layer].kv_slot;
+    const float *kc = s->k_cache + slot * kv_layer;
+    const float *vc = s->v_cache + slot * kv_layer;
     const float scale = 1.0f / sqrtf((float)D);
     float *scores = s->att_scratch + (size_t)ith * s->n_ctx;
     int i0, i1;
@@ -135,7 +155,7 @@ static const void *act_for(struct strata_session *s, const struct strata_mat *w,
     return buf;
 }
 
-static int attention_block(struct strata_session *s, int l, int n)
+int strata_attention_block(struct strata_session *s, int l, int n)
 {
     struct strata_model *m = s->m;
     const struct strata_hparams *hp = &m->hp;
@@ -173,21 +193,37 @@ static int attention_block(struct strata_session *s, int l, int n)
         strata_mm_run(s->pool, m->kernels, &jobs[2], 1);
     }
 
+    // Biases; a gated query row [H][query | gate] is split so q is [H][D] like the others.
+    for (int t = 0; t < n; t++) {
+        float *q = s->q + (size_t)t * L->wq.n_out, *k = s->k + (size_t)t * KD, *v = s->v + (size_t)t * VD;
+        if (L->bq) for (size_t i = 0; i < L->wq.n_out; i++) q[i] += L->bq[i];
+        if (L->bk) for (size_t i = 0; i < KD; i++) k[i] += L->bk[i];
+        if (L->bv) for (size_t i = 0; i < VD; i++) v[i] += L->bv[i];
+    }
+    if (L->q_gated)
+        for (int t = 0; t < n; t++)  // in place: row t's halves go to rows t of [n][H*D]
+            for (uint32_t h = 0; h < H; h++) {
+                const float *src = s->q + (size_t)t * 2 * H * D + (size_t)h * 2 * D;
+                memcpy(s->q_gate + (size_t)t * H * D + (size_t)h * D, src + D, D * sizeof(float));
+                memmove(s->q + (size_t)t * H * D + (size_t)h * D, src, D * sizeof(float));
+            }
+
     // Per-head norms, RoPE, and the new keys and values into the cache.
     float cs[2048];
     STRATA_ASSERT(hp->n_rot <= 2048);
-    float *kc = s->k_cache + (size_t)l * kv_layer, *vc = s->v_cache + (size_t)l * kv_layer;
+    float *kc = s->k_cache + (size_t)L->kv_slot * kv_layer, *vc = s->v_cache + (size_t)L->kv_slot * kv_layer;
     for (int t = 0; t < n; t++) {
         const int pos = s->n_past + t;
         strata_rope_cache(cs, hp->n_rot, pos, hp->rope_freq_base);
+        strata_rope_sections_mask(hp, cs);
         for (uint32_t h = 0; h < H; h++) {
             float *q = s->q + (size_t)t * H * D + (size_t)h * D;
-            strata_rmsnorm(q, q, L->q_norm, D, hp->rms_eps);
+            if (L->q_norm) strata_rmsnorm(q, q, L->q_norm, D, hp->rms_eps);
             strata_rope_apply(q, cs, hp->n_rot);
         }
         for (uint32_t h = 0; h < Hkv; h++) {
             float *k = s->k + (size_t)t * KD + (size_t)h * D;
-            strata_rmsnorm(k, k, L->k_norm, D, hp->rms_eps);
+            if (L->k_norm) strata_rmsnorm(k, k, L->k_norm, D, hp->rms_eps);
             strata_rope_apply(k, cs, hp->n_rot);
         }
         memcpy(kc + (size_t)pos * KD, s->k + (size_t)t * KD, KD * sizeof(float));
@@ -197,6 +233,9 @@ static int attention_block(struct strata_session *s, int l, int n)
     struct attn_job aj = {.s = s, .layer = l, .n_tok = n};
     atomic_init(&aj.next, 0);
     strata_pool_run(s->pool, attn_worker, &aj);
+    if (L->q_gated)
+        for (size_t i = 0; i < (size_t)n * H * hp->head_dim_v; i++)
+            s->attn[i] *= 1.0f / (1.0f + expf(-s->q_gate[i]));
 
     int vdt_o = -1;
     const void *xo = act_for(s, &L->wo, s->attn, n, s->act_a, &vdt_o);
@@ -208,7 +247,9 @@ static int attention_block(struct strata_session *s, int l, int n)
 
 // ---- routed experts ----------------------------------------------------------------------------
 
-// Router: softmax over all experts, top-k by probability, weights renormalised over the k.
+// Router: softmax (qwen) or sigmoid (glm) over all experts; top-k by probability plus the
+// layer's selection bias if any; weights are the unbiased probabilities, renormalised over the
+// k when the model asks, then scaled.
 static void route_tokens(struct strata_session *s, int l, int n)
 {
     struct strata_model *m = s->m;
@@ -228,15 +269,24 @@ static void route_tokens(struct strata_session *s, int l, int n)
     float *selw = s->gate_out;     // [n][K] their weights (scratch: gate_out is free here)
     for (int t = 0; t < n; t++) {
         float *p = s->router_logits + (size_t)t * X;
-        strata_softmax(p, X);
+        if (hp->expert_gating == STRATA_GATING_SIGMOID)
+            for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+        else
+            strata_softmax(p, X);
+        const float *bias = L->exp_probs_b;
         int32_t *st = sel + (size_t)t * K;
         float *wt = selw + (size_t)t * K;
         for (int k = 0; k < K; k++) {
             int best = -1;
+            float best_score = 0.0f;
             for (int e = 0; e < X; e++) {
                 bool taken = false;
                 for (int j = 0; j < k; j++) taken |= st[j] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+                const float score = bias ? p[e] + bias[e] : p[e];
+                if (!taken && (best < 0 || score > best_score)) {
+                    best = e;
+                    best_score = score;
+                }
             }
             st[k] = best;
             wt[k] = p[best];
@@ -244,6 +294,7 @@ static void route_tokens(struct strata_session *s, int l, int n)
         float sum = 0.0f;
         for (int k = 0; k < K; k++) sum += wt[k];
         if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+        if (!hp->expert_weights_norm) sum = 1.0f;
         for (int k = 0; k < K; k++) {
             wt[k] /= sum;
             if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
@@ -251,7 +302,7 @@ static void route_tokens(struct strata_session *s, int l, int n)
             s->expert_count[st[k]]++;
         }
         if (s->trace_ids)
-            memcpy(s->trace_ids + ((size_t)t * hp->n_layer + (size_t)l) * K, st, (size_t)K * sizeof *st);
+            memcpy(s->trace_ids + ((size_t)t * m->layout.n_layers + (size_t)L->moe_index) * K, st, (size_t)K * sizeof *st);
     }
     int32_t pos = 0;
     for (int e = 0; e < X; e++) {
@@ -268,12 +319,13 @@ static void route_tokens(struct strata_session *s, int l, int n)
         }
 }
 
-static int moe_block(struct strata_session *s, int l, int n)
+int strata_moe_block(struct strata_session *s, int l, int n)
 {
     struct strata_model *m = s->m;
     const struct strata_hparams *hp = &m->hp;
     const struct strata_layer *L = &m->layers[l];
-    const struct strata_expert_layer *el = &m->layout.layers[l];
+    const uint32_t moe_l = (uint32_t)L->moe_index;
+    const struct strata_expert_layer *el = &m->layout.layers[moe_l];
     const int X = (int)hp->n_expert, K = (int)hp->n_expert_used;
     const uint32_t E = hp->n_embd, F = hp->n_ff_exp;
     double t0 = strata_now();
@@ -309,7 +361,7 @@ static int moe_block(struct strata_session *s, int l, int n)
 
     for (int g0 = 0; g0 < n_used; g0 += max_group) {
         const int g1 = n_used - g0 < max_group ? n_used : g0 + max_group;
-        int rc = strata_experts_acquire(m->experts, (uint32_t)l, s->expert_ids + g0, g1 - g0, s->views + g0);
+        int rc = strata_experts_acquire(m->experts, moe_l, s->expert_ids + g0, g1 - g0, s->views + g0);
         if (rc) return rc;
         // The down activations below overwrite act_a, so each group quantizes h again.
         int vdt_a = -1, vdt_b = -1;
@@ -351,10 +403,11 @@ static int moe_block(struct strata_session *s, int l, int n)
                                                 s->down_out, E, route_ids + first};
         }
         strata_mm_run(s->pool, m->kernels, jobs, nj);
-        strata_experts_release(m->experts, (uint32_t)l);
+        strata_experts_release(m->experts, moe_l);
     }
+    if (L->sh_down.data) strata_shared_expert(s, l, n);
 
-    // Weighted sum in selection order, then the residual.
+    // Weighted sum in selection order (+ the shared expert), then the residual.
     for (int t = 0; t < n; t++) {
         float *x = s->x + (size_t)t * E;
         float *acc = s->o;
@@ -363,7 +416,12 @@ static int moe_block(struct strata_session *s, int l, int n)
             const float *d = s->down_out + (size_t)s->route_of[(size_t)t * K + k] * E;
             for (uint32_t i = 0; i < E; i++) acc[i] = k == 0 ? r->weight * d[i] : acc[i] + r->weight * d[i];
         }
-        for (uint32_t i = 0; i < E; i++) x[i] += acc[i];
+        if (L->sh_down.data) {
+            const float *sh = s->ffn_out + (size_t)t * E;
+            for (uint32_t i = 0; i < E; i++) x[i] += acc[i] + sh[i];
+        } else {
+            for (uint32_t i = 0; i < E; i++) x[i] += acc[i];
+        }
     }
     s->stats.t_experts += strata_now() - t1;
     return 0;
@@ -371,8 +429,8 @@ static int moe_block(struct strata_session *s, int l, int n)
 
 // ---- whole chunk -------------------------------------------------------------------------------
 
-int strata_qwen3moe_forward(struct strata_session *s, const int32_t *tokens, int n, float *logits,
-                            bool all_logits)
+int strata_model_forward(struct strata_session *s, const int32_t *tokens, int n, float *logits,
+                         bool all_logits)
 {
     struct strata_model *m = s->m;
     const struct strata_hparams *hp = &m->hp;
@@ -384,10 +442,11 @@ int strata_qwen3moe_forward(struct strata_session *s, const int32_t *tokens, int
     s->stats.t_embed += strata_now() - t0;
 
     for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const struct strata_layer *L = &m->layers[l];
         double ta = strata_now();
-        int rc = attention_block(s, (int)l, n);
+        int rc = L->kv_slot >= 0 ? strata_attention_block(s, (int)l, n) : strata_deltanet_block(s, (int)l, n);
         s->stats.t_attn += strata_now() - ta;
-        if (rc == 0) rc = moe_block(s, (int)l, n);
+        if (rc == 0) rc = L->moe_index >= 0 ? strata_moe_block(s, (int)l, n) : strata_dense_ffn_block(s, (int)l, n);
         if (rc) return rc;
     }
 

@@ -1,4 +1,5 @@
-// Sessions: KV cache, chunk scratch (allocated once), the compute pool, prompt chunking.
+// Sessions: KV cache, chunk scratch (allocated once), the compute pool, prompt chunking. The
+// scratch and recurrent state of the newer architectures is allocated by blocks.c.
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -65,12 +66,15 @@ int strata_session_create(struct strata_session **out, struct strata_model *m,
         return rc;
     }
     const size_t B = (size_t)n_batch, E = hp->n_embd, K = hp->n_expert_used, X = hp->n_expert;
-    const size_t QD = (size_t)hp->n_head * hp->head_dim_k, KD = (size_t)hp->n_head_kv * hp->head_dim_k;
+    // q holds [H][query | gate] rows before the split when the attention is gated (qwen3next).
+    const size_t QD = (size_t)hp->n_head * hp->head_dim_k * (hp->arch == STRATA_ARCH_QWEN3NEXT ||
+                                                             hp->arch == STRATA_ARCH_QWEN35MOE ? 2 : 1);
+    const size_t KD = (size_t)hp->n_head_kv * hp->head_dim_k;
     const size_t VD = (size_t)hp->n_head_kv * hp->head_dim_v, OD = (size_t)hp->n_head * hp->head_dim_v;
     const size_t F = hp->n_ff_exp;
     const size_t kv_layer = (size_t)n_ctx * (KD > VD ? KD : VD);
-    s->k_cache = xalloc(hp->n_layer * kv_layer * sizeof(float), &rc);
-    s->v_cache = xalloc(hp->n_layer * kv_layer * sizeof(float), &rc);
+    s->k_cache = xalloc(m->n_kv_layers * kv_layer * sizeof(float), &rc);
+    s->v_cache = xalloc(m->n_kv_layers * kv_layer * sizeof(float), &rc);
     s->x = xalloc(B * E * sizeof(float), &rc);
     s->h = xalloc(B * E * sizeof(float), &rc);
     s->q = xalloc(B * QD * sizeof(float), &rc);
@@ -87,6 +91,7 @@ int strata_session_create(struct strata_session **out, struct strata_model *m,
     size_t dim_max = E > QD ? E : QD;
     if (OD > dim_max) dim_max = OD;
     if (F > dim_max) dim_max = F;
+    if (m->max_act_dim > dim_max) dim_max = m->max_act_dim;
     s->act_bytes = B * K * max_act_row(m, (uint32_t)dim_max);
     s->act_a = xalloc(s->act_bytes, &rc);
     s->act_b = xalloc(s->act_bytes, &rc);
@@ -98,7 +103,8 @@ int strata_session_create(struct strata_session **out, struct strata_model *m,
     s->expert_count = xalloc(X * sizeof(int32_t), &rc);
     s->att_scratch = xalloc((size_t)strata_pool_size(s->pool) * (size_t)n_ctx * sizeof(float), &rc);
     s->logits_tmp = xalloc((size_t)hp->n_vocab * sizeof(float), &rc);
-    if (m->trace) s->trace_ids = xalloc(B * hp->n_layer * K * sizeof(int32_t), &rc);
+    if (m->trace) s->trace_ids = xalloc(B * m->layout.n_layers * K * sizeof(int32_t), &rc);
+    if (rc == 0) rc = strata_session_alloc_extra(s);
     if (rc) {
         strata_session_free(s);
         return rc;
@@ -111,6 +117,7 @@ void strata_session_free(struct strata_session *s)
 {
     if (!s) return;
     strata_pool_free(s->pool);
+    strata_session_free_extra(s);
     void *bufs[] = {s->k_cache, s->v_cache, s->x, s->h, s->q, s->k, s->v, s->attn, s->o,
                     s->router_logits, s->routes, s->route_of, s->gate_out, s->up_out, s->down_out,
                     s->act_a, s->act_b, s->idx_a, s->idx_b, s->expert_ids, s->views,
@@ -121,7 +128,11 @@ void strata_session_free(struct strata_session *s)
 
 int strata_session_n_ctx(const struct strata_session *s) { return s->n_ctx; }
 int strata_session_n_past(const struct strata_session *s) { return s->n_past; }
-void strata_session_reset(struct strata_session *s) { s->n_past = 0; }
+void strata_session_reset(struct strata_session *s)
+{
+    s->n_past = 0;
+    strata_session_reset_extra(s);
+}
 void strata_session_stats(const struct strata_session *s, struct strata_phase_stats *st) { *st = s->stats; }
 
 int strata_session_eval(struct strata_session *s, const int32_t *tokens, int n, float *logits,
@@ -146,7 +157,7 @@ int strata_session_eval(struct strata_session *s, const int32_t *tokens, int n, 
         float *out = NULL;
         if (logits && all_logits) out = logits + (size_t)done * hp->n_vocab;
         else if (logits && last) out = logits;
-        int rc = strata_qwen3moe_forward(s, tokens + done, chunk, out, all_logits);
+        int rc = strata_model_forward(s, tokens + done, chunk, out, all_logits);
         if (rc) return rc;
         s->n_past += chunk;
         done += chunk;

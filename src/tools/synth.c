@@ -28,15 +28,74 @@ struct preset {
     uint32_t n_expert, n_expert_used, n_ff_exp;
     float rope_base, rms_eps;
     enum strata_type default_type;
+    // Fields of the newer architectures (0: absent / the default).
+    uint32_t n_rot;             // rotary dims when partial (0: head_dim)
+    uint32_t n_nextn;           // multi-token-prediction blocks after the trunk (in block_count)
+    uint32_t n_expert_shared;   // glm4moe shared experts (width n_ff_exp each)
+    uint32_t n_dense_lead;      // glm4moe leading blocks with a dense FFN of width n_ff
+    uint32_t n_ff;
+    bool qk_norm;               // glm4moe per-head q/k RMS norms (GLM-4.5/4.7 have them, Air not)
+    float expert_weights_scale; // glm4moe routed_scaling_factor
+    uint32_t ssm_d_conv, ssm_d_state, ssm_n_group, ssm_dt_rank;  // qwen3next delta-net
+    uint32_t full_attn_interval;
+    uint32_t n_ff_shexp;        // qwen3next shared expert width
+    int32_t rope_sections[4];   // qwen35moe interleaved M-RoPE sections
 };
 
 static const struct preset g_presets[] = {
     {"qwen3moe", "tiny", "test shape: K-quant-compatible rows (256), 4 layers, 8 experts top-2",
-     1024, 4096, 256, 4, 4, 2, 64, 8, 2, 256, 1000000.0f, 1e-6f, STRATA_TYPE_Q8_0},
+     1024, 4096, 256, 4, 4, 2, 64, 8, 2, 256, 1000000.0f, 1e-6f, STRATA_TYPE_Q8_0, .n_rot = 0},
     {"qwen3moe", "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B config.json",
-     151936, 40960, 2048, 48, 32, 4, 128, 128, 8, 768, 1000000.0f, 1e-6f, STRATA_TYPE_Q4_K},
+     151936, 40960, 2048, 48, 32, 4, 128, 128, 8, 768, 1000000.0f, 1e-6f, STRATA_TYPE_Q4_K, .n_rot = 0},
     {"qwen3moe", "qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B config.json",
-     151936, 40960, 4096, 94, 64, 4, 128, 128, 8, 1536, 1000000.0f, 1e-6f, STRATA_TYPE_Q4_K},
+     151936, 40960, 4096, 94, 64, 4, 128, 128, 8, 1536, 1000000.0f, 1e-6f, STRATA_TYPE_Q4_K, .n_rot = 0},
+    // glm4moe: q/k/v biases, partial rotary (half the head), sigmoid routing with a selection bias,
+    // one shared expert, leading dense blocks; one nextn block after the trunk as real files have.
+    {.arch = "glm4moe", .name = "tiny", .source = "test shape: GLM-4.7-like (q/k norms, scale 2.5), 3+1 layers, 8 experts top-2",
+     .n_vocab = 1024, .n_ctx = 4096, .n_embd = 256, .n_layer = 3, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .rope_base = 1000000.0f, .rms_eps = 1e-5f,
+     .default_type = STRATA_TYPE_Q8_0, .n_rot = 32, .n_nextn = 1, .n_expert_shared = 1, .n_dense_lead = 1,
+     .n_ff = 512, .qk_norm = true, .expert_weights_scale = 2.5f},
+    {.arch = "glm4moe", .name = "tiny-air", .source = "test shape: GLM-4.5-Air-like (no q/k norms, scale 1), 3+1 layers",
+     .n_vocab = 1024, .n_ctx = 4096, .n_embd = 256, .n_layer = 3, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .rope_base = 1000000.0f, .rms_eps = 1e-5f,
+     .default_type = STRATA_TYPE_Q8_0, .n_rot = 32, .n_nextn = 1, .n_expert_shared = 1, .n_dense_lead = 1,
+     .n_ff = 512, .expert_weights_scale = 1.0f},
+    {.arch = "glm4moe", .name = "glm-4.5-air", .source = "zai-org/GLM-4.5-Air config.json",
+     .n_vocab = 151552, .n_ctx = 131072, .n_embd = 4096, .n_layer = 46, .n_head = 96, .n_head_kv = 8,
+     .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 1408, .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f, .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .n_nextn = 1, .n_expert_shared = 1,
+     .n_dense_lead = 1, .n_ff = 10944, .expert_weights_scale = 1.0f},
+    {.arch = "glm4moe", .name = "glm-4.7", .source = "zai-org/GLM-4.7 config.json (GLM-4.5/4.6 shape)",
+     .n_vocab = 151552, .n_ctx = 202752, .n_embd = 5120, .n_layer = 92, .n_head = 96, .n_head_kv = 8,
+     .head_dim = 128, .n_expert = 160, .n_expert_used = 8, .n_ff_exp = 1536, .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f, .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .n_nextn = 1, .n_expert_shared = 1,
+     .n_dense_lead = 3, .n_ff = 12288, .qk_norm = true, .expert_weights_scale = 2.5f},
+    // qwen3next: three delta-net blocks then one gated full-attention block, 512 experts top-10
+    // plus a gated shared expert. Tiny: value heads twice the key heads, as in the real models.
+    {.arch = "qwen3next", .name = "tiny", .source = "test shape: 8 layers (every 4th full attention), 8 experts top-2",
+     .n_vocab = 1024, .n_ctx = 4096, .n_embd = 256, .n_layer = 8, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .rope_base = 10000000.0f, .rms_eps = 1e-6f,
+     .default_type = STRATA_TYPE_Q8_0, .n_rot = 16, .ssm_d_conv = 4, .ssm_d_state = 32, .ssm_n_group = 4,
+     .ssm_dt_rank = 8, .full_attn_interval = 4, .n_ff_shexp = 512},
+    {.arch = "qwen3next", .name = "qwen3-next-80b-a3b", .source = "Qwen/Qwen3-Next-80B-A3B-Instruct config.json",
+     .n_vocab = 151936, .n_ctx = 262144, .n_embd = 2048, .n_layer = 48, .n_head = 16, .n_head_kv = 2,
+     .head_dim = 256, .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512, .rope_base = 10000000.0f,
+     .rms_eps = 1e-6f, .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .ssm_d_conv = 4, .ssm_d_state = 128,
+     .ssm_n_group = 16, .ssm_dt_rank = 32, .full_attn_interval = 4, .n_ff_shexp = 512},
+    // qwen35moe: qwen3next with separate beta/alpha projections, key heads tiled (not repeated
+    // in place) over the value heads, and interleaved M-RoPE (text positions: plain RoPE).
+    {.arch = "qwen35moe", .name = "tiny", .source = "test shape: 8 layers (every 4th full attention), 8 experts top-2",
+     .n_vocab = 1024, .n_ctx = 4096, .n_embd = 256, .n_layer = 8, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .rope_base = 10000000.0f, .rms_eps = 1e-6f,
+     .default_type = STRATA_TYPE_Q8_0, .n_rot = 16, .ssm_d_conv = 4, .ssm_d_state = 32, .ssm_n_group = 4,
+     .ssm_dt_rank = 8, .full_attn_interval = 4, .n_ff_shexp = 512, .rope_sections = {3, 3, 2, 0}},
+    {.arch = "qwen35moe", .name = "qwen3.5-397b-a17b", .source = "Qwen/Qwen3.5-397B-A17B config.json (text part)",
+     .n_vocab = 248320, .n_ctx = 262144, .n_embd = 4096, .n_layer = 60, .n_head = 32, .n_head_kv = 2,
+     .head_dim = 256, .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 1024, .rope_base = 10000000.0f,
+     .rms_eps = 1e-6f, .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .ssm_d_conv = 4, .ssm_d_state = 128,
+     .ssm_n_group = 16, .ssm_dt_rank = 64, .full_attn_interval = 4, .n_ff_shexp = 1024,
+     .rope_sections = {11, 11, 10, 0}},
 };
 #define N_PRESETS (sizeof g_presets / sizeof g_presets[0])
 
@@ -57,6 +116,7 @@ struct synth_tensor {
     uint32_t type;
     float std;       // of the random values
     float mean;      // added (norm weights sit around 1)
+    bool negative;   // write -|x| (ssm_a holds -exp(A_log), a decay that must stay below 0)
 };
 
 struct tensor_list {
@@ -182,6 +242,173 @@ static int qwen3moe_tensors(struct tensor_list *tl, const struct preset *p, uint
     return rc;
 }
 
+// The routed-expert tensors of one MoE block, plus the router.
+static int moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t l, uint32_t n_expert,
+                       uint32_t wt)
+{
+    const uint64_t E = p->n_embd, F = p->n_ff_exp, X = n_expert;
+    const float s_in = 1.0f / sqrtf((float)E);
+    char n[96];
+    int rc;
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+    if ((rc = tl_add(tl, NM("ffn_gate_inp.weight"), STRATA_TYPE_F32, 0.0f, 2.0f * s_in, 2, E, X, 1)) ||
+        (rc = tl_add(tl, NM("ffn_gate_exps.weight"), wt, 0.0f, s_in, 3, E, F, X)) ||
+        (rc = tl_add(tl, NM("ffn_up_exps.weight"), wt, 0.0f, s_in, 3, E, F, X)) ||
+        (rc = tl_add(tl, NM("ffn_down_exps.weight"), wt, 0.0f, 1.0f / sqrtf((float)F), 3, F, E, X)))
+        return rc;
+#undef NM
+    return 0;
+}
+
+// A SwiGLU FFN of width ff named blk.L.<gate>/<up>/<down>.weight (dense or shared expert).
+static int ffn_tensors(struct tensor_list *tl, uint32_t l, const char *gate, const char *up,
+                       const char *down, uint64_t E, uint64_t ff, uint32_t wt)
+{
+    char n[96];
+    int rc;
+    const float s_in = 1.0f / sqrtf((float)E);
+    snprintf(n, sizeof n, "blk.%u.%s.weight", l, gate);
+    if ((rc = tl_add(tl, n, wt, 0.0f, s_in, 2, E, ff, 1))) return rc;
+    snprintf(n, sizeof n, "blk.%u.%s.weight", l, up);
+    if ((rc = tl_add(tl, n, wt, 0.0f, s_in, 2, E, ff, 1))) return rc;
+    snprintf(n, sizeof n, "blk.%u.%s.weight", l, down);
+    return tl_add(tl, n, wt, 0.0f, 1.0f / sqrtf((float)ff), 2, ff, E, 1);
+}
+
+// glm4moe (ORACLE.md): n_layer trunk blocks then n_nextn prediction blocks, which real files
+// carry in block_count; llama.cpp and strata skip them when decoding.
+static int glm4moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
+                           uint32_t n_layer, uint32_t n_expert, uint32_t wt)
+{
+    const uint64_t E = p->n_embd, D = p->head_dim, H = p->n_head, Hkv = p->n_head_kv;
+    const float s_in = 1.0f / sqrtf((float)E);
+    char n[96];
+    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
+    for (uint32_t l = 0; l < n_layer + p->n_nextn && rc == 0; l++) {
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_q.weight"), wt, 0.0f, s_in, 2, E, H * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_k.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_v.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_q.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, H * D, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_k.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_v.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
+            (rc = tl_add(tl, NM("post_attention_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)))
+            break;
+        if (p->qk_norm &&
+            ((rc = tl_add(tl, NM("attn_q_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
+             (rc = tl_add(tl, NM("attn_k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1))))
+            break;
+        if (l < p->n_dense_lead) {
+            rc = ffn_tensors(tl, l, "ffn_gate", "ffn_up", "ffn_down", E, p->n_ff, wt);
+        } else if ((rc = moe_tensors(tl, p, l, n_expert, wt)) ||
+                   (rc = tl_add(tl, NM("exp_probs_b.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, n_expert, 1, 1)) ||
+                   (rc = ffn_tensors(tl, l, "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", E,
+                                     (uint64_t)p->n_ff_exp * p->n_expert_shared, wt))) {
+            break;
+        }
+        if (rc == 0 && l >= n_layer &&
+            ((rc = tl_add(tl, NM("nextn.eh_proj.weight"), wt, 0.0f, s_in, 2, 2 * E, E, 1)) ||
+             (rc = tl_add(tl, NM("nextn.enorm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+             (rc = tl_add(tl, NM("nextn.hnorm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+             (rc = tl_add(tl, NM("nextn.shared_head_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1))))
+            break;
+#undef NM
+    }
+    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
+    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
+    return rc;
+}
+
+// qwen3next / qwen35moe (ORACLE.md): delta-net blocks with a gated full-attention block every
+// full_attn_interval; every block has routed experts and a sigmoid-gated shared expert.
+static int qwen3next_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
+                             uint32_t n_layer, uint32_t n_expert, uint32_t wt)
+{
+    const uint64_t E = p->n_embd, D = p->head_dim, H = p->n_head, Hkv = p->n_head_kv;
+    const uint64_t dk = p->ssm_d_state, nk = p->ssm_n_group, nv = p->ssm_dt_rank;
+    const uint64_t conv_dim = 2 * nk * dk + nv * dk;
+    const bool split_ba = strcmp(p->arch, "qwen35moe") == 0;
+    const float s_in = 1.0f / sqrtf((float)E);
+    char n[96];
+    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
+    for (uint32_t l = 0; l < n_layer && rc == 0; l++) {
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = tl_add(tl, NM("post_attention_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)))
+            break;
+        if ((l + 1) % p->full_attn_interval == 0) {
+            if ((rc = tl_add(tl, NM("attn_q.weight"), wt, 0.0f, s_in, 2, E, 2 * H * D, 1)) ||
+                (rc = tl_add(tl, NM("attn_k.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+                (rc = tl_add(tl, NM("attn_v.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+                (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
+                (rc = tl_add(tl, NM("attn_q_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
+                (rc = tl_add(tl, NM("attn_k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)))
+                break;
+        } else {
+            if ((rc = tl_add(tl, NM("attn_qkv.weight"), wt, 0.0f, s_in, 2, E, conv_dim, 1)) ||
+                (rc = tl_add(tl, NM("attn_gate.weight"), wt, 0.0f, s_in, 2, E, nv * dk, 1)) ||
+                (rc = tl_add(tl, NM("ssm_conv1d.weight"), STRATA_TYPE_F32, 0.0f, 1.0f / sqrtf((float)p->ssm_d_conv),
+                             2, p->ssm_d_conv, conv_dim, 1)) ||
+                (rc = tl_add(tl, NM("ssm_dt.bias"), STRATA_TYPE_F32, 0.0f, 1.0f, 1, nv, 1, 1)) ||
+                (rc = tl_add(tl, NM("ssm_a"), STRATA_TYPE_F32, -0.5f, 0.5f, 1, nv, 1, 1)) ||
+                (rc = tl_add(tl, NM("ssm_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, dk, 1, 1)) ||
+                (rc = tl_add(tl, NM("ssm_out.weight"), wt, 0.0f, 1.0f / sqrtf((float)(nv * dk)), 2, nv * dk, E, 1)))
+                break;
+            tl->items[tl->n - 3].negative = true;  // ssm_a
+            if (split_ba)
+                rc = tl_add(tl, NM("ssm_beta.weight"), wt, 0.0f, s_in, 2, E, nv, 1);
+            if (split_ba && rc == 0)
+                rc = tl_add(tl, NM("ssm_alpha.weight"), wt, 0.0f, s_in, 2, E, nv, 1);
+            if (!split_ba)
+                rc = tl_add(tl, NM("ssm_ba.weight"), wt, 0.0f, s_in, 2, E, 2 * nv, 1);
+            if (rc) break;
+        }
+        if ((rc = moe_tensors(tl, p, l, n_expert, wt)) ||
+            (rc = tl_add(tl, NM("ffn_gate_inp_shexp.weight"), STRATA_TYPE_F32, 0.0f, 2.0f * s_in, 1, E, 1, 1)) ||
+            (rc = ffn_tensors(tl, l, "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", E, p->n_ff_shexp, wt)))
+            break;
+#undef NM
+    }
+    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
+    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
+    return rc;
+}
+
+// Keys of the newer architectures (ORACLE.md lists which llama.cpp requires).
+static int write_arch_hparams(struct gguf_writer *w, const struct preset *p)
+{
+    char k[128];
+    const char *a = p->arch;
+    int rc = 0;
+#define K(s) (snprintf(k, sizeof k, "%s." s, a), k)
+    if (strcmp(a, "glm4moe") == 0) {
+        if ((rc = gguf_writer_set_u32(w, K("expert_shared_count"), p->n_expert_shared)) ||
+            (rc = gguf_writer_set_u32(w, K("leading_dense_block_count"), p->n_dense_lead)) ||
+            (rc = gguf_writer_set_u32(w, K("feed_forward_length"), p->n_ff)) ||
+            (rc = gguf_writer_set_f32(w, K("expert_weights_scale"), p->expert_weights_scale)) ||
+            (rc = gguf_writer_set_bool(w, K("expert_weights_norm"), true)) ||
+            (rc = gguf_writer_set_u32(w, K("expert_gating_func"), 2)) ||
+            (rc = gguf_writer_set_u32(w, K("nextn_predict_layers"), p->n_nextn)))
+            return rc;
+    } else if (p->ssm_d_state) {
+        if ((rc = gguf_writer_set_u32(w, K("ssm.conv_kernel"), p->ssm_d_conv)) ||
+            (rc = gguf_writer_set_u32(w, K("ssm.state_size"), p->ssm_d_state)) ||
+            (rc = gguf_writer_set_u32(w, K("ssm.group_count"), p->ssm_n_group)) ||
+            (rc = gguf_writer_set_u32(w, K("ssm.time_step_rank"), p->ssm_dt_rank)) ||
+            (rc = gguf_writer_set_u32(w, K("ssm.inner_size"), p->ssm_d_state * p->ssm_dt_rank)) ||
+            (rc = gguf_writer_set_u32(w, K("full_attention_interval"), p->full_attn_interval)) ||
+            (rc = gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), p->n_ff_shexp)))
+            return rc;
+        if (p->rope_sections[0] &&
+            (rc = gguf_writer_set_arr(w, K("rope.dimension_sections"), GGUF_TYPE_INT32, p->rope_sections, 4)))
+            return rc;
+    }
+#undef K
+    return 0;
+}
+
 static int write_hparams(struct gguf_writer *w, const struct preset *p, const char *model_name,
                          uint32_t n_layer, uint32_t n_expert)
 {
@@ -193,20 +420,20 @@ static int write_hparams(struct gguf_writer *w, const struct preset *p, const ch
         (rc = gguf_writer_set_str(w, "general.name", model_name)) ||
         (rc = gguf_writer_set_u32(w, K("context_length"), p->n_ctx)) ||
         (rc = gguf_writer_set_u32(w, K("embedding_length"), p->n_embd)) ||
-        (rc = gguf_writer_set_u32(w, K("block_count"), n_layer)) ||
+        (rc = gguf_writer_set_u32(w, K("block_count"), n_layer + p->n_nextn)) ||
         (rc = gguf_writer_set_u32(w, K("attention.head_count"), p->n_head)) ||
         (rc = gguf_writer_set_u32(w, K("attention.head_count_kv"), p->n_head_kv)) ||
         (rc = gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
         (rc = gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim)) ||
         (rc = gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), p->rms_eps)) ||
         (rc = gguf_writer_set_f32(w, K("rope.freq_base"), p->rope_base)) ||
-        (rc = gguf_writer_set_u32(w, K("rope.dimension_count"), p->head_dim)) ||
+        (rc = gguf_writer_set_u32(w, K("rope.dimension_count"), p->n_rot ? p->n_rot : p->head_dim)) ||
         (rc = gguf_writer_set_u32(w, K("expert_count"), n_expert)) ||
         (rc = gguf_writer_set_u32(w, K("expert_used_count"), p->n_expert_used)) ||
         (rc = gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)))
         return rc;
 #undef K
-    return 0;
+    return write_arch_hparams(w, p);
 }
 
 static uint64_t hash_name(uint64_t seed, const char *s)
@@ -261,8 +488,10 @@ static int write_tensor_data(struct gguf_writer *w, int index, const struct synt
         uint64_t nr = n_rows - r < rows_per_chunk ? n_rows - r : rows_per_chunk;
         if (t->mean != 0.0f) {
             // Only F32 tensors (norms) have a mean; their rows are short.
-            for (uint64_t i = 0; i < nr * row_elems; i++)
+            for (uint64_t i = 0; i < nr * row_elems; i++) {
                 fbuf[i] = t->mean + t->std * strata_rng_normal(&rng);
+                if (t->negative) fbuf[i] = -fabsf(fbuf[i]);
+            }
             memcpy(buf, fbuf, nr * row_bytes);
         } else {
             rc = strata_quant_random(t->type, &rng, buf, (int64_t)(nr * row_elems), t->std);
@@ -332,7 +561,13 @@ int strata_synth(const struct strata_synth_opts *o)
         rc = strata_tokenizer_write_builtin(w, n_vocab);
     if (rc) goto done;
 
-    if ((rc = qwen3moe_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt))) goto done;
+    if (strcmp(p->arch, "glm4moe") == 0)
+        rc = glm4moe_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
+    else if (p->ssm_d_state)
+        rc = qwen3next_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
+    else
+        rc = qwen3moe_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
+    if (rc) goto done;
 
     uint64_t total = 0, max_row = 0;
     for (size_t i = 0; i < tl.n; i++) {

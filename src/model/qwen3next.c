@@ -1,0 +1,123 @@
+// qwen3next (Qwen3-Next-80B-A3B) and qwen35moe (Qwen3.5 MoE, e.g. 397B-A17B): tensors. The
+// forward pass is the shared one (qwen3moe.c) with what these weights switch on:
+//   every full_attention_interval-th block: attention whose query projection gives, per head,
+//   the query then a gate; per-head q/k RMS norms, NeoX RoPE on the first n_rot dims, output
+//   times sigmoid(gate);
+//   the other blocks: gated delta-net linear attention (deltanet.c);
+//   every block: post_attention_norm, softmax router top-k renormalised, and a shared expert
+//   scaled by sigmoid(ffn_gate_inp_shexp . h).
+// qwen35moe differs in the loading only by separate beta and alpha projections; in the forward
+// pass by key heads tiled over the value heads and the M-RoPE section mask (deltanet.c, blocks.c).
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gguf/gguf.h"
+#include "model/model_impl.h"
+#include "util/log.h"
+
+// Tensors of one delta-net block.
+static int load_deltanet(struct strata_model *m, uint32_t l, struct strata_deltanet_layer *dn)
+{
+    const struct strata_hparams *hp = &m->hp;
+    const uint64_t E = hp->n_embd, d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank;
+    const uint64_t C = 2 * nk * d + nv * d, K = hp->ssm_d_conv;
+    struct strata_mat conv;
+    char n[96];
+    int rc;
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+    if ((rc = strata_model_load_mat(m, NM("attn_qkv.weight"), E, C, true, &dn->qkv)) ||
+        (rc = strata_model_load_mat(m, NM("attn_gate.weight"), E, nv * d, true, &dn->z)) ||
+        (rc = strata_model_load_mat(m, NM("ssm_conv1d.weight"), K, C, true, &conv)) ||
+        (rc = strata_model_load_vec(m, NM("ssm_dt.bias"), nv, &dn->dt_bias)) ||
+        (rc = strata_model_load_vec(m, NM("ssm_a"), nv, &dn->a)) ||
+        (rc = strata_model_load_vec(m, NM("ssm_norm.weight"), d, &dn->norm)) ||
+        (rc = strata_model_load_mat(m, NM("ssm_out.weight"), nv * d, E, true, &dn->out)))
+        return rc;
+    if (conv.type != STRATA_TYPE_F32) {
+        strata_log_error("model_load: %s: tensor '%s' is %s; the conv taps must be F32", m->file->path,
+                         NM("ssm_conv1d.weight"), strata_type_name(conv.type));
+        return STRATA_EUNSUP;
+    }
+    dn->conv = conv.data;
+    if (hp->arch == STRATA_ARCH_QWEN35MOE)
+        rc = strata_model_load_mat(m, NM("ssm_beta.weight"), E, nv, true, &dn->beta);
+    if (hp->arch == STRATA_ARCH_QWEN35MOE && rc == 0)
+        rc = strata_model_load_mat(m, NM("ssm_alpha.weight"), E, nv, true, &dn->alpha);
+    if (hp->arch != STRATA_ARCH_QWEN35MOE)
+        rc = strata_model_load_mat(m, NM("ssm_ba.weight"), E, 2 * nv, true, &dn->ba);
+#undef NM
+    return rc;
+}
+
+// Tensors of one gated full-attention block.
+static int load_attention(struct strata_model *m, uint32_t l, struct strata_layer *L)
+{
+    const struct strata_hparams *hp = &m->hp;
+    const uint64_t E = hp->n_embd, D = hp->head_dim_k;
+    const uint64_t QD = (uint64_t)hp->n_head * D, KD = (uint64_t)hp->n_head_kv * D;
+    char n[96];
+    int rc;
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+    if ((rc = strata_model_load_mat(m, NM("attn_q.weight"), E, 2 * QD, true, &L->wq)) ||
+        (rc = strata_model_load_mat(m, NM("attn_k.weight"), E, KD, true, &L->wk)) ||
+        (rc = strata_model_load_mat(m, NM("attn_v.weight"), E, KD, true, &L->wv)) ||
+        (rc = strata_model_load_mat(m, NM("attn_output.weight"), QD, E, true, &L->wo)) ||
+        (rc = strata_model_load_vec(m, NM("attn_q_norm.weight"), D, &L->q_norm)) ||
+        (rc = strata_model_load_vec(m, NM("attn_k_norm.weight"), D, &L->k_norm)))
+        return rc;
+#undef NM
+    L->q_gated = true;
+    return 0;
+}
+
+int strata_qwen3next_load(struct strata_model *m)
+{
+    const struct strata_hparams *hp = &m->hp;
+    const uint64_t E = hp->n_embd, V = hp->n_vocab, X = hp->n_expert, Fs = hp->n_ff_shexp;
+    if (hp->head_dim_k != hp->head_dim_v) {
+        strata_log_error("model_load: %s: %s needs key length = value length (%u, %u)", m->file->path,
+                         strata_arch_name(hp->arch), hp->head_dim_k, hp->head_dim_v);
+        return STRATA_EFORMAT;
+    }
+    m->layers = calloc(hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return STRATA_ENOMEM;
+    const uint64_t OD = (uint64_t)hp->n_head * hp->head_dim_v, VDn = (uint64_t)hp->ssm_d_inner;
+    m->max_act_dim = (uint32_t)E;
+    if (OD > m->max_act_dim) m->max_act_dim = (uint32_t)OD;
+    if (VDn > m->max_act_dim) m->max_act_dim = (uint32_t)VDn;
+    if (Fs > m->max_act_dim) m->max_act_dim = (uint32_t)Fs;
+    int rc;
+    if ((rc = strata_model_load_mat(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
+        (rc = strata_model_load_vec(m, "output_norm.weight", E, &m->output_norm)) ||
+        (rc = strata_model_load_mat(m, "output.weight", E, V, false, &m->output)))
+        return rc;
+    if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        struct strata_layer *L = &m->layers[l];
+        L->moe_index = (int32_t)l;
+        L->kv_slot = -1;
+        L->dn.rs_slot = -1;
+        if (strata_hparams_is_recurrent(hp, l)) {
+            L->dn.rs_slot = (int32_t)m->n_rs_layers++;
+            rc = load_deltanet(m, l, &L->dn);
+        } else {
+            L->kv_slot = (int32_t)m->n_kv_layers++;
+            rc = load_attention(m, l, L);
+        }
+        if (rc) return rc;
+        char n[96];
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+        if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), E, &L->attn_norm)) ||
+            (rc = strata_model_load_vec(m, NM("post_attention_norm.weight"), E, &L->ffn_norm)) ||
+            (rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), E, X, true, &L->router)))
+            return rc;
+        if (Fs && ((rc = strata_model_load_mat(m, NM("ffn_gate_shexp.weight"), E, Fs, true, &L->sh_gate)) ||
+                   (rc = strata_model_load_mat(m, NM("ffn_up_shexp.weight"), E, Fs, true, &L->sh_up)) ||
+                   (rc = strata_model_load_mat(m, NM("ffn_down_shexp.weight"), Fs, E, true, &L->sh_down)) ||
+                   (rc = strata_model_load_mat(m, NM("ffn_gate_inp_shexp.weight"), E, 1, false, &L->sh_gate_inp))))
+            return rc;
+#undef NM
+        if ((rc = strata_model_check_experts(m, l))) return rc;
+    }
+    return 0;
+}
