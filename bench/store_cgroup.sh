@@ -7,7 +7,7 @@
 # byte floor (miss bytes / disk GB/s + resident bytes / memory GB/s) and the ratios; one row per
 # configuration appended to bench/results.tsv.
 # Env: MODEL (default /tmp/q30b6_q4k.gguf, synthesised if absent), N (decode tokens, 16),
-# LLAMA_N (8), MEM_GBS (22: this machine, 2 threads, DESIGN.md), ORACLE_NODE_MODULES.
+# LLAMA_N (8), LIMITS ("50 25"), SKIP_LLAMA, MEM_GBS (22: this machine, 2 threads, DESIGN.md), ORACLE_NODE_MODULES.
 set -eu
 cd "$(dirname "$0")/.."
 bin=$PWD/build/strata
@@ -21,7 +21,7 @@ size=$(stat -c %s "$model")
 commit=$(git rev-parse --short HEAD)
 machine="$(nproc)cpu-$(awk '/MemTotal/ {printf "%.0fG", $2/1048576}' /proc/meminfo)"
 results=bench/results.tsv
-[ -f "$results" ] || printf 'date\tcommit\tmachine\tmodel\tflags\ttok_s\thit_rate\tfloor_tok_s\tratio\tnote\n' >"$results"
+[ -f "$results" ] || printf 'date\tcommit\tmachine\tmodel\tengine\tflags\tprompt_tok_s\tdecode_tok_s\thit_rate\tbytes_per_token\tfloor_tok_s\tvs_floor\tvs_llama\tkept\tnote\n' >"$results"
 out=$(mktemp -d /tmp/strata-bench.XXXXXX)
 trap 'rm -rf "$out"; rmdir "$cg" 2>/dev/null || true' EXIT
 
@@ -49,7 +49,7 @@ strata_row() {  # limit_pct limit_bytes label flags...
     echo "$lim" >"$cg/memory.limit_in_bytes"
     if ! incg "$bin" run -m "$model" --prompt-tokens 1 -n $((n + 1)) --temp 0 -t 2 -c 256 -b 16 --ignore-eos --json "$@" >"$out/s.json" 2>"$out/s.err"; then
         echo "strata $label failed at ${pct}%: $(tail -1 "$out/s.err")"
-        printf '%s\t%s\t%s\t%s\t%s\tfail\t\t\t\t%s\n' "$(date -u +%F)" "$commit" "$machine" "q30b-6L-Q4_K" "$label $*" "limit ${pct}%: $(tail -1 "$out/s.err")" >>"$results"
+        printf '%s\t%s\t%s\tqwen3-30b-a3b-L6-Q4_K\tstrata\t%s\t\t\t\t\t\t\t\tno\t%s\n' "$(date -u +%F)" "$commit" "$machine" "$label $*" "limit ${pct}%: failed: $(tail -1 "$out/s.err")" >>"$results"
         return
     fi
     python3 - "$out/s.json" "$pct" "$label $*" "$disk_gbs" "$mem_gbs" "$commit" "$machine" "$results" "$lim" <<'PY'
@@ -70,8 +70,9 @@ note = "limit %s%% (%.0f MiB): %.1f MB read/token, hit %.1f%%, cache %.0f MiB %s
     pct, int(lim) / 2**20, bytes_tok / 1e6, 100 * e["hit_rate"], e["cache_mib"], e["io"], e["io_wait_s"], st["peak_rss_mib"])
 print("strata %-40s %6.2f tok/s  floor %6.2f  ratio %.2f  %s" % (flags, tps, floor, floor / tps if tps else 0, note))
 with open(results, "a") as f:
-    f.write("\t".join([datetime.date.today().isoformat(), commit, machine, "q30b-6L-Q4_K", "strata " + flags,
-                       "%.3f" % tps, "%.3f" % e["hit_rate"], "%.2f" % floor, "%.2f" % (floor / tps if tps else 0), note]) + "\n")
+    f.write("\t".join([datetime.date.today().isoformat(), commit, machine, "qwen3-30b-a3b-L6-Q4_K", "strata",
+                       flags + " -t 2 -c 256 prompt=1 gen=%d" % (tok - 1), "", "%.3f" % tps, "%.3f" % e["hit_rate"],
+                       "%d" % bytes_tok, "%.2f" % floor, "%.2f" % (floor / tps if tps else 0), "", "", note]) + "\n")
 open(sys.argv[1] + ".tps", "w").write(str(tps))
 PY
 }
@@ -91,17 +92,18 @@ llama_row() {  # limit_pct limit_bytes
         note="limit ${pct}%: llama.cpp failed or timed out (rc $rc): $(tail -1 "$out/l.err")"
     fi
     echo "llama.cpp  ${tps} tok/s  ($note)"
-    printf '%s\t%s\t%s\t%s\t%s\t%.3f\t\t\t\t%s\n' "$(date -u +%F)" "$commit" "$machine" "q30b-6L-Q4_K" \
-        "llama.cpp node-llama-cpp 3.22.1 -t 2 mmap" "$tps" "$note" >>"$results"
+    printf '%s\t%s\t%s\tqwen3-30b-a3b-L6-Q4_K\tllama.cpp\tnode-llama-cpp 3.22.1 -t 2 mmap\t\t%.3f\t\t\t\t\t\t\t%s\n' \
+        "$(date -u +%F)" "$commit" "$machine" "$tps" "$note" >>"$results"
     echo "$tps" >"$out/llama_$pct.tps"
 }
 
-for pct in 50 25; do
+for pct in ${LIMITS:-50 25}; do
     lim=$((size * pct / 100))
     # Budget: the limit minus dense weights, KV, scratch, bounce buffers and ~100 MiB of runtime.
     cache=$(( (lim - dense_tok) / 1048576 - 130 ))
+    [ $cache -ge 130 ] || cache=130   # the minimum: 8 slots per layer (122 MiB)
     strata_row $pct $lim "cache-in-limit" --cache-mib $cache --io uring
     strata_row $pct $lim "page-cache" --cache-mib 130 --io pread
-    llama_row $pct $lim
+    [ -n "${SKIP_LLAMA:-}" ] || llama_row $pct $lim
 done
 echo "rows appended to $results"
