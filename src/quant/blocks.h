@@ -102,11 +102,65 @@ static inline int32_t strata_nearest_int(float v)
 #define STRATA_PREFETCH_AHEAD 2048
 #endif
 
-// Issue prefetches for every cache line from *next up to `until` (advancing *next).
-static inline void strata_prefetch_until(const char **next, const char *until)
+// Prefetch AHEAD bytes past the `bytes` bytes at p, one request per 64 bytes: called for each
+// block of a contiguous row, successive requests are at most 64 bytes apart, so every line is
+// requested; once inlined with a constant size there is no loop or branch.
+static inline void strata_prefetch_ahead(const void *p, int bytes)
 {
-    for (; *next < until; *next += 64) __builtin_prefetch(*next, 0, 3);
+    const char *c = (const char *)p + STRATA_PREFETCH_AHEAD;
+    for (int off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
 }
+
+#ifdef __AVX2__
+#include <immintrin.h>
+
+// strata_k_scales in one register: bytes 0..7 the scales, 8..15 the mins. Reads 16 bytes from
+// `packed` (the 12 scale bytes and 4 bytes of what follows them in the block).
+static inline __m128i strata_k_scales_sse(const uint8_t *packed)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)packed);  // dwords w0 w1 w2 (w3 unused)
+    // low bits: w0 & 0x3f.., w2 & 0x0f.., w1 & 0x3f.., (w2 >> 4) & 0x0f..
+    __m128i low = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
+    low = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    // bits 4-5 of scales/mins 4..7: the top two bits of the bytes of w0 / w1
+    __m128i high = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2);
+    high = _mm_and_si128(high, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(low, high);
+}
+
+// The two f16 at p (d and dmin of Q4_K/Q5_K), as floats times `scale`: lanes 0 and 1.
+static inline __m128 strata_two_halves(const void *p, float scale)
+{
+    int32_t pair;
+    __builtin_memcpy(&pair, p, 4);
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(pair)), _mm_set1_ps(scale));
+}
+#endif
+
+// The table of a SIMD file: every file defines static kernels of these names.
+#define STRATA_SIMD_KERNEL_TABLE(table_name, table_isa)               \
+    const struct strata_kernels table_name = {                        \
+        .isa = table_isa,                                             \
+        .dequant = {                                                  \
+            [STRATA_TYPE_F16] = dequant_f16,                          \
+            [STRATA_TYPE_BF16] = dequant_bf16,                        \
+        },                                                            \
+        .quantize = {                                                 \
+            [STRATA_TYPE_F16] = quantize_f16,                         \
+            [STRATA_TYPE_BF16] = quantize_bf16,                       \
+            [STRATA_TYPE_Q8_0] = quantize_q8_0,                       \
+            [STRATA_TYPE_Q8_K] = quantize_q8_k,                       \
+        },                                                            \
+        .vec_dot = {                                                  \
+            [STRATA_TYPE_F32] = vec_dot_f32,                          \
+            [STRATA_TYPE_F16] = vec_dot_f16,                          \
+            [STRATA_TYPE_BF16] = vec_dot_bf16,                        \
+            [STRATA_TYPE_Q8_0] = vec_dot_q8_0,                        \
+            [STRATA_TYPE_Q4_K] = vec_dot_q4_k,                        \
+            [STRATA_TYPE_Q5_K] = vec_dot_q5_k,                        \
+            [STRATA_TYPE_Q6_K] = vec_dot_q6_k,                        \
+        },                                                            \
+    };
 
 // Partial kernel tables of each ISA (NULL where the variant has none); dispatch.c completes them
 // from the lower ISA. Each is defined in the file of its ISA.

@@ -71,13 +71,11 @@ static inline __m256i scale_shuffle(int k)
 // activation's bsums (8 int32 lanes, two bsums per min).
 static inline __m256i k_scales_and_mins(const uint8_t *packed, const int16_t *bsums, __m256i *mins_dot)
 {
-    uint64_t scales, mins;
-    strata_k_scales(packed, &scales, &mins);
-    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128((long long)mins), dup));
+    __m128i sm = strata_k_scales_sse(packed);
+    const __m128i dup_mins = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, dup_mins));
     *mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mins16);
-    __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales));
-    return _mm256_broadcastsi128_si256(sc16);
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
 }
 
 // Bit `bit` of every byte of qh, moved to bit 4 (the Q5_K high bit of sub-block `bit`).
@@ -226,10 +224,9 @@ static inline __attribute__((always_inline)) float dot_floats(int64_t n, const v
 {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        strata_prefetch_until(&prefetch, (const char *)x + STRATA_PREFETCH_AHEAD + (i + 32) * elem_bytes);
+        strata_prefetch_ahead((const char *)x + i * elem_bytes, 32 * (int)elem_bytes);
         acc0 = _mm256_fmadd_ps(load(x, i), load(y, i), acc0);
         acc1 = _mm256_fmadd_ps(load(x, i + 8), load(y, i + 8), acc1);
         acc2 = _mm256_fmadd_ps(load(x, i + 16), load(y, i + 16), acc2);
@@ -272,10 +269,9 @@ static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w, *y = a;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     int64_t nb = n / QK8_0, b = 0;
     for (; b + 2 <= nb; b += 2) {
-        strata_prefetch_until(&prefetch, (const char *)(x + b + 2) + STRATA_PREFETCH_AHEAD);
+        strata_prefetch_ahead(x + b, 2 * sizeof(struct block_q8_0));
         acc0 = q8_0_block(x + b, y + b, acc0);
         acc1 = q8_0_block(x + b + 1, y + b + 1, acc1);
     }
@@ -312,9 +308,8 @@ static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const ui
                                                              const struct block_q8_k *y, bool five)
 {
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-    const char *prefetch = (const char *)w + STRATA_PREFETCH_AHEAD;
     for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
-        strata_prefetch_until(&prefetch, (const char *)w + block_bytes + STRATA_PREFETCH_AHEAD);
+        strata_prefetch_ahead(w, (int)block_bytes);
         // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
         const struct block_q4_k *head = (const struct block_q4_k *)w;
         const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
@@ -325,10 +320,9 @@ static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const ui
         __m256i isum = _mm256_add_epi32(
             _mm256_add_epi32(k_chunk(qs, qh_p, y[b].qs, scales, 0), k_chunk(qs, qh_p, y[b].qs, scales, 1)),
             _mm256_add_epi32(k_chunk(qs, qh_p, y[b].qs, scales, 2), k_chunk(qs, qh_p, y[b].qs, scales, 3)));
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(head->d) * y[b].d);
-        __m256 dmin = _mm256_set1_ps(_cvtsh_ss(head->dmin) * y[b].d);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
-        acc_min = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins_dot), acc_min);
+        __m128 d_dmin = strata_two_halves(&head->d, y[b].d);
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(d_dmin), _mm256_cvtepi32_ps(isum), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(mins_dot), acc_min);
     }
     return hsum_ps(_mm256_sub_ps(acc, acc_min));
 }
@@ -377,9 +371,8 @@ static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
     const struct block_q6_k *x = w;
     const struct block_q8_k *y = a;
     __m256 acc = _mm256_setzero_ps();
-    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        strata_prefetch_until(&prefetch, (const char *)(x + b + 1) + STRATA_PREFETCH_AHEAD);
+        strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
         __m128i sc8 = _mm_loadu_si128((const __m128i *)x[b].scales);
         __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)y[b].bsums));
         __m256i isum = _mm256_add_epi32(q6_half(x[b].ql, x[b].qh, y[b].qs, sc8, 0),
@@ -391,25 +384,4 @@ static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
     *s = hsum_ps(acc);
 }
 
-const struct strata_kernels strata_kernels_avx2_table = {
-    .isa = STRATA_ISA_AVX2,
-    .dequant = {
-        [STRATA_TYPE_F16] = dequant_f16,
-        [STRATA_TYPE_BF16] = dequant_bf16,
-    },
-    .quantize = {
-        [STRATA_TYPE_F16] = quantize_f16,
-        [STRATA_TYPE_BF16] = quantize_bf16,
-        [STRATA_TYPE_Q8_0] = quantize_q8_0,
-        [STRATA_TYPE_Q8_K] = quantize_q8_k,
-    },
-    .vec_dot = {
-        [STRATA_TYPE_F32] = vec_dot_f32,
-        [STRATA_TYPE_F16] = vec_dot_f16,
-        [STRATA_TYPE_BF16] = vec_dot_bf16,
-        [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
-        [STRATA_TYPE_Q4_K] = vec_dot_q4_k,
-        [STRATA_TYPE_Q5_K] = vec_dot_q5_k,
-        [STRATA_TYPE_Q6_K] = vec_dot_q6_k,
-    },
-};
+STRATA_SIMD_KERNEL_TABLE(strata_kernels_avx2_table, STRATA_ISA_AVX2)

@@ -205,10 +205,9 @@ static inline __attribute__((always_inline)) float dot_floats(int64_t n, const v
     const __mmask16 all = 0xffff;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
-    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
-        strata_prefetch_until(&prefetch, (const char *)x + STRATA_PREFETCH_AHEAD + (i + 64) * elem_bytes);
+        strata_prefetch_ahead((const char *)x + i * elem_bytes, 64 * (int)elem_bytes);
         acc0 = _mm512_fmadd_ps(load(x, i, all), load(y, i, all), acc0);
         acc1 = _mm512_fmadd_ps(load(x, i + 16, all), load(y, i + 16, all), acc1);
         acc2 = _mm512_fmadd_ps(load(x, i + 32, all), load(y, i + 32, all), acc2);
@@ -248,10 +247,9 @@ static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w, *y = a;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     int64_t nb = n / QK8_0, b = 0;
     for (; b + 2 <= nb; b += 2) {
-        strata_prefetch_until(&prefetch, (const char *)(x + b + 2) + STRATA_PREFETCH_AHEAD);
+        strata_prefetch_ahead(x + b, 2 * sizeof(struct block_q8_0));
         acc0 = q8_0_block(x + b, y + b, acc0);
         acc1 = q8_0_block(x + b + 1, y + b + 1, acc1);
     }
@@ -259,16 +257,14 @@ static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
     *s = hsum256_ps(_mm256_add_ps(acc0, acc1));
 }
 
-// Q4_K/Q5_K block prologue: the 8 scales as int16 lanes 0..7 of a zmm, and the dot of the mins
-// with the activation's bsums (two bsums per min) as 8 int32 lanes.
+// Q4_K/Q5_K block prologue: the 8 scales in int16 lanes 0..7 (the mins in 8..15), and the dot
+// of the mins with the activation's bsums (two bsums per min) as 8 int32 lanes.
 static inline __m512i k_scales_and_mins(const uint8_t *packed, const int16_t *bsums, __m256i *mins_dot)
 {
-    uint64_t scales, mins;
-    strata_k_scales(packed, &scales, &mins);
-    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128((long long)mins), dup));
-    *mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mins16);
-    return _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
+    __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(packed));
+    const __m256i dup_mins = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    *mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), _mm256_permutexvar_epi16(dup_mins, sm16));
+    return _mm512_castsi256_si512(sm16);
 }
 
 // One 64-element chunk j of a Q4_K/Q5_K block: the quants of qs[32j..32j+31] in element order
@@ -299,9 +295,8 @@ static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const ui
     const __m512i sel2 = five ? q5_select(2) : zero, sel3 = five ? q5_select(3) : zero;
     __m512 acc = _mm512_setzero_ps();
     __m256 acc_min = _mm256_setzero_ps();
-    const char *prefetch = (const char *)w + STRATA_PREFETCH_AHEAD;
     for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
-        strata_prefetch_until(&prefetch, (const char *)w + block_bytes + STRATA_PREFETCH_AHEAD);
+        strata_prefetch_ahead(w, (int)block_bytes);
         // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
         const struct block_q4_k *head = (const struct block_q4_k *)w;
         const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
@@ -314,9 +309,9 @@ static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const ui
         __m512i isum1 = k_chunk(qs + 32, qh_p, sel1, act + 64, scales, idx1, zero);
         isum0 = k_chunk(qs + 64, qh_p, sel2, act + 128, scales, idx2, isum0);
         isum1 = k_chunk(qs + 96, qh_p, sel3, act + 192, scales, idx3, isum1);
-        __m512 d = _mm512_set1_ps(_cvtsh_ss(head->d) * y[b].d);
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum0, isum1)), acc);
-        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(head->dmin) * y[b].d), _mm256_cvtepi32_ps(mins_dot), acc_min);
+        __m128 d_dmin = strata_two_halves(&head->d, y[b].d);
+        acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(d_dmin), _mm512_cvtepi32_ps(_mm512_add_epi32(isum0, isum1)), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(mins_dot), acc_min);
     }
     __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
     return hsum256_ps(_mm256_sub_ps(folded, acc_min));
@@ -358,9 +353,8 @@ static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
     const struct block_q8_k *y = a;
     const __m512i idx0 = scale_index(0, 8), idx1 = scale_index(4, 8), idx2 = scale_index(8, 8), idx3 = scale_index(12, 8);
     __m512 acc = _mm512_setzero_ps();
-    const char *prefetch = (const char *)x + STRATA_PREFETCH_AHEAD;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        strata_prefetch_until(&prefetch, (const char *)(x + b + 1) + STRATA_PREFETCH_AHEAD);
+        strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
         __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[b].bsums));
         __m512i scales = _mm512_castsi256_si512(sc16);
@@ -373,25 +367,4 @@ static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
     *s = _mm512_reduce_add_ps(acc);
 }
 
-const struct strata_kernels strata_kernels_avx512_table = {
-    .isa = STRATA_ISA_AVX512,
-    .dequant = {
-        [STRATA_TYPE_F16] = dequant_f16,
-        [STRATA_TYPE_BF16] = dequant_bf16,
-    },
-    .quantize = {
-        [STRATA_TYPE_F16] = quantize_f16,
-        [STRATA_TYPE_BF16] = quantize_bf16,
-        [STRATA_TYPE_Q8_0] = quantize_q8_0,
-        [STRATA_TYPE_Q8_K] = quantize_q8_k,
-    },
-    .vec_dot = {
-        [STRATA_TYPE_F32] = vec_dot_f32,
-        [STRATA_TYPE_F16] = vec_dot_f16,
-        [STRATA_TYPE_BF16] = vec_dot_bf16,
-        [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
-        [STRATA_TYPE_Q4_K] = vec_dot_q4_k,
-        [STRATA_TYPE_Q5_K] = vec_dot_q5_k,
-        [STRATA_TYPE_Q6_K] = vec_dot_q6_k,
-    },
-};
+STRATA_SIMD_KERNEL_TABLE(strata_kernels_avx512_table, STRATA_ISA_AVX512)
