@@ -128,6 +128,32 @@ static inline __m128i strata_k_scales_sse(const uint8_t *packed)
     return _mm_or_si128(low, high);
 }
 
+static inline float strata_hsum256_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// The Q8_0 x Q8_0 loop of the SIMD files, over their `block` step (which adds one block pair's
+// scaled sum into 8 float lanes): two accumulators, weights prefetched.
+typedef __m256 (*strata_q8_0_step)(const void *w_block, const void *a_block, __m256 acc);
+
+static inline __attribute__((always_inline)) float strata_dot_q8_0(int64_t n, const void *w, const void *a,
+                                                                   strata_q8_0_step block)
+{
+    const struct block_q8_0 *x = w, *y = a;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t nb = n / QK8_0, b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        strata_prefetch_ahead(x + b, 2 * sizeof(struct block_q8_0));
+        acc0 = block(x + b, y + b, acc0);
+        acc1 = block(x + b + 1, y + b + 1, acc1);
+    }
+    if (b < nb) acc0 = block(x + b, y + b, acc0);
+    return strata_hsum256_ps(_mm256_add_ps(acc0, acc1));
+}
+
 // The two f16 at p (d and dmin of Q4_K/Q5_K), as floats times `scale`: lanes 0 and 1.
 static inline __m128 strata_two_halves(const void *p, float scale)
 {

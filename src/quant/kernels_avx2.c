@@ -13,14 +13,6 @@
 
 // ---- helpers --------------------------------------------------------------------------------
 
-static inline float hsum_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline float hmax_ps(__m256 v)
 {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -233,7 +225,7 @@ static inline __attribute__((always_inline)) float dot_floats(int64_t n, const v
         acc3 = _mm256_fmadd_ps(load(x, i + 24), load(y, i + 24), acc3);
     }
     for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load(x, i), load(y, i), acc0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    float sum = strata_hsum256_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
     for (; i < n; i++) sum += load1(x, i) * load1(y, i);
     return sum;
 }
@@ -253,11 +245,12 @@ static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
     *s = dot_floats(n, w, a, 2, load8_bf16, load1_bf16);
 }
 
-// One Q8_0 block pair: sum of w[i] * a[i] over 32 int8 pairs, converted to 8 float lanes and
-// scaled. maddubs needs an unsigned operand: |w| times a with w's sign, exact unless a = -128,
-// which no quantizer of ours writes.
-static inline __m256 q8_0_block(const struct block_q8_0 *x, const struct block_q8_0 *y, __m256 acc)
+// One Q8_0 weight block times its activation block: the 32 int8 products summed exactly in 8
+// int32 lanes, then scaled into `acc`. maddubs needs an unsigned operand: |w| times a with w's
+// sign, exact unless a = -128, which no quantizer of ours writes.
+static inline __m256 q8_0_block(const void *w_block, const void *a_block, __m256 acc)
 {
+    const struct block_q8_0 *x = w_block, *y = a_block;
     __m256i w = _mm256_loadu_si256((const __m256i *)x->qs), a = _mm256_loadu_si256((const __m256i *)y->qs);
     __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
     __m256i isum = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
@@ -267,16 +260,7 @@ static inline __m256 q8_0_block(const struct block_q8_0 *x, const struct block_q
 
 static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct block_q8_0 *x = w, *y = a;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t nb = n / QK8_0, b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        strata_prefetch_ahead(x + b, 2 * sizeof(struct block_q8_0));
-        acc0 = q8_0_block(x + b, y + b, acc0);
-        acc1 = q8_0_block(x + b + 1, y + b + 1, acc1);
-    }
-    if (b < nb) acc0 = q8_0_block(x + b, y + b, acc0);
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *s = strata_dot_q8_0(n, w, a, q8_0_block);
 }
 
 // One 32-element sub-block: unsigned quants (< 64) times activations, times the scale in int16
@@ -303,7 +287,7 @@ static inline __m256i k_chunk(const uint8_t *qs, const __m256i *qh, const int8_t
                             scaled_sub_block(hi, act + 64 * j + 32, scales, 2 * j + 1));
 }
 
-// The Q4_K / Q5_K block loop: x d * sum(sc * q * a) - dmin * sum(m * bsums), per block.
+// The Q4_K / Q5_K block loop: d * sum(sc * q * a) - dmin * sum(m * bsums), per block.
 static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const uint8_t *w, size_t block_bytes,
                                                              const struct block_q8_k *y, bool five)
 {
@@ -324,7 +308,7 @@ static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const ui
         acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(d_dmin), _mm256_cvtepi32_ps(isum), acc);
         acc_min = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(mins_dot), acc_min);
     }
-    return hsum_ps(_mm256_sub_ps(acc, acc_min));
+    return strata_hsum256_ps(_mm256_sub_ps(acc, acc_min));
 }
 
 static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
@@ -381,7 +365,7 @@ static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
         __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(total), acc);
     }
-    *s = hsum_ps(acc);
+    *s = strata_hsum256_ps(acc);
 }
 
 STRATA_SIMD_KERNEL_TABLE(strata_kernels_avx2_table, STRATA_ISA_AVX2)

@@ -43,8 +43,8 @@ static inline __mmask16 tail_mask(int64_t remaining)
     return (__mmask16)((1u << remaining) - 1);
 }
 
-// 32 bytes broadcast to both halves of a zmm; the upper half shifted right by `upper_shift`
-// bits per 64-bit lane (so per byte, for shifts < 8, once masked).
+// 32 bytes broadcast to both halves of a zmm, each half shifted right by its own count of bits
+// per 64-bit lane (which is per byte, for counts < 8, once the caller masks the bits it wants).
 static inline __m512i broadcast_shift(const uint8_t *p, int lower_shift, int upper_shift)
 {
     __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
@@ -59,13 +59,6 @@ static inline __m512i scale_index(int first, int run)
     short idx[32];
     for (int i = 0; i < 32; i++) idx[i] = (short)(first + i / run);
     return _mm512_loadu_si512(idx);
-}
-
-static inline float hsum256_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 // ---- dequantisation -------------------------------------------------------------------------
@@ -233,10 +226,12 @@ static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
     *s = dot_floats(n, w, a, 2, load16_bf16);
 }
 
-// One Q8_0 block pair in 256-bit registers (three vector ports, against two for zmm): vpdpbusd
-// wants an unsigned operand, so |w| times a with w's sign (a is never -128).
-static inline __m256 q8_0_block(const struct block_q8_0 *x, const struct block_q8_0 *y, __m256 acc)
+// One Q8_0 weight block times its activation block, in 256-bit registers (a block is 32 bytes;
+// two per zmm cost more in shuffles than they save): vpdpbusd wants an unsigned operand, so |w|
+// times a with w's sign (a is never -128).
+static inline __m256 q8_0_block(const void *w_block, const void *a_block, __m256 acc)
 {
+    const struct block_q8_0 *x = w_block, *y = a_block;
     __m256i w = _mm256_loadu_si256((const __m256i *)x->qs), a = _mm256_loadu_si256((const __m256i *)y->qs);
     __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
     __m256 d = _mm256_set1_ps(_cvtsh_ss(x->d) * _cvtsh_ss(y->d));
@@ -245,16 +240,7 @@ static inline __m256 q8_0_block(const struct block_q8_0 *x, const struct block_q
 
 static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct block_q8_0 *x = w, *y = a;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t nb = n / QK8_0, b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        strata_prefetch_ahead(x + b, 2 * sizeof(struct block_q8_0));
-        acc0 = q8_0_block(x + b, y + b, acc0);
-        acc1 = q8_0_block(x + b + 1, y + b + 1, acc1);
-    }
-    if (b < nb) acc0 = q8_0_block(x + b, y + b, acc0);
-    *s = hsum256_ps(_mm256_add_ps(acc0, acc1));
+    *s = strata_dot_q8_0(n, w, a, q8_0_block);
 }
 
 // Q4_K/Q5_K block prologue: the 8 scales in int16 lanes 0..7 (the mins in 8..15), and the dot
@@ -314,7 +300,7 @@ static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const ui
         acc_min = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(mins_dot), acc_min);
     }
     __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    return hsum256_ps(_mm256_sub_ps(folded, acc_min));
+    return strata_hsum256_ps(_mm256_sub_ps(folded, acc_min));
 }
 
 static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
