@@ -885,10 +885,11 @@ static int run_bench(const char *ggml_lib)
     uint8_t *act = xmalloc(n * 4);
     uint64_t rng = 1;
     memset(w, 1, set_bytes);
-    double floor = read_floor_gbps(w, set_bytes);
+    double floor = __builtin_cpu_supports("avx2") ? read_floor_gbps(w, set_bytes) : NAN;
     printf("single-thread read floor on %zu MiB: %.1f GB/s; rows of %lld elements, one activation row\n",
            set_bytes >> 20, floor, (long long)n);
     printf("%-5s %-7s %12s %10s %12s %10s\n", "type", "isa", "64MiB GB/s", "of floor", "256KiB GB/s", "ns/row");
+    printf("%-5s %-7s %12s %10s %12s %10s\n", "", "", "(from RAM)", "", "(in cache)", "(cache)");
     random_activations(&rng, x, n);
     for (size_t k = 0; k < N_COMPUTABLE; k++) {
         uint32_t type = g_computable[k], vt = strata_type_traits(type)->vec_dot_type;
