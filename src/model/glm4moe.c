@@ -14,19 +14,11 @@
 #include "model/model_impl.h"
 #include "util/log.h"
 
-static int load_optional_vec(struct strata_model *m, const char *name, uint64_t n, const float **out)
-{
-    *out = NULL;
-    if (!gguf_find_tensor(m->file, name)) return 0;
-    return strata_model_load_vec(m, name, n, out);
-}
-
 int strata_glm4moe_load(struct strata_model *m)
 {
     const struct strata_hparams *hp = &m->hp;
-    const uint64_t E = hp->n_embd, V = hp->n_vocab, X = hp->n_expert, D = hp->head_dim_k;
-    const uint64_t QD = (uint64_t)hp->n_head * D, KD = (uint64_t)hp->n_head_kv * D;
-    const uint64_t VD = (uint64_t)hp->n_head_kv * hp->head_dim_v, OD = (uint64_t)hp->n_head * hp->head_dim_v;
+    const uint64_t E = hp->n_embd, X = hp->n_expert;
+    const uint64_t OD = (uint64_t)hp->n_head * hp->head_dim_v;
     const uint64_t Fs = hp->n_ff_shexp;
     if (hp->head_dim_k != hp->head_dim_v) {
         strata_log_error("model_load: %s: glm4moe needs key length = value length (%u, %u)", m->file->path,
@@ -40,11 +32,7 @@ int strata_glm4moe_load(struct strata_model *m)
     if (hp->n_ff > m->max_act_dim) m->max_act_dim = hp->n_ff;
     if (Fs > m->max_act_dim) m->max_act_dim = (uint32_t)Fs;
     int rc;
-    if ((rc = strata_model_load_mat(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
-        (rc = strata_model_load_vec(m, "output_norm.weight", E, &m->output_norm)) ||
-        (rc = strata_model_load_mat(m, "output.weight", E, V, false, &m->output)))
-        return rc;
-    if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
+    if ((rc = strata_model_load_io(m))) return rc;
     int32_t moe_index = 0;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         struct strata_layer *L = &m->layers[l];
@@ -54,15 +42,7 @@ int strata_glm4moe_load(struct strata_model *m)
         char n[96];
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
         if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), E, &L->attn_norm)) ||
-            (rc = strata_model_load_mat(m, NM("attn_q.weight"), E, QD, true, &L->wq)) ||
-            (rc = strata_model_load_mat(m, NM("attn_k.weight"), E, KD, true, &L->wk)) ||
-            (rc = strata_model_load_mat(m, NM("attn_v.weight"), E, VD, true, &L->wv)) ||
-            (rc = strata_model_load_mat(m, NM("attn_output.weight"), OD, E, true, &L->wo)) ||
-            (rc = load_optional_vec(m, NM("attn_q.bias"), QD, &L->bq)) ||
-            (rc = load_optional_vec(m, NM("attn_k.bias"), KD, &L->bk)) ||
-            (rc = load_optional_vec(m, NM("attn_v.bias"), VD, &L->bv)) ||
-            (rc = load_optional_vec(m, NM("attn_q_norm.weight"), D, &L->q_norm)) ||
-            (rc = load_optional_vec(m, NM("attn_k_norm.weight"), D, &L->k_norm)) ||
+            (rc = strata_model_load_attention(m, l, false, false)) ||
             (rc = strata_model_load_vec(m, NM("post_attention_norm.weight"), E, &L->ffn_norm)))
             return rc;
         if (dense) {

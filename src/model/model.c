@@ -94,6 +94,56 @@ int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_i
     return 0;
 }
 
+int strata_model_load_vec_opt(struct strata_model *m, const char *name, uint64_t n, const float **out)
+{
+    *out = NULL;
+    if (!gguf_find_tensor(m->file, name)) return 0;
+    return strata_model_load_vec(m, name, n, out);
+}
+
+int strata_model_load_io(struct strata_model *m)
+{
+    const uint64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    int rc;
+    if ((rc = strata_model_load_mat(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
+        (rc = strata_model_load_vec(m, "output_norm.weight", E, &m->output_norm)) ||
+        (rc = strata_model_load_mat(m, "output.weight", E, V, false, &m->output)))
+        return rc;
+    if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
+    return 0;
+}
+
+int strata_model_load_attention(struct strata_model *m, uint32_t l, bool gated, bool norms_required)
+{
+    const struct strata_hparams *hp = &m->hp;
+    struct strata_layer *L = &m->layers[l];
+    const uint64_t E = hp->n_embd, D = hp->head_dim_k;
+    const uint64_t QD = (uint64_t)hp->n_head * D, KD = (uint64_t)hp->n_head_kv * D;
+    const uint64_t VD = (uint64_t)hp->n_head_kv * hp->head_dim_v, OD = (uint64_t)hp->n_head * hp->head_dim_v;
+    char n[96];
+    int rc;
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+    if ((rc = strata_model_load_mat(m, NM("attn_q.weight"), E, gated ? 2 * QD : QD, true, &L->wq)) ||
+        (rc = strata_model_load_mat(m, NM("attn_k.weight"), E, KD, true, &L->wk)) ||
+        (rc = strata_model_load_mat(m, NM("attn_v.weight"), E, VD, true, &L->wv)) ||
+        (rc = strata_model_load_mat(m, NM("attn_output.weight"), OD, E, true, &L->wo)) ||
+        (rc = strata_model_load_vec_opt(m, NM("attn_q.bias"), gated ? 2 * QD : QD, &L->bq)) ||
+        (rc = strata_model_load_vec_opt(m, NM("attn_k.bias"), KD, &L->bk)) ||
+        (rc = strata_model_load_vec_opt(m, NM("attn_v.bias"), VD, &L->bv)))
+        return rc;
+    if (norms_required &&
+        ((rc = strata_model_load_vec(m, NM("attn_q_norm.weight"), D, &L->q_norm)) ||
+         (rc = strata_model_load_vec(m, NM("attn_k_norm.weight"), D, &L->k_norm))))
+        return rc;
+    if (!norms_required &&
+        ((rc = strata_model_load_vec_opt(m, NM("attn_q_norm.weight"), D, &L->q_norm)) ||
+         (rc = strata_model_load_vec_opt(m, NM("attn_k_norm.weight"), D, &L->k_norm))))
+        return rc;
+#undef NM
+    L->q_gated = gated;
+    return 0;
+}
+
 static int load_arch(struct strata_model *m)
 {
     switch (m->hp.arch) {

@@ -108,6 +108,15 @@ int strata_model_load_vec(struct strata_model *m, const char *name, uint64_t n, 
 int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_in, uint64_t n_out,
                           bool required, struct strata_mat *out);
 
+// An F32 vector that may be absent (*out NULL then).
+int strata_model_load_vec_opt(struct strata_model *m, const char *name, uint64_t n, const float **out);
+// token_embd, output_norm and output (token_embd when absent: tied embeddings).
+int strata_model_load_io(struct strata_model *m);
+// Attention tensors of block l: attn_q ([E][2*H*D] when gated: per head query then gate),
+// attn_k, attn_v, attn_output, the optional q/k/v biases, and the q/k norms (required or
+// optional).
+int strata_model_load_attention(struct strata_model *m, uint32_t l, bool gated, bool norms_required);
+
 int strata_qwen3moe_load(struct strata_model *m);
 int strata_glm4moe_load(struct strata_model *m);
 int strata_qwen3next_load(struct strata_model *m);   // qwen3next and qwen35moe

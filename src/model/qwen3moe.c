@@ -19,9 +19,8 @@
 int strata_qwen3moe_load(struct strata_model *m)
 {
     const struct strata_hparams *hp = &m->hp;
-    const uint64_t E = hp->n_embd, V = hp->n_vocab, X = hp->n_expert;
-    const uint64_t QD = (uint64_t)hp->n_head * hp->head_dim_k, KD = (uint64_t)hp->n_head_kv * hp->head_dim_k;
-    const uint64_t VD = (uint64_t)hp->n_head_kv * hp->head_dim_v, OD = (uint64_t)hp->n_head * hp->head_dim_v;
+    const uint64_t E = hp->n_embd, X = hp->n_expert;
+    const uint64_t OD = (uint64_t)hp->n_head * hp->head_dim_v;
     if (hp->n_rot != hp->head_dim_k || hp->head_dim_k != hp->head_dim_v) {
         strata_log_error("model_load: %s: qwen3moe needs rope dims = key length = value length (%u, %u, %u)",
                          m->file->path, hp->n_rot, hp->head_dim_k, hp->head_dim_v);
@@ -32,11 +31,7 @@ int strata_qwen3moe_load(struct strata_model *m)
     m->n_kv_layers = hp->n_layer;
     m->max_act_dim = (uint32_t)(E > OD ? E : OD);
     int rc;
-    if ((rc = strata_model_load_mat(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
-        (rc = strata_model_load_vec(m, "output_norm.weight", E, &m->output_norm)) ||
-        (rc = strata_model_load_mat(m, "output.weight", E, V, false, &m->output)))
-        return rc;
-    if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
+    if ((rc = strata_model_load_io(m))) return rc;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         struct strata_layer *L = &m->layers[l];
         L->kv_slot = (int32_t)l;
@@ -44,12 +39,7 @@ int strata_qwen3moe_load(struct strata_model *m)
         char n[96];
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
         if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), E, &L->attn_norm)) ||
-            (rc = strata_model_load_mat(m, NM("attn_q.weight"), E, QD, true, &L->wq)) ||
-            (rc = strata_model_load_mat(m, NM("attn_k.weight"), E, KD, true, &L->wk)) ||
-            (rc = strata_model_load_mat(m, NM("attn_v.weight"), E, VD, true, &L->wv)) ||
-            (rc = strata_model_load_mat(m, NM("attn_output.weight"), OD, E, true, &L->wo)) ||
-            (rc = strata_model_load_vec(m, NM("attn_q_norm.weight"), hp->head_dim_k, &L->q_norm)) ||
-            (rc = strata_model_load_vec(m, NM("attn_k_norm.weight"), hp->head_dim_k, &L->k_norm)) ||
+            (rc = strata_model_load_attention(m, l, false, true)) ||
             (rc = strata_model_load_vec(m, NM("ffn_norm.weight"), E, &L->ffn_norm)) ||
             (rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), E, X, true, &L->router)))
             return rc;

@@ -49,31 +49,10 @@ static int load_deltanet(struct strata_model *m, uint32_t l, struct strata_delta
     return rc;
 }
 
-// Tensors of one gated full-attention block.
-static int load_attention(struct strata_model *m, uint32_t l, struct strata_layer *L)
-{
-    const struct strata_hparams *hp = &m->hp;
-    const uint64_t E = hp->n_embd, D = hp->head_dim_k;
-    const uint64_t QD = (uint64_t)hp->n_head * D, KD = (uint64_t)hp->n_head_kv * D;
-    char n[96];
-    int rc;
-#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-    if ((rc = strata_model_load_mat(m, NM("attn_q.weight"), E, 2 * QD, true, &L->wq)) ||
-        (rc = strata_model_load_mat(m, NM("attn_k.weight"), E, KD, true, &L->wk)) ||
-        (rc = strata_model_load_mat(m, NM("attn_v.weight"), E, KD, true, &L->wv)) ||
-        (rc = strata_model_load_mat(m, NM("attn_output.weight"), QD, E, true, &L->wo)) ||
-        (rc = strata_model_load_vec(m, NM("attn_q_norm.weight"), D, &L->q_norm)) ||
-        (rc = strata_model_load_vec(m, NM("attn_k_norm.weight"), D, &L->k_norm)))
-        return rc;
-#undef NM
-    L->q_gated = true;
-    return 0;
-}
-
 int strata_qwen3next_load(struct strata_model *m)
 {
     const struct strata_hparams *hp = &m->hp;
-    const uint64_t E = hp->n_embd, V = hp->n_vocab, X = hp->n_expert, Fs = hp->n_ff_shexp;
+    const uint64_t E = hp->n_embd, X = hp->n_expert, Fs = hp->n_ff_shexp;
     if (hp->head_dim_k != hp->head_dim_v) {
         strata_log_error("model_load: %s: %s needs key length = value length (%u, %u)", m->file->path,
                          strata_arch_name(hp->arch), hp->head_dim_k, hp->head_dim_v);
@@ -87,11 +66,7 @@ int strata_qwen3next_load(struct strata_model *m)
     if (VDn > m->max_act_dim) m->max_act_dim = (uint32_t)VDn;
     if (Fs > m->max_act_dim) m->max_act_dim = (uint32_t)Fs;
     int rc;
-    if ((rc = strata_model_load_mat(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
-        (rc = strata_model_load_vec(m, "output_norm.weight", E, &m->output_norm)) ||
-        (rc = strata_model_load_mat(m, "output.weight", E, V, false, &m->output)))
-        return rc;
-    if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
+    if ((rc = strata_model_load_io(m))) return rc;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         struct strata_layer *L = &m->layers[l];
         L->moe_index = (int32_t)l;
@@ -102,7 +77,7 @@ int strata_qwen3next_load(struct strata_model *m)
             rc = load_deltanet(m, l, &L->dn);
         } else {
             L->kv_slot = (int32_t)m->n_kv_layers++;
-            rc = load_attention(m, l, L);
+            rc = strata_model_load_attention(m, l, true, true);
         }
         if (rc) return rc;
         char n[96];
