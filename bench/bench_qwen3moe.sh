@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Decode and prompt speed of strata and llama.cpp on the same synthetic qwen3moe GGUF of real
-# per-layer shape (qwen3-30b-a3b, layers reduced to fit in RAM), same threads, same prompt, in
-# one run; ratios to llama.cpp and to the RAM-bandwidth floor; a row per engine in results.tsv.
-#   bench/bench_qwen3moe.sh [LAYERS=6] [TYPE=Q4_K] [THREADS=2] [PROMPT=128] [GEN=64] [REPS=3]
+# Decode and prompt speed of strata and llama.cpp on the same synthetic GGUF of real per-layer
+# shape (default qwen3moe qwen3-30b-a3b; e.g. ARCH=qwen3next PRESET=qwen3-next-80b-a3b), layers
+# reduced to fit in RAM, same threads, same prompt, in one run; ratios to llama.cpp and to the
+# RAM-bandwidth floor; strata's time share of the attention blocks (full and linear); a row per
+# engine in results.tsv.
+#   bench/bench_qwen3moe.sh [ARCH=qwen3moe] [PRESET=qwen3-30b-a3b] [LAYERS=6] [TYPE=Q4_K]
+#                           [THREADS=2] [PROMPT=128] [GEN=64] [REPS=3]
 # The model goes to $BENCH_DIR (default /tmp/strata-bench). Needs the oracle (tests/oracle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ARCH=${ARCH:-qwen3moe} PRESET=${PRESET:-qwen3-30b-a3b}
+export ARCH
 LAYERS=${LAYERS:-6} TYPE=${TYPE:-Q4_K} THREADS=${THREADS:-2} PROMPT=${PROMPT:-128} GEN=${GEN:-64} REPS=${REPS:-3}
 BENCH_DIR=${BENCH_DIR:-/tmp/strata-bench}
 mkdir -p "$BENCH_DIR"
 make -s -j2 build/strata build/membw
 . tests/oracle/lib.sh
 oracle_available || { echo "bench needs the oracle: cd tests/oracle && npm ci --omit=optional"; exit 1; }
-model="$BENCH_DIR/qwen3-30b-a3b-L${LAYERS}-${TYPE}.gguf"
-[ -f "$model" ] || build/strata synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$LAYERS" --type "$TYPE" -o "$model"
+model="$BENCH_DIR/${PRESET}-L${LAYERS}-${TYPE}.gguf"
+[ -f "$model" ] || build/strata synth --arch "$ARCH" --preset "$PRESET" --layers "$LAYERS" --type "$TYPE" -o "$model"
 ids=$(awk -v n="$PROMPT" 'BEGIN{s=4242; for(i=0;i<n;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%150000}}')
 echo "$ids" > "$BENCH_DIR/prompt.ids"
 membw=$(build/membw "$THREADS" | awk -F= -v t="$THREADS" '$0 ~ "threads="t" " {print $3}')
@@ -21,7 +26,7 @@ membw=$(build/membw "$THREADS" | awk -F= -v t="$THREADS" '$0 ~ "threads="t" " {p
 # expert triplets per layer.
 bytes=$(build/strata inspect --json "$model" | node -e '
 let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);
- const k=j.metadata["qwen3moe.expert_used_count"];
+ const k=j.metadata[process.env.ARCH+".expert_used_count"];
  let b=0; for(const t of j.tensors){ if(/_exps\./.test(t.name)||t.name==="token_embd.weight") continue; b+=t.bytes; }
  for(const l of j.totals.expert_triplets) b+=k*l.triplet_bytes;
  console.log(b);})')
@@ -31,6 +36,9 @@ for r in $(seq "$REPS"); do
   out=$(build/strata run -m "$model" --prompt-tokens "$ids" -n "$GEN" --temp 0 --ignore-eos --json -t "$THREADS")
   s_pp+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).stats.prompt_tok_s))')")
   s_dec+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).stats.decode_tok_s))')")
+  # Share of strata's forward time in the attention blocks (full attention and delta-net).
+  attn_share=$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const p=JSON.parse(s).stats.phase_s;
+    let t=0; for (const k in p) t+=p[k]; console.log((p.attention/t).toFixed(3))})')
   out=$(oracle_run ../../bench/llama_bench.mjs --model "$model" --tokens "@$BENCH_DIR/prompt.ids" -n "$GEN" --threads "$THREADS")
   l_pp+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).prompt_tok_s))')")
   l_dec+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).decode_tok_s))')")
@@ -47,9 +55,10 @@ awk -v sd="$sd" -v sp="$sp" -v ld="$ld" -v lp="$lp" -v b="$bytes" -v bw="$membw"
   printf "%-10s %12.1f %12.2f %10.2f %9.0f%%\n", "strata", sp, sd, sd*b/1e9, 100*sd/f
   printf "%-10s %12.1f %12.2f %10.2f %9.0f%%\n", "llama.cpp", lp, ld, ld*b/1e9, 100*ld/f
   printf "ratio strata/llama.cpp: decode %.2fx, prompt %.2fx\n", sd/ld, sp/lp }'
+echo "strata time in attention blocks (full + linear): $attn_share of the forward pass"
 d=$(date -u +%Y-%m-%dT%H:%M)
 flags="-t $THREADS prompt=$PROMPT gen=$GEN best-of-$REPS"
 printf '%s\t%s\t%s\t%s\tstrata\t%s\t%.1f\t%.2f\t1.0\t%s\t%s\t%.2f\t%.2f\t%s\t%s\n' "$d" "$commit" "$machine" "$name" "$flags" "$sp" "$sd" "$bytes" "$floor" \
-  "$(awk -v a="$sd" -v f="$floor" 'BEGIN{print a/f}')" "$(awk -v a="$sd" -v b="$ld" 'BEGIN{print a/b}')" "${KEPT:-yes}" "${NOTE:-all resident}" >> bench/results.tsv
+  "$(awk -v a="$sd" -v f="$floor" 'BEGIN{print a/f}')" "$(awk -v a="$sd" -v b="$ld" 'BEGIN{print a/b}')" "${KEPT:-yes}" "${NOTE:-all resident}; attention share $attn_share" >> bench/results.tsv
 printf '%s\t%s\t%s\t%s\tllama.cpp\t%s\t%.1f\t%.2f\t1.0\t%s\t%s\t%.2f\t1\t%s\t%s\n' "$d" "$commit" "$machine" "$name" "$flags" "$lp" "$ld" "$bytes" "$floor" \
   "$(awk -v a="$ld" -v f="$floor" 'BEGIN{print a/f}')" "${KEPT:-yes}" "node-llama-cpp 3.22.1 CPU, F32 KV, mmap" >> bench/results.tsv
