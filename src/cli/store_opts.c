@@ -8,7 +8,8 @@
 const char *const cli_store_usage =
     "  --cache-mib N|full    RAM for routed experts (default full: all resident)\n"
     "  --cache-classes on|off  one slot size per layer type (default on)\n"
-    "  --io pread|uring      expert reads: pread thread pool or io_uring + O_DIRECT (default pread)\n"
+    "  --io pread|uring      expert reads: io_uring + O_DIRECT (default; pread pool where io_uring\n"
+    "                        is unavailable) or a pread thread pool through the page cache\n"
     "  --io-threads N        pread threads / io_uring queue depth (default 4)\n"
     "  --stats-layers        per-layer expert cache counters in the summary / --json\n"
     "  --trace-out FILE      write every token's expert ids per layer (strata sim replays it)\n";

@@ -300,13 +300,29 @@ int strata_io_open(struct strata_io **out, const char *path, enum strata_io_engi
         }
         io->bounce = b;
         int e = io_uring_queue_init((unsigned)io->depth, &io->ring, 0);
-        if (e < 0) {
+        if (e == -ENOSYS || e == -EPERM) {
+            // Kernels or sandboxes without io_uring: same reads through the pread pool.
+            strata_log_warn("experts_io: io_uring unavailable (%s); using the pread pool", strerror(-e));
+            free(io->bounce);
+            io->bounce = NULL;
+            close(io->fd);
+            io->fd = open(path, O_RDONLY | O_CLOEXEC);
+            io->direct = false;
+            io->engine = engine = STRATA_IO_PREAD;
+            if (io->fd < 0) {
+                strata_log_error("experts_io: cannot open %s: %s", path, strerror(errno));
+                rc = -errno;
+                goto fail;
+            }
+        } else if (e < 0) {
             strata_log_error("experts_io: io_uring_queue_init(%d): %s", io->depth, strerror(-e));
             rc = e;
             goto fail;
+        } else {
+            io->ring_ok = true;
         }
-        io->ring_ok = true;
-    } else {
+    }
+    if (engine == STRATA_IO_PREAD) {
         pthread_mutex_init(&io->mu, NULL);
         pthread_cond_init(&io->work_cv, NULL);
         pthread_cond_init(&io->done_cv, NULL);
