@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "quant/blocks.h"
+#include "quant/lowbit.h"
 #include "util/log.h"
 
 // Filled once (cpuid traps to the hypervisor in a VM: microseconds), then read-only.
@@ -58,10 +59,17 @@ static void init_once(void)
     // runs are handed out)
     const struct strata_kernels *partial[STRATA_ISA_COUNT] = {
         &strata_kernels_scalar_table, &strata_kernels_avx2_table, &strata_kernels_avx512_table};
+    const struct strata_kernels *lowbit[STRATA_ISA_COUNT] = {
+        &strata_lowbit_scalar_table, &strata_lowbit_avx2_table, &strata_lowbit_avx512_table};
     for (int isa = 0; isa < STRATA_ISA_COUNT; isa++) {
         struct strata_kernels *t = &g_tables[isa];
         *t = *partial[isa];
         t->isa = (enum strata_isa)isa;
+        for (int i = 0; i < STRATA_TYPE_COUNT; i++) {  // the low-bit formats' own files
+            if (!t->dequant[i]) t->dequant[i] = lowbit[isa]->dequant[i];
+            if (!t->quantize[i]) t->quantize[i] = lowbit[isa]->quantize[i];
+            if (!t->vec_dot[i]) t->vec_dot[i] = lowbit[isa]->vec_dot[i];
+        }
         if (isa == 0) continue;
         const struct strata_kernels *lower = &g_tables[isa - 1];
         for (int i = 0; i < STRATA_TYPE_COUNT; i++) {
@@ -108,6 +116,7 @@ const struct strata_kernels *strata_kernels(void)
 
 bool strata_type_computable(uint32_t type)
 {
-    return type < STRATA_TYPE_COUNT && strata_kernels_scalar_table.vec_dot[type] &&
-           strata_kernels_scalar_table.dequant[type];
+    pthread_once(&g_init_once, init_once);
+    return type < STRATA_TYPE_COUNT && g_tables[STRATA_ISA_SCALAR].vec_dot[type] &&
+           g_tables[STRATA_ISA_SCALAR].dequant[type];
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "quant/fp16.h"
+#include "quant/lowbit.h"
 #include "quant/quant.h"
 #include "util/log.h"
 
@@ -138,6 +139,8 @@ int strata_quant_random(uint32_t type, uint64_t *rng, void *dst, int64_t n, floa
         random_blocks(&g_layouts[i], tr->type_size, rng, dst, n / tr->block_size, std);
         return 0;
     }
+    int rc = strata_lowbit_random(type, rng, dst, n, std);
+    if (rc != STRATA_EUNSUP) return rc;
     strata_log_error("strata_quant_random: cannot synthesise %s blocks yet", tr->name);
     return STRATA_EUNSUP;
 }
