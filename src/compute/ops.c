@@ -115,8 +115,9 @@ void strata_rope_apply(float *x, const float *cs, uint32_t n_rot)
     for (uint32_t i = 0; i < half; i++) {
         const float c = cs[2 * i], s = cs[2 * i + 1];
         const float x0 = x[i], x1 = x[i + half];
-        x[i] = x0 * c - x1 * s;
-        x[i + half] = x0 * s + x1 * c;
+        // fused as in llama.cpp's x86 build (the compiler contracts ggml's rotate_pairs this way)
+        x[i] = fmaf(x0, c, -(x1 * s));
+        x[i + half] = fmaf(x0, s, x1 * c);
     }
 }
 

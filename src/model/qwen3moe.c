@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compute/attn.h"
 #include "gguf/gguf.h"
 #include "model/model_impl.h"
 #include "util/log.h"
@@ -107,28 +108,16 @@ static void attn_worker(void *arg, int ith, int nth)
     while (strata_chunk_next(&j->next, j->n_tok * H, 1, &i0, &i1)) {
         const int t = i0 / H, h = i0 % H, kvh = h / group;
         const int n_kv = s->n_past + t + 1;  // causal: positions 0..pos
-        const float *q = s->q + (size_t)t * H * D + (size_t)h * D;
-        float mx = -INFINITY;
-        for (int p = 0; p < n_kv; p++) {
-            const float *k = kc + (size_t)p * KD + (size_t)kvh * D;
-            float dot = 0.0f;
-            for (int d = 0; d < D; d++) dot += q[d] * k[d];
-            scores[p] = dot * scale;
-            mx = scores[p] > mx ? scores[p] : mx;
-        }
-        double sum = 0.0;
-        for (int p = 0; p < n_kv; p++) {
-            scores[p] = expf(scores[p] - mx);
-            sum += scores[p];
-        }
-        const float inv = (float)(1.0 / sum);
-        float *out = s->attn + (size_t)t * H * Dv + (size_t)h * Dv;
-        memset(out, 0, (size_t)Dv * sizeof(float));
-        for (int p = 0; p < n_kv; p++) {
-            const float w = scores[p] * inv;
-            const float *v = vc + (size_t)p * VD + (size_t)kvh * Dv;
-            for (int d = 0; d < Dv; d++) out[d] += w * v[d];
-        }
+        // in llama.cpp's order of operations, so the output-projection activations round alike
+        const struct strata_attn_query aq = {
+            .q = s->q + (size_t)t * H * D + (size_t)h * D,
+            .k = kc + (size_t)kvh * D, .k_stride = KD,
+            .v = vc + (size_t)kvh * Dv, .v_stride = VD,
+            .n_kv = n_kv, .D = (uint32_t)D, .Dv = (uint32_t)Dv, .scale = scale,
+            .single_token = j->n_tok == 1, .scores = scores,
+            .out = s->attn + (size_t)t * H * Dv + (size_t)h * Dv,
+        };
+        strata_attn_head(s->m->kernels->isa, &aq);
     }
 }
 

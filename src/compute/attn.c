@@ -1,0 +1,19 @@
+// Attention in ggml's order of operations (see attn.h): the dispatch and the portable variants
+// (fmaf is a library call without FMA flags: correct, slower; used only on CPUs without AVX2).
+// The lane loops have run-time trip counts, which -O2's cost model does not vectorise in gcc 12.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+#include "compute/attn_impl.h"
+
+void strata_attn_head_vl8(const struct strata_attn_query *a) { attn_head_body(a, 8, 0); }
+void strata_attn_head_vl16(const struct strata_attn_query *a) { attn_head_body(a, 16, 1); }
+
+void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a)
+{
+    switch (isa) {
+    case STRATA_ISA_AVX512: strata_attn_head_vl16_avx512(a); break;
+    case STRATA_ISA_AVX2: strata_attn_head_vl8_avx2(a); break;
+    default: strata_attn_head_vl8(a); break;
+    }
+}

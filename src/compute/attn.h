@@ -1,0 +1,55 @@
+// Causal softmax attention of one query head over an F32 key/value cache, computed with the
+// order of operations of llama.cpp's x86 CPU backend (flash attention off, F32 KV cache), so that
+// the attention output is bit-identical to llama.cpp's when q, k and v are.
+//
+// Why bit-identical matters: the attention output is the activation of the output projection,
+// which ggml rounds to the weight's dot format (Q8_0 blocks for a Q8_0 attn_output, Q8_K for
+// K-quants). A value that lands on a rounding tie in llama.cpp (x / d == k + 0.5 exactly) but one
+// ulp beside it here rounds to the other int8 step; that step changes the token's residual by
+// ~1e-3, and every later position attends to the token's keys and values in the next layers, so
+// one such flip shows as a ~2e-3 logit difference at every position after it.
+//
+// What ggml computes (x86, the ggml-cpu variant llama.cpp loads: VL = 16 float lanes for the
+// AVX-512 builds, 8 for the AVX2 ones):
+//   kq    ggml_vec_dot_f32 over the head dim: 4·VL lane accumulators, lane = i mod 4·VL, fused
+//         multiply-adds, then a pairwise tree (leftover dims added in order after it).
+//   soft_max  s = kq · scale; e = ggml_v_expf(s − max) (a polynomial exp, not libm's); the sum
+//         is taken per aligned group of VL cache cells as a float tree, added in double;
+//         p = e · (float)(1 / sum).
+//   kqv   more than one token in the batch: llamafile's tinyBLAS sgemm, VL lanes (lane = cell
+//         mod VL) of fused multiply-adds and a tree sum; one token: ggml_vec_dot_f32 over the
+//         cells (as kq). The KV cache holds a multiple of 256 cells, so masked cells only add
+//         zeros: the lanes follow the absolute cell index, which is the position here.
+#ifndef STRATA_ATTN_H
+#define STRATA_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/quant.h"
+
+struct strata_attn_query {
+    const float *q;     // [D]
+    const float *k;     // key of position p at k + p * k_stride
+    size_t k_stride;    // floats
+    const float *v;     // value of position p at v + p * v_stride
+    size_t v_stride;    // floats
+    int n_kv;           // attends to positions 0 .. n_kv-1 (n_kv >= 1)
+    uint32_t D, Dv;     // head dims of q/k and of v
+    float scale;        // kq scale (1/sqrt(D))
+    int single_token;   // the batch holds one token (ggml's kqv is then a vec_dot, not an sgemm)
+    float *scores;      // scratch, n_kv floats
+    float *out;         // [Dv]
+};
+
+// `isa`: the kernel level strata runs; AVX512 follows the AVX-512 ggml builds, the others the
+// AVX2 ones.
+void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a);
+
+// Variants (attn.c scalar; attn_avx2.c / attn_avx512.c compiled with their ISA flags).
+void strata_attn_head_vl8(const struct strata_attn_query *a);
+void strata_attn_head_vl16(const struct strata_attn_query *a);
+void strata_attn_head_vl8_avx2(const struct strata_attn_query *a);
+void strata_attn_head_vl16_avx512(const struct strata_attn_query *a);
+
+#endif
