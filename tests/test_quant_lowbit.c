@@ -155,7 +155,7 @@ static void test_type(const struct lowbit_type *t, int64_t n, const struct ggml_
     double ss = 0.0;
     for (int64_t i = 0; i < n; i++) ss += (double)wf[i] * wf[i];
     double rms = sqrt(ss / n);
-    CHECK(n < 2048 || (rms > 0.015 && rms < 0.027), "%s n=%lld: RMS %.4f of synthetic blocks, asked 0.02", name, (long long)n, rms);
+    CHECK(n < 2048 || (rms > 0.012 && rms < 0.032), "%s n=%lld: RMS %.4f of synthetic blocks, asked 0.02", name, (long long)n, rms);
 
     // scalar dot against float64 products of the dequantised rows
     double exact = 0.0, S = 0.0;

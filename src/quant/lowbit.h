@@ -186,6 +186,17 @@ static inline uint16_t strata_iq1m_d(const uint8_t *scales)
     return (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
 }
 
+// Table entries [STRATA_TYPE_Q4_0] = prefix_q4_0, ... for every low-bit weight type.
+#define STRATA_LOWBIT_ENTRIES(prefix)                                                              \
+    [STRATA_TYPE_Q4_0] = prefix##_q4_0, [STRATA_TYPE_Q4_1] = prefix##_q4_1,                        \
+    [STRATA_TYPE_Q5_0] = prefix##_q5_0, [STRATA_TYPE_Q5_1] = prefix##_q5_1,                        \
+    [STRATA_TYPE_MXFP4] = prefix##_mxfp4, [STRATA_TYPE_IQ4_NL] = prefix##_iq4_nl,                  \
+    [STRATA_TYPE_Q2_K] = prefix##_q2_k, [STRATA_TYPE_Q3_K] = prefix##_q3_k,                        \
+    [STRATA_TYPE_IQ2_XXS] = prefix##_iq2_xxs, [STRATA_TYPE_IQ2_XS] = prefix##_iq2_xs,              \
+    [STRATA_TYPE_IQ2_S] = prefix##_iq2_s, [STRATA_TYPE_IQ3_XXS] = prefix##_iq3_xxs,                \
+    [STRATA_TYPE_IQ3_S] = prefix##_iq3_s, [STRATA_TYPE_IQ1_S] = prefix##_iq1_s,                    \
+    [STRATA_TYPE_IQ1_M] = prefix##_iq1_m, [STRATA_TYPE_IQ4_XS] = prefix##_iq4_xs,
+
 // Partial kernel tables of the low-bit types per ISA; dispatch.c fills the empty entries of the
 // main tables from them (then completes each ISA from the one below).
 extern const struct strata_kernels strata_lowbit_scalar_table;

@@ -414,27 +414,9 @@ static void quantize_q8_1(const float *src, void *dst, int64_t n)
 
 const struct strata_kernels strata_lowbit_scalar_table = {
     .isa = STRATA_ISA_SCALAR,
-    .dequant = {
-        [STRATA_TYPE_Q4_0] = dequant_q4_0, [STRATA_TYPE_Q4_1] = dequant_q4_1,
-        [STRATA_TYPE_Q5_0] = dequant_q5_0, [STRATA_TYPE_Q5_1] = dequant_q5_1,
-        [STRATA_TYPE_MXFP4] = dequant_mxfp4, [STRATA_TYPE_IQ4_NL] = dequant_iq4_nl,
-        [STRATA_TYPE_Q2_K] = dequant_q2_k, [STRATA_TYPE_Q3_K] = dequant_q3_k,
-        [STRATA_TYPE_IQ2_XXS] = dequant_iq2_xxs, [STRATA_TYPE_IQ2_XS] = dequant_iq2_xs,
-        [STRATA_TYPE_IQ2_S] = dequant_iq2_s, [STRATA_TYPE_IQ3_XXS] = dequant_iq3_xxs,
-        [STRATA_TYPE_IQ3_S] = dequant_iq3_s, [STRATA_TYPE_IQ1_S] = dequant_iq1_s,
-        [STRATA_TYPE_IQ1_M] = dequant_iq1_m, [STRATA_TYPE_IQ4_XS] = dequant_iq4_xs,
-    },
+    .dequant = {STRATA_LOWBIT_ENTRIES(dequant)},
     .quantize = {
         [STRATA_TYPE_Q8_1] = quantize_q8_1,
     },
-    .vec_dot = {
-        [STRATA_TYPE_Q4_0] = vec_dot_q4_0, [STRATA_TYPE_Q4_1] = vec_dot_q4_1,
-        [STRATA_TYPE_Q5_0] = vec_dot_q5_0, [STRATA_TYPE_Q5_1] = vec_dot_q5_1,
-        [STRATA_TYPE_MXFP4] = vec_dot_mxfp4, [STRATA_TYPE_IQ4_NL] = vec_dot_iq4_nl,
-        [STRATA_TYPE_Q2_K] = vec_dot_q2_k, [STRATA_TYPE_Q3_K] = vec_dot_q3_k,
-        [STRATA_TYPE_IQ2_XXS] = vec_dot_iq2_xxs, [STRATA_TYPE_IQ2_XS] = vec_dot_iq2_xs,
-        [STRATA_TYPE_IQ2_S] = vec_dot_iq2_s, [STRATA_TYPE_IQ3_XXS] = vec_dot_iq3_xxs,
-        [STRATA_TYPE_IQ3_S] = vec_dot_iq3_s, [STRATA_TYPE_IQ1_S] = vec_dot_iq1_s,
-        [STRATA_TYPE_IQ1_M] = vec_dot_iq1_m, [STRATA_TYPE_IQ4_XS] = vec_dot_iq4_xs,
-    },
+    .vec_dot = {STRATA_LOWBIT_ENTRIES(vec_dot)},
 };
