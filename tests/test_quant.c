@@ -498,6 +498,45 @@ static void test_random_type(uint32_t type, int64_t n, const struct strata_kerne
     free(wv), free(ws), free(wm), free(av);
 }
 
+// ---- multi-token dot products ------------------------------------------------------------------
+
+// vec_dot_multi against vec_dot of the same table on each of its rows, bit for bit (a matmul's
+// results must not depend on how its tokens are grouped), for every row count, on rows of
+// different scales.
+static void test_multi_token(uint32_t type, int64_t n, const struct strata_kernels **tabs, int n_tabs, uint64_t *rng)
+{
+    uint32_t vt = strata_type_traits(type)->vec_dot_type;
+    size_t w_bytes = strata_type_row_bytes(type, (uint64_t)n), a_bytes = strata_type_row_bytes(vt, (uint64_t)n);
+    size_t offset = type == STRATA_TYPE_F32 ? 4 : 2;  // GGUF rows are only 2-byte aligned
+    uint8_t *w_buf = xmalloc(w_bytes + offset), *w = w_buf + offset;
+    uint8_t *act = xmalloc(STRATA_DOT_TOKENS * a_bytes);
+    float *x = xmalloc((size_t)n * sizeof(float));
+    for (int t = 0; t < n_tabs; t++) {
+        if (!tabs[t]->vec_dot_multi[type]) continue;
+        CHECK(strata_quant_random(type, rng, w, n, 1.0f) == 0, "random %s", strata_type_name(type));
+        const void *rows[STRATA_DOT_TOKENS];
+        float want[STRATA_DOT_TOKENS];
+        for (int r = 0; r < STRATA_DOT_TOKENS; r++) {
+            random_activations(rng, x, n);
+            tabs[t]->quantize[vt](x, act + r * a_bytes, n);
+            rows[r] = act + r * a_bytes;
+            tabs[t]->vec_dot[type](n, &want[r], w, rows[r]);
+        }
+        for (int n_act = 1; n_act <= STRATA_DOT_TOKENS; n_act++) {
+            float got[STRATA_DOT_TOKENS];
+            // the last n_act rows, so each count sees other data in its first slot
+            tabs[t]->vec_dot_multi[type](n, got, w, rows + STRATA_DOT_TOKENS - n_act, n_act);
+            for (int r = 0; r < n_act; r++) {
+                float ref = want[STRATA_DOT_TOKENS - n_act + r];
+                CHECK(!memcmp(&got[r], &ref, sizeof(float)), "%s n=%lld [%s] vec_dot_multi of %d rows, row %d: %.9g, "
+                      "vec_dot %.9g", strata_type_name(type), (long long)n, strata_isa_name(tabs[t]->isa), n_act, r,
+                      got[r], ref);
+            }
+        }
+    }
+    free(w_buf), free(act), free(x);
+}
+
 // ---- exact integer sums -----------------------------------------------------------------------
 
 // Block scales of 1 and activations in {-1, 0, 1}: every partial sum is an integer below 2^24,
@@ -773,6 +812,11 @@ static void test_dispatch(void)
             CHECK(k->dequant[t] && k->vec_dot[t] && k->quantize[vt], "%s table lacks %s", strata_isa_name(k->isa),
                   strata_type_name(t));
         }
+        // the K-quants and Q8_0 of real files have multi-token dots in every SIMD table
+        static const uint32_t hot[4] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q4_K, STRATA_TYPE_Q5_K, STRATA_TYPE_Q6_K};
+        for (int h = 0; h < 4; h++)
+            CHECK((k->vec_dot_multi[hot[h]] != NULL) == (isa != STRATA_ISA_SCALAR), "%s table: vec_dot_multi of %s is %p",
+                  strata_isa_name(k->isa), strata_type_name(hot[h]), (void *)k->vec_dot_multi[hot[h]]);
     }
     for (size_t k = 0; k < N_COMPUTABLE; k++) CHECK(strata_type_computable(g_computable[k]), "computable");
     CHECK(!strata_type_computable(STRATA_TYPE_TQ1_0) && !strata_type_computable(STRATA_TYPE_Q8_1) &&
@@ -851,6 +895,21 @@ static double bench_rows(strata_vec_dot_fn fn, ggml_vec_dot_fn gfn, int64_t n, c
     return (double)row_bytes * (double)rows * (double)passes / best / 1e9;
 }
 
+// As bench_rows for vec_dot_multi of STRATA_DOT_TOKENS rows: GB/s of weights times tokens, so it
+// compares with bench_rows' figure directly.
+static double bench_rows_multi(strata_vec_dot_multi_fn fn, int64_t n, const uint8_t *w, size_t row_bytes, int64_t rows,
+                            int64_t passes, const void *const *act, float *out, int reps)
+{
+    double best = 1e30;
+    for (int rep = 0; rep < reps; rep++) {
+        double t0 = now_seconds();
+        for (int64_t p = 0; p < passes; p++)
+            for (int64_t r = 0; r < rows; r++) fn(n, &out[STRATA_DOT_TOKENS * r], w + r * row_bytes, act, STRATA_DOT_TOKENS);
+        best = fmin(best, now_seconds() - t0);
+    }
+    return (double)row_bytes * (double)rows * (double)passes * STRATA_DOT_TOKENS / best / 1e9;
+}
+
 static const char *ggml_dot_name(uint32_t type)
 {
     switch (type) {
@@ -896,8 +955,9 @@ static int run_bench(const char *ggml_lib)
     double floor = __builtin_cpu_supports("avx2") ? read_floor_gbps(w, set_bytes) : NAN;
     printf("single-thread read floor on %zu MiB: %.1f GB/s; rows of %lld elements, one activation row\n",
            set_bytes >> 20, floor, (long long)n);
-    printf("%-5s %-7s %12s %10s %12s %10s\n", "type", "isa", "64MiB GB/s", "of floor", "256KiB GB/s", "ns/row");
-    printf("%-5s %-7s %12s %10s %12s %10s\n", "", "", "(from RAM)", "", "(in cache)", "(cache)");
+    printf("%-5s %-7s %12s %10s %12s %10s %12s\n", "type", "isa", "64MiB GB/s", "of floor", "256KiB GB/s", "ns/row",
+           "multi GB/s");
+    printf("%-5s %-7s %12s %10s %12s %10s %12s\n", "", "", "(from RAM)", "", "(in cache)", "(cache)", "(x tokens)");
     random_activations(&rng, x, n);
     for (size_t k = 0; k < N_COMPUTABLE; k++) {
         uint32_t type = g_computable[k], vt = strata_type_traits(type)->vec_dot_type;
@@ -915,8 +975,13 @@ static int run_bench(const char *ggml_lib)
             bool slow = isa == STRATA_ISA_SCALAR;
             double cold = bench_rows(fn, gfn, n, w, row_bytes, rows, 1, act, out, slow ? 1 : 8);
             double hot = bench_rows(fn, gfn, n, w, row_bytes, hot_rows, slow ? 1 : 16, act, out, slow ? 1 : 40);
-            printf("%-5s %-7s %12.1f %10.2f %12.1f %10.0f\n", strata_type_name(type),
-                   tab ? strata_isa_name(tab->isa) : "ggml", cold, cold / floor, hot, row_bytes / hot);
+            // vec_dot_multi on copies of the row, weights in cache: per token, comparable with `hot`
+            const void *acts[STRATA_DOT_TOKENS];
+            for (int r = 0; r < STRATA_DOT_TOKENS; r++) acts[r] = act;
+            strata_vec_dot_multi_fn multi = tab ? tab->vec_dot_multi[type] : NULL;
+            double hot4 = multi ? bench_rows_multi(multi, n, w, row_bytes, hot_rows, 16, acts, out, 40) : NAN;
+            printf("%-5s %-7s %12.1f %10.2f %12.1f %10.0f %12.1f\n", strata_type_name(type),
+                   tab ? strata_isa_name(tab->isa) : "ggml", cold, cold / floor, hot, row_bytes / hot, hot4);
             fflush(stdout);
         }
     }
@@ -963,11 +1028,20 @@ int main(int argc, char **argv)
         uint32_t bs = strata_type_traits(type)->block_size;
         static const int64_t common[4] = {256, 512, 2560, 4096};
         static const int64_t odd_floats[5] = {1, 7, 33, 100, 4097}, odd_q8_0[2] = {32, 224};
-        for (int s = 0; s < 4; s++) test_random_type(type, common[s], tabs, n_tabs, &rng);
+        for (int s = 0; s < 4; s++) {
+            test_random_type(type, common[s], tabs, n_tabs, &rng);
+            test_multi_token(type, common[s], tabs, n_tabs, &rng);
+        }
         if (bs == 1)
-            for (int s = 0; s < 5; s++) test_random_type(type, odd_floats[s], tabs, n_tabs, &rng);
+            for (int s = 0; s < 5; s++) {
+                test_random_type(type, odd_floats[s], tabs, n_tabs, &rng);
+                test_multi_token(type, odd_floats[s], tabs, n_tabs, &rng);
+            }
         if (bs == 32)
-            for (int s = 0; s < 2; s++) test_random_type(type, odd_q8_0[s], tabs, n_tabs, &rng);
+            for (int s = 0; s < 2; s++) {
+                test_random_type(type, odd_q8_0[s], tabs, n_tabs, &rng);
+                test_multi_token(type, odd_q8_0[s], tabs, n_tabs, &rng);
+            }
     }
     test_exact_sums(tabs, n_tabs, &rng);
     test_extremes(tabs, n_tabs);

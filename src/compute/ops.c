@@ -30,8 +30,29 @@ static void mm_worker(void *arg, int ith, int nth)
         const int r0 = (c0 - b->job_chunk_start[j]) * b->chunk_rows;
         const int r1 = r0 + b->chunk_rows < (int)job->w.n_out ? r0 + b->chunk_rows : (int)job->w.n_out;
         strata_vec_dot_fn dot = b->k->vec_dot[job->w.type];
+        strata_vec_dot_multi_fn multi = b->k->vec_dot_multi[job->w.type];
         const char *wbase = job->w.data;
-        for (int t = 0; t < job->n_tok; t++) {
+        int t = 0;
+        // groups of tokens through the multi-token dot, which decodes each weight block once for
+        // all of them; the chunk's rows stay in cache from one group to the next. A last single
+        // token goes through vec_dot (the same result).
+        for (; multi && t + 1 < job->n_tok; t += STRATA_DOT_TOKENS) {
+            const int n_act = job->n_tok - t < STRATA_DOT_TOKENS ? job->n_tok - t : STRATA_DOT_TOKENS;
+            const void *x[STRATA_DOT_TOKENS];
+            float *y[STRATA_DOT_TOKENS];
+            for (int i = 0; i < n_act; i++) {
+                const int xr = job->x_rows ? job->x_rows[t + i] : t + i;
+                const int yr = job->y_rows ? job->y_rows[t + i] : t + i;
+                x[i] = (const char *)job->xq + (size_t)xr * job->xq_stride;
+                y[i] = job->y + (size_t)yr * job->y_stride;
+            }
+            for (int r = r0; r < r1; r++) {
+                float s[STRATA_DOT_TOKENS];
+                multi((int64_t)job->w.n_in, s, wbase + (size_t)r * job->w.row_bytes, x, n_act);
+                for (int i = 0; i < n_act; i++) y[i][r] = s[i];
+            }
+        }
+        for (; t < job->n_tok; t++) {
             const int xr = job->x_rows ? job->x_rows[t] : t;
             const int yr = job->y_rows ? job->y_rows[t] : t;
             const void *x = (const char *)job->xq + (size_t)xr * job->xq_stride;

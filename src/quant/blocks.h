@@ -135,35 +135,71 @@ static inline float strata_hsum256_ps(__m256 v)
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-// The Q8_0 x Q8_0 loop of the SIMD files, over their `block` step (which adds one block pair's
-// scaled sum into 8 float lanes): two accumulators, weights prefetched.
-typedef __m256 (*strata_q8_0_step)(const void *w_block, const void *a_block, __m256 acc);
+// The Q8_0 x Q8_0 loop of the SIMD files for nt (1..STRATA_DOT_TOKENS) activation rows: each
+// weight block is loaded once (quants and their magnitudes, maddubs/vpdpbusd want an unsigned
+// operand) and `block` adds one row's scaled block sum into that row's 8 float lanes. Two
+// accumulators per row, weights prefetched. Every row goes through the same float operations
+// whatever nt is, so vec_dot (nt = 1) and vec_dot_x4 agree bit for bit.
+typedef __m256 (*strata_q8_0_step)(__m256i w, __m256i w_abs, float w_d, const struct block_q8_0 *a, __m256 acc);
 
-static inline __attribute__((always_inline)) float strata_dot_q8_0(int64_t n, const void *w, const void *a,
-                                                                   strata_q8_0_step block)
+static inline __attribute__((always_inline)) void strata_dot_q8_0(int64_t n, float *s, const void *w,
+                                                                  const void *const *a, int nt, strata_q8_0_step block)
 {
-    const struct block_q8_0 *x = w, *y = a;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const struct block_q8_0 *x = w;
+    __m256 acc0[STRATA_DOT_TOKENS], acc1[STRATA_DOT_TOKENS];
+    for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
     int64_t nb = n / QK8_0, b = 0;
     for (; b + 2 <= nb; b += 2) {
         strata_prefetch_ahead(x + b, 2 * sizeof(struct block_q8_0));
-        acc0 = block(x + b, y + b, acc0);
-        acc1 = block(x + b + 1, y + b + 1, acc1);
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b].qs), w1 = _mm256_loadu_si256((const __m256i *)x[b + 1].qs);
+        __m256i abs0 = _mm256_abs_epi8(w0), abs1 = _mm256_abs_epi8(w1);
+        float d0 = _cvtsh_ss(x[b].d), d1 = _cvtsh_ss(x[b + 1].d);
+        for (int t = 0; t < nt; t++) {
+            const struct block_q8_0 *y = (const struct block_q8_0 *)a[t] + b;
+            acc0[t] = block(w0, abs0, d0, y, acc0[t]);
+            acc1[t] = block(w1, abs1, d1, y + 1, acc1[t]);
+        }
     }
-    if (b < nb) acc0 = block(x + b, y + b, acc0);
-    return strata_hsum256_ps(_mm256_add_ps(acc0, acc1));
+    if (b < nb) {
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        for (int t = 0; t < nt; t++)
+            acc0[t] = block(w0, _mm256_abs_epi8(w0), _cvtsh_ss(x[b].d), (const struct block_q8_0 *)a[t] + b, acc0[t]);
+    }
+    for (int t = 0; t < nt; t++) s[t] = strata_hsum256_ps(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
-// The two f16 at p (d and dmin of Q4_K/Q5_K), as floats times `scale`: lanes 0 and 1.
-static inline __m128 strata_two_halves(const void *p, float scale)
+// The two f16 at p (d and dmin of Q4_K/Q5_K) as floats in lanes 0 and 1; the kernels multiply
+// them by each activation block's scale.
+static inline __m128 strata_two_halves(const void *p)
 {
     int32_t pair;
     __builtin_memcpy(&pair, p, 4);
-    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(pair)), _mm_set1_ps(scale));
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(pair));
 }
 #endif
 
-// The table of a SIMD file: every file defines static kernels of these names.
+// vec_dot_NAME and vec_dot_multi_NAME from one always-inline `dot_n(n, s, w, a, nt)` that handles
+// nt activation rows a[0..nt) (weights decoded once per block, each row with its own accumulators
+// and the same float operations whatever nt is). Each token count is its own instance with a
+// constant nt, so the single-token dot is the loop it always was and the multi-token results
+// are bit-identical to it.
+#define STRATA_DOT_KERNELS(name, dot_n)                                                              \
+    static void vec_dot_##name(int64_t n, float *s, const void *w, const void *a)                    \
+    {                                                                                                \
+        dot_n(n, s, w, &a, 1);                                                                       \
+    }                                                                                                \
+    static void vec_dot_multi_##name(int64_t n, float *s, const void *w, const void *const *a, int n_act) \
+    {                                                                                                \
+        switch (n_act) {                                                                             \
+        case 1: dot_n(n, s, w, a, 1); break;                                                         \
+        case 2: dot_n(n, s, w, a, 2); break;                                                         \
+        case 3: dot_n(n, s, w, a, 3); break;                                                         \
+        default: dot_n(n, s, w, a, STRATA_DOT_TOKENS); break;                                        \
+        }                                                                                            \
+    }
+
+// The table of a SIMD file: every file defines static kernels of these names, and the names (or
+// NULL) of its multi-token float dots as VEC_DOT_MULTI_F32/F16/BF16.
 #define STRATA_SIMD_KERNEL_TABLE(table_name, table_isa)               \
     const struct strata_kernels table_name = {                        \
         .isa = table_isa,                                             \
@@ -185,6 +221,15 @@ static inline __m128 strata_two_halves(const void *p, float scale)
             [STRATA_TYPE_Q4_K] = vec_dot_q4_k,                        \
             [STRATA_TYPE_Q5_K] = vec_dot_q5_k,                        \
             [STRATA_TYPE_Q6_K] = vec_dot_q6_k,                        \
+        },                                                            \
+        .vec_dot_multi = {                                            \
+            [STRATA_TYPE_F32] = VEC_DOT_MULTI_F32,                    \
+            [STRATA_TYPE_F16] = VEC_DOT_MULTI_F16,                    \
+            [STRATA_TYPE_BF16] = VEC_DOT_MULTI_BF16,                  \
+            [STRATA_TYPE_Q8_0] = vec_dot_multi_q8_0,                  \
+            [STRATA_TYPE_Q4_K] = vec_dot_multi_q4_k,                  \
+            [STRATA_TYPE_Q5_K] = vec_dot_multi_q5_k,                  \
+            [STRATA_TYPE_Q6_K] = vec_dot_multi_q6_k,                  \
         },                                                            \
     };
 

@@ -75,7 +75,12 @@ static void init_once(void)
         for (int i = 0; i < STRATA_TYPE_COUNT; i++) {
             if (!t->dequant[i]) t->dequant[i] = lower->dequant[i];
             if (!t->quantize[i]) t->quantize[i] = lower->quantize[i];
-            if (!t->vec_dot[i]) t->vec_dot[i] = lower->vec_dot[i];
+            // a multi-token dot must round as the vec_dot beside it: take the lower one only
+            // together with the lower vec_dot
+            if (!t->vec_dot[i]) {
+                t->vec_dot[i] = lower->vec_dot[i];
+                t->vec_dot_multi[i] = lower->vec_dot_multi[i];
+            }
         }
     }
 }

@@ -4,7 +4,8 @@
 // Quantized dot products compute each block's integer sums exactly in int32 lanes (maddubs of
 // unsigned weight quants by signed activation quants, then madd by the sub-block scale) and
 // only then scale by the block's float factors, so they differ from the reference only by the
-// order of float accumulation (8 lanes, summed at the end).
+// order of float accumulation (8 lanes, summed at the end). The quantized dot products are written
+// once for 1..STRATA_DOT_TOKENS activation rows (STRATA_DOT_KERNELS in blocks.h).
 #include <immintrin.h>
 #include <string.h>
 
@@ -57,17 +58,6 @@ static inline __m256i pack_low_bytes(__m256i a, __m256i b, __m256i c, __m256i d)
 static inline __m256i scale_shuffle(int k)
 {
     return _mm256_set1_epi16((short)((2 * k + 1) << 8 | 2 * k));
-}
-
-// Unpacked Q4_K/Q5_K sub-block scales (as int16, both halves) and the dot of the mins with the
-// activation's bsums (8 int32 lanes, two bsums per min).
-static inline __m256i k_scales_and_mins(const uint8_t *packed, const int16_t *bsums, __m256i *mins_dot)
-{
-    __m128i sm = strata_k_scales_sse(packed);
-    const __m128i dup_mins = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, dup_mins));
-    *mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mins16);
-    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
 }
 
 // Bit `bit` of every byte of qh, moved to bit 4 (the Q5_K high bit of sub-block `bit`).
@@ -245,127 +235,151 @@ static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
     *s = dot_floats(n, w, a, 2, load8_bf16, load1_bf16);
 }
 
-// One Q8_0 weight block times its activation block: the 32 int8 products summed exactly in 8
+// One Q8_0 weight block times an activation block: the 32 int8 products summed exactly in 8
 // int32 lanes, then scaled into `acc`. maddubs needs an unsigned operand: |w| times a with w's
 // sign, exact unless a = -128, which no quantizer of ours writes.
-static inline __m256 q8_0_block(const void *w_block, const void *a_block, __m256 acc)
+static inline __m256 q8_0_block(__m256i w, __m256i w_abs, float w_d, const struct block_q8_0 *y, __m256 acc)
 {
-    const struct block_q8_0 *x = w_block, *y = a_block;
-    __m256i w = _mm256_loadu_si256((const __m256i *)x->qs), a = _mm256_loadu_si256((const __m256i *)y->qs);
-    __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+    __m256i a = _mm256_loadu_si256((const __m256i *)y->qs);
+    __m256i pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(a, w));
     __m256i isum = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-    __m256 d = _mm256_set1_ps(_cvtsh_ss(x->d) * _cvtsh_ss(y->d));
+    __m256 d = _mm256_set1_ps(w_d * _cvtsh_ss(y->d));
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
 }
 
-static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = strata_dot_q8_0(n, w, a, q8_0_block);
-}
-
-// One 32-element sub-block: unsigned quants (< 64) times activations, times the scale in int16
-// lane k of `scales`, as 8 int32 lanes.
-static inline __m256i scaled_sub_block(__m256i quants, const int8_t *act, __m256i scales, int k)
+// Sub-block quants (unsigned, < 64) times activations, times the int16 scale in every lane of
+// `scale`, as 8 int32 lanes.
+static inline __m256i scaled_sub_block(__m256i quants, const int8_t *act, __m256i scale)
 {
     __m256i pairs = _mm256_maddubs_epi16(quants, _mm256_loadu_si256((const __m256i *)act));
-    return _mm256_madd_epi16(pairs, _mm256_shuffle_epi8(scales, scale_shuffle(k)));
+    return _mm256_madd_epi16(pairs, scale);
 }
 
-// Q4_K/Q5_K: 32 bytes of qs (chunk j) hold sub-block 2j in their low nibbles and 2j + 1 in their
-// high nibbles; `qh` (NULL for Q4_K) adds the fifth bits.
-static inline __m256i k_chunk(const uint8_t *qs, const __m256i *qh, const int8_t *act, __m256i scales, int j)
+// The Q4_K / Q5_K block loop: d * sum(sc * q * a) - dmin * sum(m * bsums), per block, for nt
+// activation rows. 32 bytes of qs (chunk j) hold sub-block 2j in their low nibbles and 2j + 1 in
+// their high nibbles; `five` adds the fifth bits from qh. Each chunk's quants and scales are
+// unpacked once and applied to every row; each row's integer sums are exact and its float
+// operations do not depend on nt.
+static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s, const uint8_t *w, size_t block_bytes,
+                                                            const void *const *act, int nt, bool five)
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-    __m256i lo = _mm256_and_si256(q, low4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-    if (qh) {
-        lo = _mm256_or_si256(lo, q5_high_bit(*qh, 2 * j));
-        hi = _mm256_or_si256(hi, q5_high_bit(*qh, 2 * j + 1));
-    }
-    return _mm256_add_epi32(scaled_sub_block(lo, act + 64 * j, scales, 2 * j),
-                            scaled_sub_block(hi, act + 64 * j + 32, scales, 2 * j + 1));
-}
-
-// The Q4_K / Q5_K block loop: d * sum(sc * q * a) - dmin * sum(m * bsums), per block.
-static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const uint8_t *w, size_t block_bytes,
-                                                             const struct block_q8_k *y, bool five)
-{
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    const __m128i dup_mins = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    __m256 acc[STRATA_DOT_TOKENS], acc_min[STRATA_DOT_TOKENS];
+    for (int t = 0; t < nt; t++) acc[t] = acc_min[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
         strata_prefetch_ahead(w, (int)block_bytes);
         // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
         const struct block_q4_k *head = (const struct block_q4_k *)w;
         const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
         __m256i qh = five ? _mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh) : _mm256_setzero_si256();
-        __m256i mins_dot;
-        __m256i scales = k_scales_and_mins(head->scales, y[b].bsums, &mins_dot);
-        const __m256i *qh_p = five ? &qh : NULL;
-        __m256i isum = _mm256_add_epi32(
-            _mm256_add_epi32(k_chunk(qs, qh_p, y[b].qs, scales, 0), k_chunk(qs, qh_p, y[b].qs, scales, 1)),
-            _mm256_add_epi32(k_chunk(qs, qh_p, y[b].qs, scales, 2), k_chunk(qs, qh_p, y[b].qs, scales, 3)));
-        __m128 d_dmin = strata_two_halves(&head->d, y[b].d);
-        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(d_dmin), _mm256_cvtepi32_ps(isum), acc);
-        acc_min = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(mins_dot), acc_min);
+        __m128i sm = strata_k_scales_sse(head->scales);
+        __m256i mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, dup_mins));
+        __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));  // int16, both halves
+        const struct block_q8_k *y[STRATA_DOT_TOKENS];
+        __m256i isum[STRATA_DOT_TOKENS];
+        for (int t = 0; t < nt; t++) y[t] = (const struct block_q8_k *)act[t] + b, isum[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if (five) {
+                lo = _mm256_or_si256(lo, q5_high_bit(qh, 2 * j));
+                hi = _mm256_or_si256(hi, q5_high_bit(qh, 2 * j + 1));
+            }
+            __m256i sc_lo = _mm256_shuffle_epi8(scales, scale_shuffle(2 * j));
+            __m256i sc_hi = _mm256_shuffle_epi8(scales, scale_shuffle(2 * j + 1));
+            for (int t = 0; t < nt; t++)
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(scaled_sub_block(lo, y[t]->qs + 64 * j, sc_lo),
+                                                                     scaled_sub_block(hi, y[t]->qs + 64 * j + 32, sc_hi)));
+        }
+        __m128 d_dmin_w = strata_two_halves(&head->d);
+        for (int t = 0; t < nt; t++) {
+            __m256i mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[t]->bsums), mins16);
+            __m128 d_dmin = _mm_mul_ps(d_dmin_w, _mm_set1_ps(y[t]->d));
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(d_dmin), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            acc_min[t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(mins_dot), acc_min[t]);
+        }
     }
-    return strata_hsum256_ps(_mm256_sub_ps(acc, acc_min));
+    for (int t = 0; t < nt; t++) s[t] = strata_hsum256_ps(_mm256_sub_ps(acc[t], acc_min[t]));
 }
 
-static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = dot_k4_k5(n, w, sizeof(struct block_q4_k), a, false);
-}
-
-static void vec_dot_q5_k(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = dot_k4_k5(n, w, sizeof(struct block_q5_k), a, true);
-}
-
-// 32 elements of Q6_K (two sub-blocks of 16) times activations, each half of the register times
-// its own sub-block scale (int8 scales sc[first], sc[first + 1]), as 8 int32 lanes.
-static inline __m256i q6_chunk(__m256i quants, const int8_t *act, __m128i sc8, int first)
+// The int16 scales of Q6_K sub-blocks `first` and first + 1 (16 elements each), one per half of
+// the register.
+static inline __m256i q6_scale_pair(__m128i sc8, int first)
 {
     __m128i ctrl = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(first + 1)),
                                   (long long)(0x0101010101010101ull * (uint64_t)first));
-    __m256i scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, ctrl));
-    __m256i pairs = _mm256_maddubs_epi16(quants, _mm256_loadu_si256((const __m256i *)act));
-    return _mm256_madd_epi16(pairs, scale);
-}
-
-// One half (128 elements) of a Q6_K block: ql[64], qh[32] (layout in blocks.h).
-static inline __m256i q6_half(const uint8_t *ql, const uint8_t *qh, const int8_t *act, __m128i sc8, int first)
-{
-    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
-    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-    __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-    __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-    __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45));
-    __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
-    __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, bits45));
-    __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                 _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
-    return _mm256_add_epi32(_mm256_add_epi32(q6_chunk(q0, act, sc8, first), q6_chunk(q1, act + 32, sc8, first + 2)),
-                            _mm256_add_epi32(q6_chunk(q2, act + 64, sc8, first + 4), q6_chunk(q3, act + 96, sc8, first + 6)));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, ctrl));
 }
 
 // The quants are stored with +32: dot(q - 32, a) = dot(q, a) - 32 * sum(a), and the sums of a
-// per 16 elements are the activation's bsums.
-static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
+// per 16 elements are the activation's bsums. Per half of a block (128 elements: ql[64], qh[32],
+// layout in blocks.h) four registers of 32 quants in element order, unpacked once for the nt
+// activation rows.
+static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, const void *w, const void *const *act,
+                                                           int nt)
 {
     const struct block_q6_k *x = w;
-    const struct block_q8_k *y = a;
-    __m256 acc = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+    __m256 acc[STRATA_DOT_TOKENS];
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
         strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
         __m128i sc8 = _mm_loadu_si128((const __m128i *)x[b].scales);
-        __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)y[b].bsums));
-        __m256i isum = _mm256_add_epi32(q6_half(x[b].ql, x[b].qh, y[b].qs, sc8, 0),
-                                        q6_half(x[b].ql + 64, x[b].qh + 32, y[b].qs + 128, sc8, 8));
-        __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(total), acc);
+        const struct block_q8_k *y[STRATA_DOT_TOKENS];
+        __m256i isum[STRATA_DOT_TOKENS];
+        for (int t = 0; t < nt; t++) y[t] = (const struct block_q8_k *)act[t] + b, isum[t] = _mm256_setzero_si256();
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = x[b].ql + 64 * half, *qh = x[b].qh + 32 * half;
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45)),
+                _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, bits45)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45)),
+            };
+            for (int k = 0; k < 4; k++) {
+                __m256i scale = q6_scale_pair(sc8, 8 * half + 2 * k);
+                for (int t = 0; t < nt; t++)
+                    isum[t] = _mm256_add_epi32(isum[t], scaled_sub_block(q[k], y[t]->qs + 128 * half + 32 * k, scale));
+            }
+        }
+        float d_w = _cvtsh_ss(x[b].d);
+        for (int t = 0; t < nt; t++) {
+            __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)y[t]->bsums));
+            __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d_w * y[t]->d), _mm256_cvtepi32_ps(total), acc[t]);
+        }
     }
-    *s = strata_hsum256_ps(acc);
+    for (int t = 0; t < nt; t++) s[t] = strata_hsum256_ps(acc[t]);
 }
 
+static inline __attribute__((always_inline)) void dot_q8_0_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    strata_dot_q8_0(n, s, w, a, nt, q8_0_block);
+}
+
+static inline __attribute__((always_inline)) void dot_q4_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_k4_k5(n, s, w, sizeof(struct block_q4_k), a, nt, false);
+}
+
+static inline __attribute__((always_inline)) void dot_q5_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_k4_k5(n, s, w, sizeof(struct block_q5_k), a, nt, true);
+}
+
+STRATA_DOT_KERNELS(q8_0, dot_q8_0_n)
+STRATA_DOT_KERNELS(q4_k, dot_q4_k_n)
+STRATA_DOT_KERNELS(q5_k, dot_q5_k_n)
+STRATA_DOT_KERNELS(q6_k, dot_q6_k)
+
+// Float dots have no multi-token variant here: 4 rows x 4 accumulators would not fit in 16 ymm.
+#define VEC_DOT_MULTI_F32 NULL
+#define VEC_DOT_MULTI_F16 NULL
+#define VEC_DOT_MULTI_BF16 NULL
 STRATA_SIMD_KERNEL_TABLE(strata_kernels_avx2_table, STRATA_ISA_AVX2)

@@ -5,7 +5,8 @@
 // the activations by maddubs (int16 pairs, exact: |q| < 64, |a| <= 127) and fold in the
 // sub-block scales with VNNI's vpdpwssd (int16 pair x int16 scale -> int32 accumulate), so each
 // block's integer sum is exact before its float scale is applied; the float accumulation order
-// (16 lanes, summed at the end) is the only difference from the reference.
+// (16 lanes, summed at the end) is the only difference from the reference. Every dot product is
+// written once for 1..STRATA_DOT_TOKENS activation rows (STRATA_DOT_KERNELS in blocks.h).
 #include <immintrin.h>
 #include <string.h>
 
@@ -192,77 +193,56 @@ static inline __m512 load16_bf16(const void *row, int64_t i, __mmask16 m)
     return maskz_load_bf16(m, (const uint16_t *)row + i);
 }
 
-static inline __attribute__((always_inline)) float dot_floats(int64_t n, const void *x, const void *y,
-                                                              int64_t elem_bytes, load16_fn load)
+// Each weight vector is loaded once for the nt (1..STRATA_DOT_TOKENS) activation rows y[t]; each
+// row has its own accumulators and the same float operations whatever nt is.
+static inline __attribute__((always_inline)) void dot_floats(int64_t n, float *s, const void *x, const void *const *y,
+                                                             int nt, int64_t elem_bytes, load16_fn load)
 {
     const __mmask16 all = 0xffff;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+    __m512 acc0[STRATA_DOT_TOKENS], acc1[STRATA_DOT_TOKENS], acc2[STRATA_DOT_TOKENS], acc3[STRATA_DOT_TOKENS];
+    for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = acc2[t] = acc3[t] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
         strata_prefetch_ahead((const char *)x + i * elem_bytes, 64 * (int)elem_bytes);
-        acc0 = _mm512_fmadd_ps(load(x, i, all), load(y, i, all), acc0);
-        acc1 = _mm512_fmadd_ps(load(x, i + 16, all), load(y, i + 16, all), acc1);
-        acc2 = _mm512_fmadd_ps(load(x, i + 32, all), load(y, i + 32, all), acc2);
-        acc3 = _mm512_fmadd_ps(load(x, i + 48, all), load(y, i + 48, all), acc3);
+        __m512 w0 = load(x, i, all), w1 = load(x, i + 16, all), w2 = load(x, i + 32, all), w3 = load(x, i + 48, all);
+        for (int t = 0; t < nt; t++) {
+            acc0[t] = _mm512_fmadd_ps(w0, load(y[t], i, all), acc0[t]);
+            acc1[t] = _mm512_fmadd_ps(w1, load(y[t], i + 16, all), acc1[t]);
+            acc2[t] = _mm512_fmadd_ps(w2, load(y[t], i + 32, all), acc2[t]);
+            acc3[t] = _mm512_fmadd_ps(w3, load(y[t], i + 48, all), acc3[t]);
+        }
     }
-    for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(load(x, i, all), load(y, i, all), acc0);
-    if (i < n) acc1 = _mm512_fmadd_ps(load(x, i, tail_mask(n - i)), load(y, i, tail_mask(n - i)), acc1);
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+    for (; i + 16 <= n; i += 16) {
+        __m512 w0 = load(x, i, all);
+        for (int t = 0; t < nt; t++) acc0[t] = _mm512_fmadd_ps(w0, load(y[t], i, all), acc0[t]);
+    }
+    if (i < n) {
+        __m512 w0 = load(x, i, tail_mask(n - i));
+        for (int t = 0; t < nt; t++) acc1[t] = _mm512_fmadd_ps(w0, load(y[t], i, tail_mask(n - i)), acc1[t]);
+    }
+    for (int t = 0; t < nt; t++)
+        s[t] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0[t], acc1[t]), _mm512_add_ps(acc2[t], acc3[t])));
 }
 
-static void vec_dot_f32(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = dot_floats(n, w, a, 4, load16_f32);
-}
-
-static void vec_dot_f16(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = dot_floats(n, w, a, 2, load16_f16);
-}
-
-static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = dot_floats(n, w, a, 2, load16_bf16);
-}
-
-// One Q8_0 weight block times its activation block, in 256-bit registers (a block is 32 bytes;
+// One Q8_0 weight block times an activation block, in 256-bit registers (a block is 32 bytes;
 // two per zmm cost more in shuffles than they save): vpdpbusd wants an unsigned operand, so |w|
 // times a with w's sign (a is never -128).
-static inline __m256 q8_0_block(const void *w_block, const void *a_block, __m256 acc)
+static inline __m256 q8_0_block(__m256i w, __m256i w_abs, float w_d, const struct block_q8_0 *y, __m256 acc)
 {
-    const struct block_q8_0 *x = w_block, *y = a_block;
-    __m256i w = _mm256_loadu_si256((const __m256i *)x->qs), a = _mm256_loadu_si256((const __m256i *)y->qs);
-    __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
-    __m256 d = _mm256_set1_ps(_cvtsh_ss(x->d) * _cvtsh_ss(y->d));
+    __m256i a = _mm256_loadu_si256((const __m256i *)y->qs);
+    __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w_abs, _mm256_sign_epi8(a, w));
+    __m256 d = _mm256_set1_ps(w_d * _cvtsh_ss(y->d));
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
 }
 
-static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = strata_dot_q8_0(n, w, a, q8_0_block);
-}
-
-// Q4_K/Q5_K block prologue: the 8 scales in int16 lanes 0..7 (the mins in 8..15), and the dot
-// of the mins with the activation's bsums (two bsums per min) as 8 int32 lanes.
-static inline __m512i k_scales_and_mins(const uint8_t *packed, const int16_t *bsums, __m256i *mins_dot)
-{
-    __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(packed));
-    const __m256i dup_mins = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-    *mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), _mm256_permutexvar_epi16(dup_mins, sm16));
-    return _mm512_castsi256_si512(sm16);
-}
-
-// One 64-element chunk j of a Q4_K/Q5_K block: the quants of qs[32j..32j+31] in element order
-// (low nibbles: sub-block 2j; high nibbles: 2j + 1), plus 16 where `qh` has bit 2j / 2j + 1
-// (Q5_K; NULL for Q4_K), times activations, times the sub-block scales.
-static inline __m512i k_chunk(const uint8_t *qs32, const __m512i *qh, __m512i qh_select, const int8_t *act64,
-                              __m512i scales, __m512i scale_idx, __m512i acc)
+// The 64 quants of chunk j (0..3) of a Q4_K/Q5_K block in element order: qs[32j..32j+31] low
+// nibbles (sub-block 2j), then their high nibbles (2j + 1), plus 16 where `qh` has bit 2j / 2j + 1
+// (Q5_K; NULL for Q4_K).
+static inline __m512i k_chunk_quants(const uint8_t *qs32, const __m512i *qh, __m512i qh_select)
 {
     __m512i q = _mm512_and_si512(broadcast_shift(qs32, 0, 4), _mm512_set1_epi8(0x0f));
     if (qh) q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(*qh, qh_select), q, _mm512_set1_epi8(16));
-    __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(act64));
-    return _mm512_dpwssd_epi32(acc, pairs, _mm512_permutexvar_epi16(scale_idx, scales));
+    return q;
 }
 
 // Bit masks selecting, per byte, qh bit 2j (low half of the zmm) and 2j + 1 (high half).
@@ -271,86 +251,143 @@ static inline __m512i q5_select(int j)
     return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))), _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
 }
 
-// The Q4_K / Q5_K block loop: d * sum(sc * q * a) - dmin * sum(m * bsums), per block.
-static inline __attribute__((always_inline)) float dot_k4_k5(int64_t n, const uint8_t *w, size_t block_bytes,
-                                                             const struct block_q8_k *y, bool five)
+// The Q4_K / Q5_K block loop: d * sum(sc * q * a) - dmin * sum(m * bsums), per block, for nt
+// activation rows. A block's quants and scales are unpacked once (64 quants per zmm; the scales
+// in int16 lanes matching maddubs' pairs) and applied to every row: maddubs (int16 pairs, exact:
+// |q| < 64, |a| <= 127), then VNNI's vpdpwssd folds in the sub-block scales (int16 pair x int16
+// scale -> int32). Each row's integer sums are exact; its float operations do not depend on nt.
+static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s, const uint8_t *w, size_t block_bytes,
+                                                            const void *const *act, int nt, bool five)
 {
     const __m512i idx0 = scale_index(0, 16), idx1 = scale_index(2, 16), idx2 = scale_index(4, 16), idx3 = scale_index(6, 16);
+    const __m256i dup_mins = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     const __m512i zero = _mm512_setzero_si512();
     const __m512i sel0 = five ? q5_select(0) : zero, sel1 = five ? q5_select(1) : zero;
     const __m512i sel2 = five ? q5_select(2) : zero, sel3 = five ? q5_select(3) : zero;
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_min = _mm256_setzero_ps();
+    __m512 acc[STRATA_DOT_TOKENS];
+    __m256 acc_min[STRATA_DOT_TOKENS];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps(), acc_min[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
         strata_prefetch_ahead(w, (int)block_bytes);
         // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
         const struct block_q4_k *head = (const struct block_q4_k *)w;
         const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
         __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh)) : zero;
-        __m256i mins_dot;
-        __m512i scales = k_scales_and_mins(head->scales, y[b].bsums, &mins_dot);
-        const int8_t *act = y[b].qs;
         const __m512i *qh_p = five ? &qh : NULL;
-        __m512i isum0 = k_chunk(qs, qh_p, sel0, act, scales, idx0, zero);
-        __m512i isum1 = k_chunk(qs + 32, qh_p, sel1, act + 64, scales, idx1, zero);
-        isum0 = k_chunk(qs + 64, qh_p, sel2, act + 128, scales, idx2, isum0);
-        isum1 = k_chunk(qs + 96, qh_p, sel3, act + 192, scales, idx3, isum1);
-        __m128 d_dmin = strata_two_halves(&head->d, y[b].d);
-        acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(d_dmin), _mm512_cvtepi32_ps(_mm512_add_epi32(isum0, isum1)), acc);
-        acc_min = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(mins_dot), acc_min);
+        // scales in int16 lanes 0..7, mins in 8..15; the mins doubled to meet the bsums pairs
+        __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(head->scales));
+        __m256i mins = _mm256_permutexvar_epi16(dup_mins, sm16);
+        __m512i scales = _mm512_castsi256_si512(sm16);
+        __m512i q0 = k_chunk_quants(qs, qh_p, sel0), q1 = k_chunk_quants(qs + 32, qh_p, sel1);
+        __m512i q2 = k_chunk_quants(qs + 64, qh_p, sel2), q3 = k_chunk_quants(qs + 96, qh_p, sel3);
+        __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
+        __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
+        __m128 d_dmin_w = strata_two_halves(&head->d);
+        for (int t = 0; t < nt; t++) {
+            const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
+            __m256i mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins);
+            __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
+            __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
+            isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
+            isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
+            __m128 d_dmin = _mm_mul_ps(d_dmin_w, _mm_set1_ps(y->d));
+            acc[t] = _mm512_fmadd_ps(_mm512_broadcastss_ps(d_dmin), _mm512_cvtepi32_ps(_mm512_add_epi32(isum0, isum1)), acc[t]);
+            acc_min[t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(mins_dot), acc_min[t]);
+        }
     }
-    __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    return strata_hsum256_ps(_mm256_sub_ps(folded, acc_min));
-}
-
-static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = dot_k4_k5(n, w, sizeof(struct block_q4_k), a, false);
-}
-
-static void vec_dot_q5_k(int64_t n, float *s, const void *w, const void *a)
-{
-    *s = dot_k4_k5(n, w, sizeof(struct block_q5_k), a, true);
+    for (int t = 0; t < nt; t++) {
+        __m256 folded = _mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1));
+        s[t] = strata_hsum256_ps(_mm256_sub_ps(folded, acc_min[t]));
+    }
 }
 
 // One half (128 elements) of a Q6_K block, ql[64] and qh[32] (layout in blocks.h), as two zmm of
-// quants in element order, times activations and the int16 scales of its 8 sub-blocks.
-static inline __m512i q6_half(const uint8_t *ql64, const uint8_t *qh32, const int8_t *act, __m512i scales,
-                              __m512i idx_first, __m512i idx_second, __m512i acc)
+// quants in element order.
+static inline void q6_half_quants(const uint8_t *ql64, const uint8_t *qh32, __m512i *q_first, __m512i *q_second)
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
     __m512i ql = _mm512_loadu_si512(ql64);
     // qh bits 0-1 / 2-3 (elements 0..63) land in bits 0-1, bits 4-5 / 6-7 in bits 4-5
     __m512i qh = broadcast_shift(qh32, 0, 2);
     // (high & 0x30) | (low & 0x0f): ternary-logic function a | (b & c) = 0xf8
-    __m512i q_first = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45), ql, low4, 0xf8);
-    __m512i q_second = _mm512_ternarylogic_epi32(_mm512_and_si512(qh, bits45), _mm512_srli_epi16(ql, 4), low4, 0xf8);
-    __m512i p0 = _mm512_maddubs_epi16(q_first, _mm512_loadu_si512(act));
-    __m512i p1 = _mm512_maddubs_epi16(q_second, _mm512_loadu_si512(act + 64));
-    acc = _mm512_dpwssd_epi32(acc, p0, _mm512_permutexvar_epi16(idx_first, scales));
-    return _mm512_dpwssd_epi32(acc, p1, _mm512_permutexvar_epi16(idx_second, scales));
+    *q_first = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45), ql, low4, 0xf8);
+    *q_second = _mm512_ternarylogic_epi32(_mm512_and_si512(qh, bits45), _mm512_srli_epi16(ql, 4), low4, 0xf8);
 }
 
 // The quants are stored with +32: dot(q - 32, a) = dot(q, a) - 32 * sum(a), and the sums of a
-// per 16 elements are the activation's bsums.
-static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
+// per 16 elements are the activation's bsums. A block's quants and int16 scales (one per 16
+// elements) are unpacked once for the nt activation rows, as in dot_k4_k5.
+static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, const void *w, const void *const *act,
+                                                           int nt)
 {
     const struct block_q6_k *x = w;
-    const struct block_q8_k *y = a;
     const __m512i idx0 = scale_index(0, 8), idx1 = scale_index(4, 8), idx2 = scale_index(8, 8), idx3 = scale_index(12, 8);
-    __m512 acc = _mm512_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc[STRATA_DOT_TOKENS];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
         strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
-        __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[b].bsums));
         __m512i scales = _mm512_castsi256_si512(sc16);
-        __m512i isum0 = q6_half(x[b].ql, x[b].qh, y[b].qs, scales, idx0, idx1, _mm512_setzero_si512());
-        __m512i isum1 = q6_half(x[b].ql + 64, x[b].qh + 32, y[b].qs + 128, scales, idx2, idx3, _mm512_setzero_si512());
-        __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum0, isum1), _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
-        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d) * y[b].d);
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(total), acc);
+        __m512i q0, q1, q2, q3;
+        q6_half_quants(x[b].ql, x[b].qh, &q0, &q1);
+        q6_half_quants(x[b].ql + 64, x[b].qh + 32, &q2, &q3);
+        __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
+        __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
+        float d_w = _cvtsh_ss(x[b].d);
+        for (int t = 0; t < nt; t++) {
+            const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
+            __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+            __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
+            __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
+            isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
+            isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
+            __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum0, isum1), _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
+            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d_w * y->d), _mm512_cvtepi32_ps(total), acc[t]);
+        }
     }
-    *s = _mm512_reduce_add_ps(acc);
+    for (int t = 0; t < nt; t++) s[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
+static inline __attribute__((always_inline)) void dot_f32_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_floats(n, s, w, a, nt, 4, load16_f32);
+}
+
+static inline __attribute__((always_inline)) void dot_f16_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_floats(n, s, w, a, nt, 2, load16_f16);
+}
+
+static inline __attribute__((always_inline)) void dot_bf16_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_floats(n, s, w, a, nt, 2, load16_bf16);
+}
+
+static inline __attribute__((always_inline)) void dot_q8_0_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    strata_dot_q8_0(n, s, w, a, nt, q8_0_block);
+}
+
+static inline __attribute__((always_inline)) void dot_q4_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_k4_k5(n, s, w, sizeof(struct block_q4_k), a, nt, false);
+}
+
+static inline __attribute__((always_inline)) void dot_q5_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_k4_k5(n, s, w, sizeof(struct block_q5_k), a, nt, true);
+}
+
+STRATA_DOT_KERNELS(f32, dot_f32_n)
+STRATA_DOT_KERNELS(f16, dot_f16_n)
+STRATA_DOT_KERNELS(bf16, dot_bf16_n)
+STRATA_DOT_KERNELS(q8_0, dot_q8_0_n)
+STRATA_DOT_KERNELS(q4_k, dot_q4_k_n)
+STRATA_DOT_KERNELS(q5_k, dot_q5_k_n)
+STRATA_DOT_KERNELS(q6_k, dot_q6_k)
+
+#define VEC_DOT_MULTI_F32 vec_dot_multi_f32
+#define VEC_DOT_MULTI_F16 vec_dot_multi_f16
+#define VEC_DOT_MULTI_BF16 vec_dot_multi_bf16
 STRATA_SIMD_KERNEL_TABLE(strata_kernels_avx512_table, STRATA_ISA_AVX512)

@@ -77,6 +77,12 @@ typedef void (*strata_dequant_fn)(const void *src, float *dst, int64_t n);
 typedef void (*strata_quantize_fn)(const float *src, void *dst, int64_t n);
 // *s = dot(w, a) over n elements; w in the weight type, a in its vec_dot_type.
 typedef void (*strata_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
+// s[t] = dot(w, a[t]) for the n_act (1..STRATA_DOT_TOKENS) activation rows a[t]: each weight
+// block is decoded once and applied to every row (prompt processing is bound by decoding, not
+// bytes). Each s[t] is bit-identical to the vec_dot of the same table on a[t], so results never
+// depend on how tokens are grouped.
+#define STRATA_DOT_TOKENS 4
+typedef void (*strata_vec_dot_multi_fn)(int64_t n, float *s, const void *w, const void *const *a, int n_act);
 
 enum strata_isa {
     STRATA_ISA_SCALAR,
@@ -90,6 +96,7 @@ struct strata_kernels {
     strata_dequant_fn dequant[STRATA_TYPE_COUNT];     // NULL: type not computable
     strata_quantize_fn quantize[STRATA_TYPE_COUNT];   // indexed by the vec_dot type
     strata_vec_dot_fn vec_dot[STRATA_TYPE_COUNT];     // indexed by the weight type
+    strata_vec_dot_multi_fn vec_dot_multi[STRATA_TYPE_COUNT];  // NULL: vec_dot per token
 };
 
 // Best ISA this CPU supports (STRATA_ISA env var "scalar"/"avx2"/"avx512" can force lower).
