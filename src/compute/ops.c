@@ -77,7 +77,9 @@ void strata_mm_run(struct strata_pool *pool, const struct strata_kernels *k,
         if (jobs[j].n_tok > max_tok) max_tok = jobs[j].n_tok;
     }
     // Enough chunks for balance (8 per thread), few enough that a chunk amortises its
-    // scheduling; with many tokens a chunk of rows is reused across them from cache.
+    // scheduling; with many tokens a chunk of rows is reused across them from cache (64 rows of
+    // Q4_K at n_in 2048 are 72 KiB, in L2 across token groups; 16, 32 and 128 measured the same
+    // within noise on qwen3-30b-a3b-shaped prompts).
     const int nth = strata_pool_size(pool);
     uint64_t chunk = rows / ((uint64_t)nth * 8);
     if (chunk < 4) chunk = 4;

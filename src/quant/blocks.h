@@ -180,21 +180,29 @@ static inline __m128 strata_two_halves(const void *p)
 
 // vec_dot_NAME and vec_dot_multi_NAME from one always-inline `dot_n(n, s, w, a, nt)` that handles
 // nt activation rows a[0..nt) (weights decoded once per block, each row with its own accumulators
-// and the same float operations whatever nt is). Each token count is its own instance with a
+// and the same float operations whatever nt is). Each row count is its own instance with a
 // constant nt, so the single-token dot is the loop it always was and the multi-token results
-// are bit-identical to it.
-#define STRATA_DOT_KERNELS(name, dot_n)                                                              \
+// are bit-identical to it. max_nt (<= STRATA_DOT_TOKENS) is what the kernel's accumulators leave
+// room for in registers; more rows are done max_nt at a time.
+#define STRATA_DOT_KERNELS(name, dot_n, max_nt)                                                      \
     static void vec_dot_##name(int64_t n, float *s, const void *w, const void *a)                    \
     {                                                                                                \
         dot_n(n, s, w, &a, 1);                                                                       \
     }                                                                                                \
     static void vec_dot_multi_##name(int64_t n, float *s, const void *w, const void *const *a, int n_act) \
     {                                                                                                \
-        switch (n_act) {                                                                             \
-        case 1: dot_n(n, s, w, a, 1); break;                                                         \
-        case 2: dot_n(n, s, w, a, 2); break;                                                         \
-        case 3: dot_n(n, s, w, a, 3); break;                                                         \
-        default: dot_n(n, s, w, a, STRATA_DOT_TOKENS); break;                                        \
+        _Static_assert((max_nt) >= 1 && (max_nt) <= STRATA_DOT_TOKENS, "row count");                \
+        for (; n_act > 0; n_act -= (max_nt), s += (max_nt), a += (max_nt)) {                         \
+            switch (n_act < (max_nt) ? n_act : (max_nt)) {                                           \
+            case 1: dot_n(n, s, w, a, 1); break;                                                     \
+            case 2: dot_n(n, s, w, a, 2); break;                                                     \
+            case 3: dot_n(n, s, w, a, 3); break;                                                     \
+            case 4: dot_n(n, s, w, a, 4); break;                                                     \
+            case 5: dot_n(n, s, w, a, 5); break;                                                     \
+            case 6: dot_n(n, s, w, a, 6); break;                                                     \
+            case 7: dot_n(n, s, w, a, 7); break;                                                     \
+            default: dot_n(n, s, w, a, (max_nt)); break;                                             \
+            }                                                                                        \
         }                                                                                            \
     }
 

@@ -373,10 +373,11 @@ static inline __attribute__((always_inline)) void dot_q5_k_n(int64_t n, float *s
     dot_k4_k5(n, s, w, sizeof(struct block_q5_k), a, nt, true);
 }
 
-STRATA_DOT_KERNELS(q8_0, dot_q8_0_n)
-STRATA_DOT_KERNELS(q4_k, dot_q4_k_n)
-STRATA_DOT_KERNELS(q5_k, dot_q5_k_n)
-STRATA_DOT_KERNELS(q6_k, dot_q6_k)
+// 4 rows: their accumulators take half of the 16 ymm
+STRATA_DOT_KERNELS(q8_0, dot_q8_0_n, 4)
+STRATA_DOT_KERNELS(q4_k, dot_q4_k_n, 4)
+STRATA_DOT_KERNELS(q5_k, dot_q5_k_n, 4)
+STRATA_DOT_KERNELS(q6_k, dot_q6_k, 4)
 
 // Float dots have no multi-token variant here: 4 rows x 4 accumulators would not fit in 16 ymm.
 #define VEC_DOT_MULTI_F32 NULL

@@ -379,13 +379,14 @@ static inline __attribute__((always_inline)) void dot_q5_k_n(int64_t n, float *s
     dot_k4_k5(n, s, w, sizeof(struct block_q5_k), a, nt, true);
 }
 
-STRATA_DOT_KERNELS(f32, dot_f32_n)
-STRATA_DOT_KERNELS(f16, dot_f16_n)
-STRATA_DOT_KERNELS(bf16, dot_bf16_n)
-STRATA_DOT_KERNELS(q8_0, dot_q8_0_n)
-STRATA_DOT_KERNELS(q4_k, dot_q4_k_n)
-STRATA_DOT_KERNELS(q5_k, dot_q5_k_n)
-STRATA_DOT_KERNELS(q6_k, dot_q6_k)
+// float dots: 4 accumulators per row, so 4 rows fill the 32 zmm
+STRATA_DOT_KERNELS(f32, dot_f32_n, 4)
+STRATA_DOT_KERNELS(f16, dot_f16_n, 4)
+STRATA_DOT_KERNELS(bf16, dot_bf16_n, 4)
+STRATA_DOT_KERNELS(q8_0, dot_q8_0_n, 8)
+STRATA_DOT_KERNELS(q4_k, dot_q4_k_n, 8)
+STRATA_DOT_KERNELS(q5_k, dot_q5_k_n, 8)
+STRATA_DOT_KERNELS(q6_k, dot_q6_k, 8)
 
 #define VEC_DOT_MULTI_F32 vec_dot_multi_f32
 #define VEC_DOT_MULTI_F16 vec_dot_multi_f16

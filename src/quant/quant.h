@@ -81,7 +81,7 @@ typedef void (*strata_vec_dot_fn)(int64_t n, float *s, const void *w, const void
 // block is decoded once and applied to every row (prompt processing is bound by decoding, not
 // bytes). Each s[t] is bit-identical to the vec_dot of the same table on a[t], so results never
 // depend on how tokens are grouped.
-#define STRATA_DOT_TOKENS 4
+#define STRATA_DOT_TOKENS 8
 typedef void (*strata_vec_dot_multi_fn)(int64_t n, float *s, const void *w, const void *const *a, int n_act);
 
 enum strata_isa {
