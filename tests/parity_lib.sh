@@ -118,3 +118,19 @@ parity_streamed() {
         echo "FAIL $name: logits with --cache-mib $mib differ from full residency"; parity_fail=1
     fi
 }
+
+# parity_chunks NAME: $dir/NAME.gguf evaluated on $PARITY_TOKENS in prompt chunks of 1, 7 and 48
+# tokens gives bit-identical logits (a token's result must not depend on its chunk: decode is
+# the chunk of 1).
+parity_chunks() {
+    local name=$1 m="$dir/$1.gguf" b
+    for b in 1 7 48; do
+        "$STRATA_BIN" eval -m "$m" --tokens "$PARITY_TOKENS" --logits-out "$dir/$name.b$b.f32" -t 2 -b "$b" ||
+            { echo "FAIL $name: strata eval -b $b"; parity_fail=1; return; }
+    done
+    if cmp -s "$dir/$name.b1.f32" "$dir/$name.b7.f32" && cmp -s "$dir/$name.b1.f32" "$dir/$name.b48.f32"; then
+        echo "$name: prompt chunks of 1, 7 and 48 give identical logits"
+    else
+        echo "FAIL $name: logits depend on the prompt chunk size"; parity_fail=1
+    fi
+}

@@ -5,7 +5,8 @@
 # from measured noise (tests/parity_lib.sh, docs/correctness.md): 1e-4 for F32, 1e-2 for F16 and
 # BF16 (one element rounded to half precision moves by far less than an int8 step), 2e-2 for the
 # quantized types; each raised to twice llama.cpp's own batch-size disagreement when larger.
-# The measured errors are printed, so the margin is visible in the log.
+# The measured errors are printed, so the margin is visible in the log. F32 and Q4_K also check
+# that prompt chunks of 1, 7 and 48 tokens give bit-identical logits.
 set -u
 . "$STRATA_ROOT/tests/oracle/lib.sh"
 oracle_available || exit 77
@@ -13,8 +14,10 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 . "$STRATA_ROOT/tests/parity_lib.sh"
 
 parity_check qwen3moe tiny f32  "--type F32"  1e-4
+parity_chunks f32
 parity_check qwen3moe tiny q8_0 "--type Q8_0" 2e-2
 parity_check qwen3moe tiny q4_k "--type Q4_K" 2e-2
+parity_chunks q4_k
 parity_check qwen3moe tiny q5_k "--type Q5_K" 2e-2
 parity_check qwen3moe tiny q6_k "--type Q6_K" 2e-2
 parity_check qwen3moe tiny f16  "--type F16"  1e-2

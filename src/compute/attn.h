@@ -17,9 +17,13 @@
 //         is taken per aligned group of VL cache cells as a float tree, added in double;
 //         p = e · (float)(1 / sum).
 //   kqv   more than one token in the batch: llamafile's tinyBLAS sgemm, VL lanes (lane = cell
-//         mod VL) of fused multiply-adds and a tree sum; one token: ggml_vec_dot_f32 over the
-//         cells (as kq). The KV cache holds a multiple of 256 cells, so masked cells only add
-//         zeros: the lanes follow the absolute cell index, which is the position here.
+//         mod VL) of fused multiply-adds and a tree sum. The KV cache holds a multiple of 256
+//         cells, so masked cells only add zeros: the lanes follow the absolute cell index, which
+//         is the position here. For a single-token batch (decode) ggml switches to
+//         ggml_vec_dot_f32 order; strata keeps the sgemm order for every batch size, because a
+//         token's logits must not depend on the chunk it was evaluated in (prompt chunk sizes
+//         and the decode path give bit-identical results; llama.cpp's own batch-1 and batch-512
+//         logits differ in the last bits for this reason).
 #ifndef STRATA_ATTN_H
 #define STRATA_ATTN_H
 
@@ -37,7 +41,6 @@ struct strata_attn_query {
     int n_kv;           // attends to positions 0 .. n_kv-1 (n_kv >= 1)
     uint32_t D, Dv;     // head dims of q/k and of v
     float scale;        // kq scale (1/sqrt(D))
-    int single_token;   // the batch holds one token (ggml's kqv is then a vec_dot, not an sgemm)
     float *scores;      // scratch, n_kv floats
     float *out;         // [Dv]
 };

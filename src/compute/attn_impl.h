@@ -122,7 +122,7 @@ static inline void attn_head_body(const struct strata_attn_query *a, const int v
     // the weighted sum of values: nl lane accumulators per value dim (lane = cell mod nl), then
     // the tree of the kernel ggml uses. Lanes no cell reached hold zero and are left out of the
     // tree (adding +0 changes nothing: an accumulator that starts at +0 never becomes -0).
-    const int nl = a->single_token ? 4 * vl : vl;
+    const int nl = vl;
     const int used = n_kv < nl ? n_kv : nl;
     static const float zero[ATTN_TILE];
     for (uint32_t d0 = 0; d0 < a->Dv; d0 += ATTN_TILE) {
@@ -140,29 +140,14 @@ static inline void attn_head_body(const struct strata_attn_query *a, const int v
         // rows beyond `used` read as zero
         const float *row[ATTN_MAX_LANES];
         for (int r = 0; r < nl; r++) row[r] = r < used ? acc[r] : zero;
-        int n_rows = nl;
-        int tree_to = (a->single_token && vl == 8) ? 4 : 1;   // vec_dot on AVX2 ends in two hadd
-        if (a->single_token) {
-            // halve 4·VL -> VL, as GGML_F32_VEC_REDUCE
-            for (int h = 2 * vl; h >= vl; h /= 2) {
-                for (int i = 0; i < h; i++) {
-                    for (int d = 0; d < nd; d++) acc[i][d] = row[i][d] + row[i + h][d];
-                    row[i] = acc[i];
-                }
-                n_rows = h;
-            }
-        }
-        for (int h = n_rows / 2; h >= tree_to; h /= 2) {
+        for (int h = nl / 2; h >= 1; h /= 2) {
             for (int i = 0; i < h; i++) {
                 for (int d = 0; d < nd; d++) acc[i][d] = row[i][d] + row[i + h][d];
                 row[i] = acc[i];
             }
         }
         float *out = a->out + d0;
-        if (tree_to == 4)
-            for (int d = 0; d < nd; d++) out[d] = (row[0][d] + row[1][d]) + (row[2][d] + row[3][d]);
-        else
-            for (int d = 0; d < nd; d++) out[d] = row[0][d];
+        for (int d = 0; d < nd; d++) out[d] = row[0][d];
     }
 }
 

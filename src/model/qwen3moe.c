@@ -114,7 +114,7 @@ static void attn_worker(void *arg, int ith, int nth)
             .k = kc + (size_t)kvh * D, .k_stride = KD,
             .v = vc + (size_t)kvh * Dv, .v_stride = VD,
             .n_kv = n_kv, .D = (uint32_t)D, .Dv = (uint32_t)Dv, .scale = scale,
-            .single_token = j->n_tok == 1, .scores = scores,
+            .scores = scores,
             .out = s->attn + (size_t)t * H * Dv + (size_t)h * Dv,
         };
         strata_attn_head(s->m->kernels->isa, &aq);
