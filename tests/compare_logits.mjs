@@ -23,6 +23,7 @@ if (a.length !== b.length || a.length % nv !== 0 || a.length === 0) {
 const np = a.length / nv;
 const ties = process.env.STRATA_TIES === "1";
 let maxRel = 0, sumRel = 0, mism = 0, bad = 0, nTies = 0, firstTie = -1;
+const rels = [];
 for (let p = 0; p < np; p++) {
     let num = 0, den = 0, am = 0, bm = 0, maxAbs = 0;
     for (let i = 0; i < nv; i++) {
@@ -36,6 +37,7 @@ for (let p = 0; p < np; p++) {
     }
     const rel = Math.sqrt(num / den);
     maxRel = Math.max(maxRel, rel);
+    rels.push(rel);
     sumRel += rel;
     const tie = ties && am !== bm && b[p * nv + bm] - b[p * nv + am] <= 2 * maxAbs;
     if (tie) { nTies++; if (firstTie < 0) firstTie = p; }
@@ -45,6 +47,8 @@ for (let p = 0; p < np; p++) {
         console.log(`pos ${p}: rel ${rel.toExponential(3)} argmax ${am} vs ${bm}` +
             (tie ? ` (near tie: gap ${(b[p * nv + bm] - b[p * nv + am]).toExponential(2)}, max diff ${maxAbs.toExponential(2)})` : ""));
 }
-console.log(`positions=${np} max_rel=${maxRel.toExponential(3)} mean_rel=${(sumRel / np).toExponential(3)} ` +
+rels.sort((x, y) => x - y);
+const median = rels[(np - 1) >> 1];
+console.log(`positions=${np} max_rel=${maxRel.toExponential(3)} mean_rel=${(sumRel / np).toExponential(3)} median_rel=${median.toExponential(3)} ` +
     `over_tol=${bad} argmax_mismatch=${mism} tol=${tol}` + (ties ? ` ties=${nTies} first_tie=${firstTie}` : ""));
 process.exit(bad === 0 && mism === 0 ? 0 : 1);

@@ -3,7 +3,7 @@
 # scratch folder.
 #
 # parity_check ARCH PRESET NAME TYPE_ARGS TOL
-#   synthesises a tiny model, compares strata's teacher-forced logits on $PARITY_TOKENS with
+#   synthesises a tiny model (seed $PARITY_SEED, default 7), compares strata's teacher-forced logits on $PARITY_TOKENS with
 #   llama.cpp's (relative L2 error per position within the tolerance, same argmax everywhere
 #   up to near ties) and 32 greedy tokens after the first 16 prompt tokens. Sets parity_fail=1
 #   on a failure and leaves the model at $dir/NAME.gguf, strata's logits at $dir/NAME.strata.f32.
@@ -85,7 +85,7 @@ parity_greedy() {
 parity_check() {
     local arch=$1 preset=$2 name=$3 targs=$4 tol=$5 m="$dir/$3.gguf" ties=0
     # shellcheck disable=SC2086
-    "$STRATA_BIN" synth --arch "$arch" --preset "$preset" --seed 7 $targs -o "$m" --no-progress ||
+    "$STRATA_BIN" synth --arch "$arch" --preset "$preset" --seed "${PARITY_SEED:-7}" $targs -o "$m" --no-progress ||
         { echo "FAIL $name: synth"; parity_fail=1; return; }
     if [ "$tol" != "1e-4" ]; then  # quantized: see the tolerance note above
         ties=1
