@@ -36,9 +36,9 @@ for r in $(seq "$REPS"); do
   out=$(build/strata run -m "$model" --prompt-tokens "$ids" -n "$GEN" --temp 0 --ignore-eos --json -t "$THREADS")
   s_pp+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).stats.prompt_tok_s))')")
   s_dec+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).stats.decode_tok_s))')")
-  # Share of strata's forward time in the attention blocks (full attention and delta-net).
+  # Shares of strata's forward time in full attention and in linear attention (delta-net).
   attn_share=$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const p=JSON.parse(s).stats.phase_s;
-    let t=0; for (const k in p) t+=p[k]; console.log((p.attention/t).toFixed(3))})')
+    let t=0; for (const k in p) t+=p[k]; console.log((p.attention/t).toFixed(3) + " full, " + (p.linear_attention/t).toFixed(3) + " linear")})')
   out=$(oracle_run ../../bench/llama_bench.mjs --model "$model" --tokens "@$BENCH_DIR/prompt.ids" -n "$GEN" --threads "$THREADS")
   l_pp+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).prompt_tok_s))')")
   l_dec+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).decode_tok_s))')")
@@ -55,7 +55,7 @@ awk -v sd="$sd" -v sp="$sp" -v ld="$ld" -v lp="$lp" -v b="$bytes" -v bw="$membw"
   printf "%-10s %12.1f %12.2f %10.2f %9.0f%%\n", "strata", sp, sd, sd*b/1e9, 100*sd/f
   printf "%-10s %12.1f %12.2f %10.2f %9.0f%%\n", "llama.cpp", lp, ld, ld*b/1e9, 100*ld/f
   printf "ratio strata/llama.cpp: decode %.2fx, prompt %.2fx\n", sd/ld, sp/lp }'
-echo "strata time in attention blocks (full + linear): $attn_share of the forward pass"
+echo "strata forward time in attention: $attn_share"
 d=$(date -u +%Y-%m-%dT%H:%M)
 flags="-t $THREADS prompt=$PROMPT gen=$GEN best-of-$REPS"
 printf '%s\t%s\t%s\t%s\tstrata\t%s\t%.1f\t%.2f\t1.0\t%s\t%s\t%.2f\t%.2f\t%s\t%s\n' "$d" "$commit" "$machine" "$name" "$flags" "$sp" "$sd" "$bytes" "$floor" \

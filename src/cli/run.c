@@ -298,6 +298,7 @@ static int do_run(const struct run_opts *o)
         cJSON *ph = cJSON_AddObjectToObject(js, "phase_s");
         cJSON_AddNumberToObject(ph, "embed", st.t_embed);
         cJSON_AddNumberToObject(ph, "attention", st.t_attn);
+        cJSON_AddNumberToObject(ph, "linear_attention", st.t_linear_attn);
         cJSON_AddNumberToObject(ph, "routing", st.t_router);
         cJSON_AddNumberToObject(ph, "experts", st.t_experts);
         cJSON_AddNumberToObject(ph, "head", st.t_head);
@@ -312,10 +313,10 @@ static int do_run(const struct run_opts *o)
         printf("\n");
         fprintf(stderr,
                 "\nprompt: %d tokens in %.2f s (%.1f tok/s)   generated: %d tokens, %.2f tok/s%s\n"
-                "time: attention %.2f s, routing %.2f s, experts %.2f s, head %.2f s   "
+                "time: attention %.2f s, linear attention %.2f s, routing %.2f s, experts %.2f s, head %.2f s   "
                 "peak memory %.0f MiB (dense %.0f MiB, experts %.0f MiB)\n",
                 n_prompt, t_prompt, prompt_tps, n_gen, gen_tps, stopped_eog ? " (stopped at end of generation)" : "",
-                st.t_attn, st.t_router, st.t_experts, st.t_head, peak_rss_mib(),
+                st.t_attn, st.t_linear_attn, st.t_router, st.t_experts, st.t_head, peak_rss_mib(),
                 strata_model_dense_bytes(m) / 1048576.0, strata_model_expert_bytes(m) / 1048576.0);
         cli_store_summary(stderr, m, &o->ec);
     }

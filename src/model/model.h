@@ -43,6 +43,7 @@ struct strata_session_params {
 // Time and work per phase of the forward pass, accumulated over the session.
 struct strata_phase_stats {
     double t_embed, t_attn, t_router, t_experts, t_head;  // seconds
+    double t_linear_attn;   // gated delta-net blocks (qwen3next); t_attn is full attention
     uint64_t n_tokens;      // tokens evaluated
     uint64_t n_chunks;      // forward calls (chunks)
 };

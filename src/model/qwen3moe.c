@@ -423,8 +423,14 @@ int strata_model_forward(struct strata_session *s, const int32_t *tokens, int n,
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const struct strata_layer *L = &m->layers[l];
         double ta = strata_now();
-        int rc = L->kv_slot >= 0 ? strata_attention_block(s, (int)l, n) : strata_deltanet_block(s, (int)l, n);
-        s->stats.t_attn += strata_now() - ta;
+        int rc;
+        if (L->kv_slot >= 0) {
+            rc = strata_attention_block(s, (int)l, n);
+            s->stats.t_attn += strata_now() - ta;
+        } else {
+            rc = strata_deltanet_block(s, (int)l, n);
+            s->stats.t_linear_attn += strata_now() - ta;
+        }
         if (rc == 0) rc = L->moe_index >= 0 ? strata_moe_block(s, (int)l, n) : strata_dense_ffn_block(s, (int)l, n);
         if (rc) return rc;
     }
