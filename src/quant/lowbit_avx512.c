@@ -1,5 +1,197 @@
-// AVX-512 kernels of the low-bit formats: none of their own yet; dispatch.c fills every entry
-// from the AVX2 table (whose 256-bit kernels run unchanged on AVX-512 machines).
+// AVX-512 (F/BW/VL/DQ + VNNI) dot products of the low-bit formats (lowbit.h); every entry left
+// NULL (dequantisation, the other types) comes from the AVX2 table through dispatch.c.
+//
+// Each zmm step decodes two groups of 32 weights (64 elements) into 64 byte magnitudes and a
+// 64-bit sign mask; the signs go onto the int8 activations with a masked subtract from zero (the
+// AVX2 kernels' vpsignb, which has no 512-bit form), vpmaddubsw multiplies and pairs them
+// (exact: |w| <= 127, |a| <= 127) and VNNI's vpdpwssd applies the integer sub-block scales of
+// the four 16-element quarters while accumulating int32. The 7-bit stored sign patterns of the
+// IQ2/IQ3 formats become 8 bits in scalar registers for 8 groups at once (pdep, then the parity
+// of each byte in its top bit). A block's int32 sums are scaled once by d_w * d_a in float, so
+// the integer part is exact and only the float accumulation order (16 lanes) differs from the
+// reference. No multi-token kernels: the low-bit types have none at AVX2 either (vec_dot_multi
+// stays NULL, i.e. vec_dot per token).
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant/fp16.h"
+#include "quant/iq_grids.h"
 #include "quant/lowbit.h"
 
-const struct strata_kernels strata_lowbit_avx512_table = {.isa = STRATA_ISA_AVX512};
+#define INLINE static inline __attribute__((always_inline))
+
+// ---- helpers --------------------------------------------------------------------------------
+
+// Eight 7-bit patterns, one per byte (bit 7 clear), with bit 7 set where it makes the byte's
+// count of set bits even: the 8 sign bits of 8 grid entries (strata_iq_signs8 per byte).
+INLINE uint64_t even_signs8x8(uint64_t s)
+{
+    uint64_t p = s ^ (s >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1;
+    return s | (p & 0x0101010101010101ull) << 7;
+}
+
+// Sign words of two IQ2_XXS / IQ3_XXS groups (4 x 7 bits each in bits 0..27) as a 64-bit mask.
+INLINE __mmask64 signs_2x28(uint32_t s0, uint32_t s1)
+{
+    uint64_t both = (uint64_t)(s0 & 0x0fffffff) | (uint64_t)(s1 & 0x0fffffff) << 28;
+    return _cvtu64_mask64(even_signs8x8(_pdep_u64(both, 0x7f7f7f7f7f7f7f7full)));
+}
+
+// a with the weights' signs: negated where k is set.
+INLINE __m512i apply_signs(__m512i a, __mmask64 k)
+{
+    return _mm512_mask_sub_epi8(a, k, _mm512_setzero_si512(), a);
+}
+
+// acc + sum of 64 products |w| * signed a, each 4-element dword lane weighted by its int16
+// scale pair (scale in both halves of the dword).
+INLINE __m512i dot64(__m512i acc, __m512i mag, __m512i signed_act, __m512i scale_pairs)
+{
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(mag, signed_act), scale_pairs);
+}
+
+// int32 lanes v (< 2^15) as the int16 pair (v, v).
+INLINE __m512i pairs16(__m512i v) { return _mm512_or_si512(v, _mm512_slli_epi32(v, 16)); }
+
+INLINE __m512i load_act(const int8_t *q) { return _mm512_loadu_si512((const void *)q); }
+
+// Eight 8-byte grid entries by index.
+INLINE __m512i grid64x8(const uint64_t *grid, __m512i idx)
+{
+    return _mm512_i64gather_epi64(idx, (const void *)grid, 8);
+}
+
+// ---- blocks of 256 against Q8_K ---------------------------------------------------------------
+
+// Each step returns one block's scaled int32 sums (16 lanes); *d is the block's float factor.
+
+INLINE __m512i blk_iq2_xxs(const void *w, const struct block_q8_k *y, float *d)
+{
+    const struct block_iq2_xxs *x = w;
+    *d = strata_fp16_to_fp32(x->d) * 0.125f;
+    const uint8_t *qs = (const uint8_t *)x->qs;  // per group: 4 index bytes, a sign/scale word
+    // (2s + 1) of group g from dword 2g + 1: (word >> 27) | 1
+    __m512i ls = pairs16(_mm512_or_si512(_mm512_srli_epi32(_mm512_loadu_si512(qs), 27), _mm512_set1_epi32(1)));
+    __m512i pick = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(4))) {
+        uint64_t g0, g1;
+        memcpy(&g0, qs + 16 * j, 8);
+        memcpy(&g1, qs + 16 * j + 8, 8);
+        __m512i idx = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128((long long)((g0 & 0xffffffffu) | g1 << 32)));
+        __m512i mag = grid64x8(strata_iq2xxs_grid, idx);
+        __m512i a = apply_signs(load_act(y->qs + 64 * j), signs_2x28((uint32_t)(g0 >> 32), (uint32_t)(g1 >> 32)));
+        acc = dot64(acc, mag, a, _mm512_permutexvar_epi32(pick, ls));
+    }
+    return acc;
+}
+
+INLINE __m512i blk_iq2_xs(const void *w, const struct block_q8_k *y, float *d)
+{
+    const struct block_iq2_xs *x = w;
+    *d = strata_fp16_to_fp32(x->d) * 0.125f;
+    // 2 * nibble + 1 of the 16 quarter scales in element order (low nibble first), one per dword
+    __m128i sc = _mm_loadl_epi64((const __m128i *)x->scales);
+    __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(sc, _mm_set1_epi8(15)),
+                                    _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15)));
+    __m512i ls = _mm512_cvtepu8_epi32(nib);
+    ls = pairs16(_mm512_add_epi32(_mm512_add_epi32(ls, ls), _mm512_set1_epi32(1)));
+    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(4))) {
+        __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 8 * j));  // 8 x (9-bit index, 7 signs)
+        __m512i idx = _mm512_and_si512(_mm512_cvtepu16_epi64(q), _mm512_set1_epi64(511));
+        __m512i mag = grid64x8(strata_iq2xs_grid, idx);
+        __m128i s7 = _mm_srli_epi16(q, 9);
+        uint64_t signs = even_signs8x8((uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(s7, s7)));
+        __m512i a = apply_signs(load_act(y->qs + 64 * j), _cvtu64_mask64(signs));
+        acc = dot64(acc, mag, a, _mm512_permutexvar_epi32(pick, ls));
+    }
+    return acc;
+}
+
+INLINE __m512i blk_iq3_xxs(const void *w, const struct block_q8_k *y, float *d)
+{
+    const struct block_iq3_xxs *x = w;
+    *d = strata_fp16_to_fp32(x->d) * 0.25f;
+    uint32_t sgn[8];
+    memcpy(sgn, x->qs + 64, 32);
+    // (2s + 1) of group g from its sign/scale word: (word >> 27) | 1
+    __m256i words = _mm256_loadu_si256((const __m256i *)(x->qs + 64));
+    __m512i ls = _mm512_castsi256_si512(_mm256_or_si256(_mm256_srli_epi32(words, 27), _mm256_set1_epi32(1)));
+    ls = pairs16(ls);
+    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2))) {
+        __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
+        __m512i mag = _mm512_i32gather_epi32(idx, (const void *)strata_iq3xxs_grid, 4);
+        __m512i a = apply_signs(load_act(y->qs + 64 * j), signs_2x28(sgn[2 * j], sgn[2 * j + 1]));
+        acc = dot64(acc, mag, a, _mm512_permutexvar_epi32(pick, ls));
+    }
+    return acc;
+}
+
+INLINE __m512i blk_iq1_m(const void *w, const struct block_q8_k *y, float *d)
+{
+    const struct block_iq1_m *x = w;
+    uint16_t sc[4];
+    memcpy(sc, x->scales, 8);
+    *d = strata_fp16_to_fp32(strata_iq1m_d(x->scales)) * 0.125f;
+    const __m512i top_shift = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i scale_shift = _mm512_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3, 6, 6, 6, 6, 9, 9, 9, 9);
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++) {
+        uint32_t qh;  // per grid entry k: bits 4k..4k+2 the index's top bits, bit 4k+3 its shift sign
+        memcpy(&qh, x->qh + 4 * j, 4);
+        __m512i top = _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64(qh), top_shift), _mm512_set1_epi64(7));
+        __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * j))),
+                                      _mm512_slli_epi64(top, 8));
+        __m512i grid = grid64x8(strata_iq1s_grid, idx);  // int8 -1..1
+        // 8 * grid + shift, shift -1 where the entry's sign bit is set, else +1
+        __m512i shift = _mm512_or_si512(_mm512_movm_epi64((__mmask8)_pext_u32(qh, 0x88888888u)), _mm512_set1_epi8(1));
+        __m512i wv = _mm512_add_epi8(_mm512_and_si512(_mm512_slli_epi16(grid, 3), _mm512_set1_epi8((char)0xf8)), shift);
+        __m512i a = apply_signs(load_act(y->qs + 64 * j), _mm512_movepi8_mask(wv));
+        __m512i ls = _mm512_srlv_epi32(_mm512_set1_epi32(sc[j]), scale_shift);
+        ls = _mm512_and_si512(ls, _mm512_set1_epi32(7));
+        ls = pairs16(_mm512_add_epi32(_mm512_add_epi32(ls, ls), _mm512_set1_epi32(1)));
+        acc = dot64(acc, _mm512_abs_epi8(wv), a, ls);
+    }
+    return acc;
+}
+
+INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+typedef __m512i (*block_fn)(const void *w, const struct block_q8_k *y, float *d);
+
+INLINE float dot_256(int64_t n, const void *w, size_t type_size, const void *a, block_fn blk)
+{
+    const uint8_t *x = w;
+    const struct block_q8_k *y = a;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; b++, x += type_size) {
+        strata_prefetch_ahead(x, (int)type_size);
+        float d;
+        __m512i isum = blk(x, &y[b], &d);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * y[b].d), acc);
+    }
+    return hsum512(acc);
+}
+
+#define DOT_256(name, block_type)                                                            \
+    static void vec_dot_##name(int64_t n, float *s, const void *w, const void *a)            \
+    {                                                                                         \
+        *s = dot_256(n, w, sizeof(struct block_type), a, blk_##name);                         \
+    }
+
+DOT_256(iq2_xxs, block_iq2_xxs)
+DOT_256(iq2_xs, block_iq2_xs)
+DOT_256(iq3_xxs, block_iq3_xxs)
+DOT_256(iq1_m, block_iq1_m)
+
+const struct strata_kernels strata_lowbit_avx512_table = {
+    .isa = STRATA_ISA_AVX512,
+    .vec_dot = {[STRATA_TYPE_IQ2_XXS] = vec_dot_iq2_xxs, [STRATA_TYPE_IQ2_XS] = vec_dot_iq2_xs,
+                [STRATA_TYPE_IQ3_XXS] = vec_dot_iq3_xxs, [STRATA_TYPE_IQ1_M] = vec_dot_iq1_m},
+};
