@@ -373,7 +373,10 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < N_TYPES; k++) {
         static const int64_t sizes[] = {256, 512, 2816, 4096};
         for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) test_type(&g_types[k], sizes[s], &g, &rng);
-        if (strata_type_traits(g_types[k].type)->block_size == 32) test_type(&g_types[k], 96, &g, &rng);
+        if (strata_type_traits(g_types[k].type)->block_size == 32) {  // odd block counts: kernels' tails
+            test_type(&g_types[k], 96, &g, &rng);
+            test_type(&g_types[k], 224, &g, &rng);
+        }
     }
     if (g_failures) {
         printf("test_quant_lowbit: %d of %ld checks failed (seed %llu)\n", g_failures, g_checks,

@@ -12,6 +12,7 @@
 // reference. No multi-token kernels: the low-bit types have none at AVX2 either (vec_dot_multi
 // stays NULL, i.e. vec_dot per token).
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "quant/fp16.h"
@@ -76,6 +77,7 @@ INLINE __m512i blk_iq2_xxs(const void *w, const struct block_q8_k *y, float *d)
     __m512i ls = pairs16(_mm512_or_si512(_mm512_srli_epi32(_mm512_loadu_si512(qs), 27), _mm512_set1_epi32(1)));
     __m512i pick = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
     __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(4))) {
         uint64_t g0, g1;
         memcpy(&g0, qs + 16 * j, 8);
@@ -100,6 +102,7 @@ INLINE __m512i blk_iq2_xs(const void *w, const struct block_q8_k *y, float *d)
     ls = pairs16(_mm512_add_epi32(_mm512_add_epi32(ls, ls), _mm512_set1_epi32(1)));
     __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(4))) {
         __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 8 * j));  // 8 x (9-bit index, 7 signs)
         __m512i idx = _mm512_and_si512(_mm512_cvtepu16_epi64(q), _mm512_set1_epi64(511));
@@ -124,6 +127,7 @@ INLINE __m512i blk_iq3_xxs(const void *w, const struct block_q8_k *y, float *d)
     ls = pairs16(ls);
     __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2))) {
         __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
         __m512i mag = _mm512_i32gather_epi32(idx, (const void *)strata_iq3xxs_grid, 4);
@@ -142,6 +146,7 @@ INLINE __m512i blk_iq1_m(const void *w, const struct block_q8_k *y, float *d)
     const __m512i top_shift = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
     const __m512i scale_shift = _mm512_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3, 6, 6, 6, 6, 9, 9, 9, 9);
     __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         uint32_t qh;  // per grid entry k: bits 4k..4k+2 the index's top bits, bit 4k+3 its shift sign
         memcpy(&qh, x->qh + 4 * j, 4);
@@ -161,37 +166,214 @@ INLINE __m512i blk_iq1_m(const void *w, const struct block_q8_k *y, float *d)
     return acc;
 }
 
+// Int32 lanes v (|v| < 2^15, any sign) as the int16 pair (v, v).
+INLINE __m512i signed_pairs16(__m512i v)
+{
+    return _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(v, 16));
+}
+
+// Activations of groups j and 4 + j (elements 32 j.. and 128 + 32 j..): the Q2_K/Q3_K layout
+// holds both in bits 2j..2j+1 of the same 64 qs bytes.
+INLINE __m512i load_act_k(const int8_t *q, int j)
+{
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(q + 32 * j));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)(q + 128 + 32 * j)), 1);
+}
+
+// Q3_K: q + 4 * hbit (0..7, unsigned) against a; the constant 4 comes off through the
+// activation's 16-element sums (bsums), so the block's integer sum is the reference's exactly.
+INLINE __m512i blk_q3_k(const void *w, const struct block_q8_k *y, float *d)
+{
+    const struct block_q3_k *x = w;
+    *d = _cvtsh_ss(x->d);
+    // 16 x (sc - 32): low nibbles from bytes 0..7 (low, then high nibbles), top 2 bits of
+    // sub-block j from bits 2 (j / 4) of byte 8 + j % 4
+    uint32_t top;
+    memcpy(&top, x->scales + 8, 4);
+    __m128i lo8 = _mm_loadl_epi64((const __m128i *)x->scales);
+    __m128i low4 = _mm_unpacklo_epi64(_mm_and_si128(lo8, _mm_set1_epi8(15)),
+                                      _mm_and_si128(_mm_srli_epi16(lo8, 4), _mm_set1_epi8(15)));
+    __m128i high2 = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)top), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    __m128i sc8 = _mm_sub_epi8(_mm_or_si128(low4, _mm_slli_epi16(high2, 4)), _mm_set1_epi8(32));
+    __m512i sc = signed_pairs16(_mm512_cvtepi8_epi32(sc8));
+    __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    __m256i min4 = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums)), 2);
+    __m512i bits = _mm512_loadu_si512((const void *)x->qs);
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
+    __m512i hsel = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(16), 1);
+    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 8, 8, 8, 8, 9, 9, 9, 9);
+    __m512i acc = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(min4));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m512i q = _mm512_and_si512(_mm512_srli_epi16(bits, 2 * j), _mm512_set1_epi8(3));
+        __mmask64 high = _mm512_test_epi8_mask(hm, hsel);
+        q = _mm512_mask_add_epi8(q, high, q, _mm512_set1_epi8(4));
+        acc = dot64(acc, q, load_act_k(y->qs, j), _mm512_permutexvar_epi32(pick, sc));
+        hsel = _mm512_add_epi8(hsel, hsel);
+        pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2));
+    }
+    return acc;
+}
+
+// Q2_K without its min term (dot_256 adds that from the activation's bsums).
+INLINE __m512i blk_q2_k(const void *w, const struct block_q8_k *y, float *d)
+{
+    const struct block_q2_k *x = w;
+    *d = _cvtsh_ss(x->d);
+    __m128i sc8 = _mm_and_si128(_mm_loadu_si128((const __m128i *)x->scales), _mm_set1_epi8(15));
+    __m512i sc = pairs16(_mm512_cvtepu8_epi32(sc8));
+    __m512i bits = _mm512_loadu_si512((const void *)x->qs);
+    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 8, 8, 8, 8, 9, 9, 9, 9);
+    __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2))) {
+        __m512i q = _mm512_and_si512(_mm512_srli_epi16(bits, 2 * j), _mm512_set1_epi8(3));
+        acc = dot64(acc, q, load_act_k(y->qs, j), _mm512_permutexvar_epi32(pick, sc));
+    }
+    return acc;
+}
+
+// Two groups' 32 nibble bytes as 64 values 0..15 in element order (per group: low nibbles, then
+// high nibbles).
+INLINE __m512i nibbles64(const uint8_t *qs0, const uint8_t *qs1)
+{
+    __m256i b = _mm256_setr_m128i(_mm_loadu_si128((const __m128i *)qs0), _mm_loadu_si128((const __m128i *)qs1));
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1);  // lo0 lo1 hi0 hi1
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm512_and_si512(z, _mm512_set1_epi8(15));
+}
+
+INLINE __m512i table16x4(const int8_t *t)
+{
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t));
+}
+
+// IQ4_XS: |kvalue| by one table, the sign from the nibble (kvalues_iq4nl is negative exactly
+// for nibbles 0..7).
+INLINE __m512i blk_iq4_xs(const void *w, const struct block_q8_k *y, float *d)
+{
+    const struct block_iq4_xs *x = w;
+    *d = _cvtsh_ss(x->d);
+    int8_t abs_values[16];
+    for (int i = 0; i < 16; i++) abs_values[i] = (int8_t)abs(strata_kvalues_iq4nl[i]);
+    const __m512i table = table16x4(abs_values);
+    uint32_t lo;
+    memcpy(&lo, x->scales_l, 4);
+    uint64_t ls8 = _pdep_u64(lo, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(x->scales_h, 0x3030303030303030ull);
+    __m512i ls = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)ls8)), _mm512_set1_epi32(32));
+    ls = signed_pairs16(ls);
+    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2))) {
+        __m512i nib = nibbles64(x->qs + 32 * j, x->qs + 32 * j + 16);
+        __mmask64 neg = _mm512_testn_epi8_mask(nib, _mm512_set1_epi8(8));
+        __m512i a = apply_signs(load_act(y->qs + 64 * j), neg);
+        acc = dot64(acc, _mm512_shuffle_epi8(table, nib), a, _mm512_permutexvar_epi32(pick, ls));
+    }
+    return acc;
+}
+
 INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 typedef __m512i (*block_fn)(const void *w, const struct block_q8_k *y, float *d);
 
-INLINE float dot_256(int64_t n, const void *w, size_t type_size, const void *a, block_fn blk)
+INLINE float dot_256(int64_t n, const void *w, size_t type_size, const void *a, block_fn blk, int q2_k_min)
 {
     const uint8_t *x = w;
     const struct block_q8_k *y = a;
     __m512 acc = _mm512_setzero_ps();
+    __m256 acc_min = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++, x += type_size) {
         strata_prefetch_ahead(x, (int)type_size);
         float d;
         __m512i isum = blk(x, &y[b], &d);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * y[b].d), acc);
+        if (q2_k_min) {  // dmin * sum over sub-blocks of (sc >> 4) * bsum
+            const struct block_q2_k *q2 = (const struct block_q2_k *)x;
+            __m128i m8 = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)q2->scales), 4), _mm_set1_epi8(15));
+            __m256i prod = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m8), _mm256_loadu_si256((const __m256i *)y[b].bsums));
+            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(_cvtsh_ss(q2->dmin) * y[b].d), acc_min);
+        }
     }
-    return hsum512(acc);
+    return hsum512(acc) - (q2_k_min ? hsum512(_mm512_zextps256_ps512(acc_min)) : 0.0f);
 }
 
-#define DOT_256(name, block_type)                                                            \
+#define DOT_256(name, block_type, q2_min)                                                    \
     static void vec_dot_##name(int64_t n, float *s, const void *w, const void *a)            \
     {                                                                                         \
-        *s = dot_256(n, w, sizeof(struct block_type), a, blk_##name);                         \
+        *s = dot_256(n, w, sizeof(struct block_type), a, blk_##name, q2_min);                 \
     }
 
-DOT_256(iq2_xxs, block_iq2_xxs)
-DOT_256(iq2_xs, block_iq2_xs)
-DOT_256(iq3_xxs, block_iq3_xxs)
-DOT_256(iq1_m, block_iq1_m)
+DOT_256(iq2_xxs, block_iq2_xxs, 0)
+DOT_256(iq2_xs, block_iq2_xs, 0)
+DOT_256(iq3_xxs, block_iq3_xxs, 0)
+DOT_256(iq1_m, block_iq1_m, 0)
+DOT_256(q3_k, block_q3_k, 0)
+DOT_256(q2_k, block_q2_k, 1)
+DOT_256(iq4_xs, block_iq4_xs, 0)
+
+// ---- blocks of 32 against Q8_1 ----------------------------------------------------------------
+
+// Q4_1, four blocks per step (two per zmm): vpdpbusd of the nibbles (unsigned) with the
+// activations, the block factors d_w * d_a per 256-bit half, the min terms m * s (the
+// activation's f16 sum, as the reference) summed in a vector; the f16 fields of four blocks are
+// converted together.
+INLINE float q4_1_tail(const struct block_q4_1 *x, const struct block_q8_1 *y, __m512 *acc)
+{
+    __m128i q = _mm_loadu_si128((const __m128i *)x->qs);
+    __m256i wv = _mm256_and_si256(_mm256_setr_m128i(q, _mm_srli_epi16(q, 4)), _mm256_set1_epi8(15));
+    __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wv, _mm256_loadu_si256((const __m256i *)y->qs));
+    __m512 f = _mm512_set1_ps(_cvtsh_ss(x->d) * _cvtsh_ss(y->d));
+    *acc = _mm512_fmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(isum)), f, *acc);
+    return _cvtsh_ss(x->m) * _cvtsh_ss(y->s);
+}
+
+// Two blocks' 32 activation bytes in one zmm.
+INLINE __m512i load_act_2x32(const struct block_q8_1 *y)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),
+                              _mm256_loadu_si256((const __m256i *)y[1].qs), 1);
+}
+
+// The (d, m) / (d, s) half pairs of four consecutive blocks of `stride` bytes as floats.
+INLINE __m256 halves_4x2(const uint8_t *p, size_t stride)
+{
+    uint32_t h[4];
+    for (int i = 0; i < 4; i++) memcpy(&h[i], p + i * stride, 4);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+static void vec_dot_q4_1(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q4_1 *x = w;
+    const struct block_q8_1 *y = a;
+    const int64_t nb = n / 32;
+    const __m512i pick01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+    const __m512i pick23 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 acc_min = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        strata_prefetch_ahead(x + b, 4 * (int)sizeof(struct block_q4_1));
+        // d_w d_a and m s of the four blocks in alternate lanes
+        __m512 f = _mm512_castps256_ps512(_mm256_mul_ps(halves_4x2((const uint8_t *)(x + b), sizeof(*x)),
+                                                         halves_4x2((const uint8_t *)(y + b), sizeof(*y))));
+        acc_min = _mm256_mask_add_ps(acc_min, 0xaa, acc_min, _mm512_castps512_ps256(f));
+        __m512i s01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles64(x[b].qs, x[b + 1].qs), load_act_2x32(y + b));
+        __m512i s23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles64(x[b + 2].qs, x[b + 3].qs), load_act_2x32(y + b + 2));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), _mm512_permutexvar_ps(pick01, f), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), _mm512_permutexvar_ps(pick23, f), acc);
+    }
+    float min_sum = hsum512(_mm512_zextps256_ps512(acc_min));
+    for (; b < nb; b++) min_sum += q4_1_tail(x + b, y + b, &acc);
+    *s = hsum512(acc) + min_sum;
+}
 
 const struct strata_kernels strata_lowbit_avx512_table = {
     .isa = STRATA_ISA_AVX512,
     .vec_dot = {[STRATA_TYPE_IQ2_XXS] = vec_dot_iq2_xxs, [STRATA_TYPE_IQ2_XS] = vec_dot_iq2_xs,
-                [STRATA_TYPE_IQ3_XXS] = vec_dot_iq3_xxs, [STRATA_TYPE_IQ1_M] = vec_dot_iq1_m},
+                [STRATA_TYPE_IQ3_XXS] = vec_dot_iq3_xxs, [STRATA_TYPE_IQ1_M] = vec_dot_iq1_m,
+                [STRATA_TYPE_Q3_K] = vec_dot_q3_k, [STRATA_TYPE_Q2_K] = vec_dot_q2_k,
+                [STRATA_TYPE_IQ4_XS] = vec_dot_iq4_xs, [STRATA_TYPE_Q4_1] = vec_dot_q4_1},
 };
