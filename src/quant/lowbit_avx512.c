@@ -71,7 +71,7 @@ INLINE __m512i grid64x8(const uint64_t *grid, __m512i idx)
 INLINE __m512i blk_iq2_xxs(const void *w, const struct block_q8_k *y, float *d)
 {
     const struct block_iq2_xxs *x = w;
-    *d = strata_fp16_to_fp32(x->d) * 0.125f;
+    *d = _cvtsh_ss(x->d) * 0.125f;
     const uint8_t *qs = (const uint8_t *)x->qs;  // per group: 4 index bytes, a sign/scale word
     // (2s + 1) of group g from dword 2g + 1: (word >> 27) | 1
     __m512i ls = pairs16(_mm512_or_si512(_mm512_srli_epi32(_mm512_loadu_si512(qs), 27), _mm512_set1_epi32(1)));
@@ -93,7 +93,7 @@ INLINE __m512i blk_iq2_xxs(const void *w, const struct block_q8_k *y, float *d)
 INLINE __m512i blk_iq2_xs(const void *w, const struct block_q8_k *y, float *d)
 {
     const struct block_iq2_xs *x = w;
-    *d = strata_fp16_to_fp32(x->d) * 0.125f;
+    *d = _cvtsh_ss(x->d) * 0.125f;
     // 2 * nibble + 1 of the 16 quarter scales in element order (low nibble first), one per dword
     __m128i sc = _mm_loadl_epi64((const __m128i *)x->scales);
     __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(sc, _mm_set1_epi8(15)),
@@ -118,7 +118,7 @@ INLINE __m512i blk_iq2_xs(const void *w, const struct block_q8_k *y, float *d)
 INLINE __m512i blk_iq3_xxs(const void *w, const struct block_q8_k *y, float *d)
 {
     const struct block_iq3_xxs *x = w;
-    *d = strata_fp16_to_fp32(x->d) * 0.25f;
+    *d = _cvtsh_ss(x->d) * 0.25f;
     uint32_t sgn[8];
     memcpy(sgn, x->qs + 64, 32);
     // (2s + 1) of group g from its sign/scale word: (word >> 27) | 1
@@ -140,28 +140,40 @@ INLINE __m512i blk_iq3_xxs(const void *w, const struct block_q8_k *y, float *d)
 INLINE __m512i blk_iq1_m(const void *w, const struct block_q8_k *y, float *d)
 {
     const struct block_iq1_m *x = w;
-    uint16_t sc[4];
-    memcpy(sc, x->scales, 8);
-    *d = strata_fp16_to_fp32(strata_iq1m_d(x->scales)) * 0.125f;
+    uint64_t sc;
+    memcpy(&sc, x->scales, 8);
+    *d = _cvtsh_ss(strata_iq1m_d(x->scales)) * 0.125f;
+    // 2s + 1 of the 16 quarters, one per dword: quarter 4j + k is bits 3k..3k+2 of word j
+    __m512i words = _mm512_mask_set1_epi32(_mm512_set1_epi32((int)sc), 0xff00, (int)(sc >> 32));
+    __m512i ls = _mm512_srlv_epi32(words, _mm512_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25, 0, 3, 6, 9, 16, 19, 22, 25));
+    ls = _mm512_or_si512(_mm512_add_epi32(_mm512_and_si512(ls, _mm512_set1_epi32(7)), _mm512_and_si512(ls, _mm512_set1_epi32(7))),
+                         _mm512_set1_epi32(1));
+    ls = pairs16(ls);
+    // 8 * grid + shift by grid byte & 3 (0, 1, -1 -> 0, 1, 3), as magnitude and sign; vpshufb
+    // reads its table from the entry's own 128-bit lane, whose halves may hold different shift
+    // signs: odd entries index the upper 8 bytes
+    const __m512i mag_plus = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 9, 0, 7, 1, 9, 0, 7, 1, 9, 0, 7, 1, 9, 0, 7));
+    const __m512i mag_minus = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 7, 0, 9, 1, 7, 0, 9, 1, 7, 0, 9, 1, 7, 0, 9));
+    const __m512i neg_plus = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1));
+    const __m512i neg_minus = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1));
+    const __m512i odd8 = _mm512_setr_epi64(0, 0x0808080808080808ll, 0, 0x0808080808080808ll, 0, 0x0808080808080808ll,
+                                           0, 0x0808080808080808ll);
     const __m512i top_shift = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
-    const __m512i scale_shift = _mm512_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3, 6, 6, 6, 6, 9, 9, 9, 9);
+    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512i acc = _mm512_setzero_si512();
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(4))) {
         uint32_t qh;  // per grid entry k: bits 4k..4k+2 the index's top bits, bit 4k+3 its shift sign
         memcpy(&qh, x->qh + 4 * j, 4);
-        __m512i top = _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64(qh), top_shift), _mm512_set1_epi64(7));
-        __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * j))),
-                                      _mm512_slli_epi64(top, 8));
-        __m512i grid = grid64x8(strata_iq1s_grid, idx);  // int8 -1..1
-        // 8 * grid + shift, shift -1 where the entry's sign bit is set, else +1
-        __m512i shift = _mm512_or_si512(_mm512_movm_epi64((__mmask8)_pext_u32(qh, 0x88888888u)), _mm512_set1_epi8(1));
-        __m512i wv = _mm512_add_epi8(_mm512_and_si512(_mm512_slli_epi16(grid, 3), _mm512_set1_epi8((char)0xf8)), shift);
-        __m512i a = apply_signs(load_act(y->qs + 64 * j), _mm512_movepi8_mask(wv));
-        __m512i ls = _mm512_srlv_epi32(_mm512_set1_epi32(sc[j]), scale_shift);
-        ls = _mm512_and_si512(ls, _mm512_set1_epi32(7));
-        ls = pairs16(_mm512_add_epi32(_mm512_add_epi32(ls, ls), _mm512_set1_epi32(1)));
-        acc = dot64(acc, _mm512_abs_epi8(wv), a, ls);
+        __m512i top = _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)qh << 8), top_shift),
+                                       _mm512_set1_epi64(0x700));
+        __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * j))), top);
+        __m512i code = _mm512_or_si512(_mm512_and_si512(grid64x8(strata_iq1s_grid, idx), _mm512_set1_epi8(3)), odd8);
+        __mmask8 minus = (__mmask8)_pext_u32(qh, 0x88888888u);
+        __m512i mag = _mm512_shuffle_epi8(_mm512_mask_blend_epi64(minus, mag_plus, mag_minus), code);
+        __m512i neg = _mm512_shuffle_epi8(_mm512_mask_blend_epi64(minus, neg_plus, neg_minus), code);
+        __m512i a = apply_signs(load_act(y->qs + 64 * j), _mm512_test_epi8_mask(neg, neg));
+        acc = dot64(acc, mag, a, _mm512_permutexvar_epi32(pick, ls));
     }
     return acc;
 }
