@@ -19,17 +19,7 @@
 #include "tools/synth.h"
 #include "util/log.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-        }                                                                   \
-    } while (0)
+#include "check.h"
 
 static void drop_line(enum strata_log_level level, const char *line, void *user)
 {
@@ -325,8 +315,8 @@ int main(void)
     snprintf(tpath, sizeof tpath, "%s/t.trace", g_dir);
     unlink(tpath);
     rmdir(g_dir);
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
+    if (g_failures) {
+        fprintf(stderr, "%d checks failed\n", g_failures);
         return 1;
     }
     printf("test_experts: all checks passed\n");

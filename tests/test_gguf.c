@@ -9,6 +9,8 @@
 
 #include "gguf_bytes.h"
 
+#include "check.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -19,23 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int g_failures;
 static char g_dir[64];
-
-#define CHECK(cond, ...)                                                \
-    do {                                                                \
-        if (!(cond)) {                                                  \
-            printf("    check failed at line %d: ", __LINE__);          \
-            printf(__VA_ARGS__);                                        \
-            printf("\n");                                               \
-            g_failures++;                                               \
-        }                                                               \
-    } while (0)
-
-static void case_result(const char *name, int failures_before)
-{
-    printf("%s %s\n", g_failures == failures_before ? "ok  " : "FAIL", name);
-}
 
 static const char *tmp_path(const char *name)
 {

@@ -10,17 +10,7 @@
 #include "sample/sampler.h"
 #include "util/log.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                              \
-    do {                                                              \
-        if (!(cond)) {                                                \
-            failures++;                                               \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                             \
-            fprintf(stderr, "\n");                                    \
-        }                                                             \
-    } while (0)
+#include "check.h"
 
 static struct strata_sampler_params plain(float temperature)
 {
@@ -422,8 +412,8 @@ int main(void)
     test_top_p_min_p_small();
     test_penalty();
     test_large_vocab();
-    if (failures) {
-        fprintf(stderr, "test_sample: %d checks failed\n", failures);
+    if (g_failures) {
+        fprintf(stderr, "test_sample: %d checks failed\n", g_failures);
         return 1;
     }
     printf("test_sample: all checks passed\n");

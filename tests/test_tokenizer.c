@@ -21,22 +21,7 @@
 #include "tokenizer/internal.h"
 #include "util/log.h"
 
-static int g_failures;
-
-#define CHECK(cond, ...)                                                \
-    do {                                                                \
-        if (!(cond)) {                                                  \
-            printf("    check failed at line %d: ", __LINE__);          \
-            printf(__VA_ARGS__);                                        \
-            printf("\n");                                               \
-            g_failures++;                                               \
-        }                                                               \
-    } while (0)
-
-static void case_result(const char *name, int failures_before)
-{
-    printf("%s %s\n", g_failures == failures_before ? "ok  " : "FAIL", name);
-}
+#include "check.h"
 
 static double now_ms(void)
 {

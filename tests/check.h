@@ -1,0 +1,26 @@
+// The CHECK macro the C test programs share: a failed check prints where and why, counts into
+// g_failures and lets the test go on, so one run reports every failure.
+#ifndef STRATA_TEST_CHECK_H
+#define STRATA_TEST_CHECK_H
+
+#include <stdio.h>
+
+static int g_failures;
+
+#define CHECK(cond, ...)                                                           \
+    do {                                                                           \
+        if (!(cond)) {                                                             \
+            g_failures++;                                                          \
+            printf("    check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+            printf(__VA_ARGS__);                                                   \
+            printf("\n");                                                          \
+        }                                                                          \
+    } while (0)
+
+// "ok   NAME" or "FAIL NAME" for a case, given g_failures before it ran.
+static inline void case_result(const char *name, int failures_before)
+{
+    printf("%s %s\n", g_failures == failures_before ? "ok  " : "FAIL", name);
+}
+
+#endif
