@@ -3,7 +3,7 @@
 // random blocks (strata_quant_random) and activations:
 //   - every ISA's dot product against the scalar reference, and the scalar reference against
 //     float64 products of the dequantised rows;
-//   - activation rounding bit-exact across ISAs;
+//   - activation rounding bit-exact across ISAs; multi-token dots bit-exact to vec_dot;
 //   - synthetic blocks have the requested spread;
 //   - known answers from llama.cpp itself, when its prebuilt CPU libraries are installed (the
 //     oracle's node_modules): strata's dequantisation equals ggml's dequantize_row_* (this proves
@@ -234,6 +234,39 @@ static void test_type(const struct lowbit_type *t, int64_t n, const struct ggml_
     free(w), free(act), free(act2), free(x), free(wf), free(af), free(gf);
 }
 
+// vec_dot_multi, where a table has one, against vec_dot of the same table on each row, bit for
+// bit (results must not depend on how a matmul groups its tokens), for every row count.
+static void test_multi(const struct lowbit_type *t, int64_t n, uint64_t *rng)
+{
+    const uint32_t type = t->type, vdt = strata_type_traits(type)->vec_dot_type;
+    const size_t ab = strata_type_row_bytes(vdt, n);
+    uint8_t *w = xmalloc(strata_type_row_bytes(type, n)), *act = xmalloc(STRATA_DOT_TOKENS * ab);
+    float *x = xmalloc(n * sizeof(float));
+    strata_quant_random(type, rng, w, n, 0.02f);
+    const void *rows[STRATA_DOT_TOKENS];
+    for (int r = 0; r < STRATA_DOT_TOKENS; r++) {
+        random_activations(rng, x, n);
+        strata_kernels_for(STRATA_ISA_SCALAR)->quantize[vdt](x, act + r * ab, n);
+        rows[r] = act + r * ab;
+    }
+    for (int isa = 0; isa < STRATA_ISA_COUNT; isa++) {
+        const struct strata_kernels *k = strata_kernels_for((enum strata_isa)isa);
+        if (!k || !k->vec_dot_multi[type]) continue;
+        float want[STRATA_DOT_TOKENS];
+        for (int r = 0; r < STRATA_DOT_TOKENS; r++) k->vec_dot[type](n, &want[r], w, rows[r]);
+        for (int n_act = 1; n_act <= STRATA_DOT_TOKENS; n_act++) {
+            float got[STRATA_DOT_TOKENS];
+            k->vec_dot_multi[type](n, got, w, rows + STRATA_DOT_TOKENS - n_act, n_act);
+            for (int r = 0; r < n_act; r++)
+                CHECK(!memcmp(&got[r], &want[STRATA_DOT_TOKENS - n_act + r], sizeof(float)),
+                      "%s n=%lld: %s vec_dot_multi of %d rows, row %d: %.9g, vec_dot %.9g", strata_type_name(type),
+                      (long long)n, strata_isa_name((enum strata_isa)isa), n_act, r, got[r],
+                      want[STRATA_DOT_TOKENS - n_act + r]);
+        }
+    }
+    free(w), free(act), free(x);
+}
+
 // Q8_1 rounding against ggml's x86 quantize_row_q8_1, byte for byte, with ties and zeros.
 static void test_q8_1(const struct ggml_libs *g, uint64_t *rng)
 {
@@ -372,7 +405,10 @@ int main(int argc, char **argv)
     test_q8_1(&g, &rng);
     for (size_t k = 0; k < N_TYPES; k++) {
         static const int64_t sizes[] = {256, 512, 2816, 4096};
-        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) test_type(&g_types[k], sizes[s], &g, &rng);
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+            test_type(&g_types[k], sizes[s], &g, &rng);
+            test_multi(&g_types[k], sizes[s], &rng);
+        }
         if (strata_type_traits(g_types[k].type)->block_size == 32) {  // odd block counts: kernels' tails
             test_type(&g_types[k], 96, &g, &rng);
             test_type(&g_types[k], 224, &g, &rng);

@@ -68,7 +68,10 @@ static void init_once(void)
         for (int i = 0; i < STRATA_TYPE_COUNT; i++) {  // the low-bit formats' own files
             if (!t->dequant[i]) t->dequant[i] = lowbit[isa]->dequant[i];
             if (!t->quantize[i]) t->quantize[i] = lowbit[isa]->quantize[i];
-            if (!t->vec_dot[i]) t->vec_dot[i] = lowbit[isa]->vec_dot[i];
+            if (!t->vec_dot[i]) {  // a multi-token dot only together with its vec_dot
+                t->vec_dot[i] = lowbit[isa]->vec_dot[i];
+                t->vec_dot_multi[i] = lowbit[isa]->vec_dot_multi[i];
+            }
         }
         if (isa == 0) continue;
         const struct strata_kernels *lower = &g_tables[isa - 1];

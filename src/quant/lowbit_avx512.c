@@ -27,10 +27,10 @@
 // count of set bits even: the 8 sign bits of 8 grid entries (strata_iq_signs8 per byte).
 INLINE uint64_t even_signs8x8(uint64_t s)
 {
-    uint64_t p = s ^ (s >> 4);
-    p ^= p >> 2;
-    p ^= p >> 1;
-    return s | (p & 0x0101010101010101ull) << 7;
+    uint64_t p = s ^ (s << 4);  // bit 7 of each byte ends as the parity of bits 0..6 of that byte
+    p ^= p << 2;
+    p ^= p << 1;
+    return s | (p & 0x8080808080808080ull);
 }
 
 // Sign words of two IQ2_XXS / IQ3_XXS groups (4 x 7 bits each in bits 0..27) as a 64-bit mask.
@@ -64,94 +64,109 @@ INLINE __m512i grid64x8(const uint64_t *grid, __m512i idx)
     return _mm512_i64gather_epi64(idx, (const void *)grid, 8);
 }
 
+INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
 // ---- blocks of 256 against Q8_K ---------------------------------------------------------------
 
 // Each step returns one block's scaled int32 sums (16 lanes); *d is the block's float factor.
 
-INLINE __m512i blk_iq2_xxs(const void *w, const struct block_q8_k *y, float *d)
+// The IQ formats in two steps: head() reads a block's float factor and its sub-block scales (as
+// int16 pairs, one per dword); pair(j) decodes groups 2j and 2j + 1 into magnitudes, a sign mask
+// and the scale pairs of their four quarters. The dot products run them once per block for up
+// to STRATA_DOT_TOKENS activation rows.
+struct iq_pair {
+    __m512i mag, scale;
+    __mmask64 neg;
+};
+
+INLINE float head_iq2_xxs(const void *w, __m512i *ls)
 {
     const struct block_iq2_xxs *x = w;
-    *d = _cvtsh_ss(x->d) * 0.125f;
-    const uint8_t *qs = (const uint8_t *)x->qs;  // per group: 4 index bytes, a sign/scale word
-    // (2s + 1) of group g from dword 2g + 1: (word >> 27) | 1
-    __m512i ls = pairs16(_mm512_or_si512(_mm512_srli_epi32(_mm512_loadu_si512(qs), 27), _mm512_set1_epi32(1)));
-    __m512i pick = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512i acc = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(4))) {
-        uint64_t g0, g1;
-        memcpy(&g0, qs + 16 * j, 8);
-        memcpy(&g1, qs + 16 * j + 8, 8);
-        __m512i idx = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128((long long)((g0 & 0xffffffffu) | g1 << 32)));
-        __m512i mag = grid64x8(strata_iq2xxs_grid, idx);
-        __m512i a = apply_signs(load_act(y->qs + 64 * j), signs_2x28((uint32_t)(g0 >> 32), (uint32_t)(g1 >> 32)));
-        acc = dot64(acc, mag, a, _mm512_permutexvar_epi32(pick, ls));
-    }
-    return acc;
+    // (2s + 1) of group g from dword 2g + 1 (its sign/scale word): (word >> 27) | 1
+    __m512i words = _mm512_loadu_si512((const void *)x->qs);
+    *ls = pairs16(_mm512_or_si512(_mm512_srli_epi32(words, 27), _mm512_set1_epi32(1)));
+    return _cvtsh_ss(x->d) * 0.125f;
 }
 
-INLINE __m512i blk_iq2_xs(const void *w, const struct block_q8_k *y, float *d)
+INLINE struct iq_pair pair_iq2_xxs(const void *w, __m512i ls, int j)
+{
+    const struct block_iq2_xxs *x = w;
+    const uint8_t *qs = (const uint8_t *)x->qs + 16 * j;  // per group: 4 index bytes, a sign/scale word
+    uint64_t g0, g1;
+    memcpy(&g0, qs, 8);
+    memcpy(&g1, qs + 8, 8);
+    __m512i idx = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128((long long)((g0 & 0xffffffffu) | g1 << 32)));
+    __m512i pick = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+    return (struct iq_pair){.mag = grid64x8(strata_iq2xxs_grid, idx),
+                            .scale = _mm512_permutexvar_epi32(_mm512_add_epi32(pick, _mm512_set1_epi32(4 * j)), ls),
+                            .neg = signs_2x28((uint32_t)(g0 >> 32), (uint32_t)(g1 >> 32))};
+}
+
+INLINE float head_iq2_xs(const void *w, __m512i *ls)
 {
     const struct block_iq2_xs *x = w;
-    *d = _cvtsh_ss(x->d) * 0.125f;
     // 2 * nibble + 1 of the 16 quarter scales in element order (low nibble first), one per dword
     __m128i sc = _mm_loadl_epi64((const __m128i *)x->scales);
     __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(sc, _mm_set1_epi8(15)),
                                     _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15)));
-    __m512i ls = _mm512_cvtepu8_epi32(nib);
-    ls = pairs16(_mm512_add_epi32(_mm512_add_epi32(ls, ls), _mm512_set1_epi32(1)));
-    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    __m512i acc = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(4))) {
-        __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 8 * j));  // 8 x (9-bit index, 7 signs)
-        __m512i idx = _mm512_and_si512(_mm512_cvtepu16_epi64(q), _mm512_set1_epi64(511));
-        __m512i mag = grid64x8(strata_iq2xs_grid, idx);
-        __m128i s7 = _mm_srli_epi16(q, 9);
-        uint64_t signs = even_signs8x8((uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(s7, s7)));
-        __m512i a = apply_signs(load_act(y->qs + 64 * j), _cvtu64_mask64(signs));
-        acc = dot64(acc, mag, a, _mm512_permutexvar_epi32(pick, ls));
-    }
-    return acc;
+    __m512i v = _mm512_cvtepu8_epi32(nib);
+    *ls = pairs16(_mm512_add_epi32(_mm512_add_epi32(v, v), _mm512_set1_epi32(1)));
+    return _cvtsh_ss(x->d) * 0.125f;
 }
 
-INLINE __m512i blk_iq3_xxs(const void *w, const struct block_q8_k *y, float *d)
+INLINE struct iq_pair pair_iq2_xs(const void *w, __m512i ls, int j)
+{
+    const struct block_iq2_xs *x = w;
+    __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 8 * j));  // 8 x (9-bit index, 7 signs)
+    __m512i idx = _mm512_and_si512(_mm512_cvtepu16_epi64(q), _mm512_set1_epi64(511));
+    __m128i s7 = _mm_srli_epi16(q, 9);
+    uint64_t signs = even_signs8x8((uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(s7, s7)));
+    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    return (struct iq_pair){.mag = grid64x8(strata_iq2xs_grid, idx),
+                            .scale = _mm512_permutexvar_epi32(_mm512_add_epi32(pick, _mm512_set1_epi32(4 * j)), ls),
+                            .neg = _cvtu64_mask64(signs)};
+}
+
+INLINE float head_iq3_xxs(const void *w, __m512i *ls)
 {
     const struct block_iq3_xxs *x = w;
-    *d = _cvtsh_ss(x->d) * 0.25f;
-    uint32_t sgn[8];
-    memcpy(sgn, x->qs + 64, 32);
     // (2s + 1) of group g from its sign/scale word: (word >> 27) | 1
     __m256i words = _mm256_loadu_si256((const __m256i *)(x->qs + 64));
-    __m512i ls = _mm512_castsi256_si512(_mm256_or_si256(_mm256_srli_epi32(words, 27), _mm256_set1_epi32(1)));
-    ls = pairs16(ls);
-    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    __m512i acc = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2))) {
-        __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
-        __m512i mag = _mm512_i32gather_epi32(idx, (const void *)strata_iq3xxs_grid, 4);
-        __m512i a = apply_signs(load_act(y->qs + 64 * j), signs_2x28(sgn[2 * j], sgn[2 * j + 1]));
-        acc = dot64(acc, mag, a, _mm512_permutexvar_epi32(pick, ls));
-    }
-    return acc;
+    *ls = pairs16(_mm512_zextsi256_si512(_mm256_or_si256(_mm256_srli_epi32(words, 27), _mm256_set1_epi32(1))));
+    return _cvtsh_ss(x->d) * 0.25f;
 }
 
-INLINE __m512i blk_iq1_m(const void *w, const struct block_q8_k *y, float *d)
+INLINE struct iq_pair pair_iq3_xxs(const void *w, __m512i ls, int j)
+{
+    const struct block_iq3_xxs *x = w;
+    uint32_t sgn[2];
+    memcpy(sgn, x->qs + 64 + 8 * j, 8);
+    __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x->qs + 16 * j)));
+    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    return (struct iq_pair){.mag = _mm512_i32gather_epi32(idx, (const void *)strata_iq3xxs_grid, 4),
+                            .scale = _mm512_permutexvar_epi32(_mm512_add_epi32(pick, _mm512_set1_epi32(2 * j)), ls),
+                            .neg = signs_2x28(sgn[0], sgn[1])};
+}
+
+INLINE float head_iq1_m(const void *w, __m512i *ls)
 {
     const struct block_iq1_m *x = w;
     uint64_t sc;
     memcpy(&sc, x->scales, 8);
-    *d = _cvtsh_ss(strata_iq1m_d(x->scales)) * 0.125f;
     // 2s + 1 of the 16 quarters, one per dword: quarter 4j + k is bits 3k..3k+2 of word j
     __m512i words = _mm512_mask_set1_epi32(_mm512_set1_epi32((int)sc), 0xff00, (int)(sc >> 32));
-    __m512i ls = _mm512_srlv_epi32(words, _mm512_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25, 0, 3, 6, 9, 16, 19, 22, 25));
-    ls = _mm512_or_si512(_mm512_add_epi32(_mm512_and_si512(ls, _mm512_set1_epi32(7)), _mm512_and_si512(ls, _mm512_set1_epi32(7))),
-                         _mm512_set1_epi32(1));
-    ls = pairs16(ls);
-    // 8 * grid + shift by grid byte & 3 (0, 1, -1 -> 0, 1, 3), as magnitude and sign; vpshufb
-    // reads its table from the entry's own 128-bit lane, whose halves may hold different shift
-    // signs: odd entries index the upper 8 bytes
+    __m512i v = _mm512_srlv_epi32(words, _mm512_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25, 0, 3, 6, 9, 16, 19, 22, 25));
+    v = _mm512_and_si512(v, _mm512_set1_epi32(7));
+    *ls = pairs16(_mm512_or_si512(_mm512_add_epi32(v, v), _mm512_set1_epi32(1)));
+    return _cvtsh_ss(strata_iq1m_d(x->scales)) * 0.125f;
+}
+
+// 8 * grid + shift by grid byte & 3 (0, 1, -1 -> 0, 1, 3), as magnitude and sign; vpshufb reads
+// its table from the entry's own 128-bit lane, whose halves may hold different shift signs: odd
+// entries index the upper 8 bytes.
+INLINE struct iq_pair pair_iq1_m(const void *w, __m512i ls, int j)
+{
+    const struct block_iq1_m *x = w;
     const __m512i mag_plus = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 9, 0, 7, 1, 9, 0, 7, 1, 9, 0, 7, 1, 9, 0, 7));
     const __m512i mag_minus = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 7, 0, 9, 1, 7, 0, 9, 1, 7, 0, 9, 1, 7, 0, 9));
     const __m512i neg_plus = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1));
@@ -159,24 +174,51 @@ INLINE __m512i blk_iq1_m(const void *w, const struct block_q8_k *y, float *d)
     const __m512i odd8 = _mm512_setr_epi64(0, 0x0808080808080808ll, 0, 0x0808080808080808ll, 0, 0x0808080808080808ll,
                                            0, 0x0808080808080808ll);
     const __m512i top_shift = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
+    uint32_t qh;  // per grid entry k: bits 4k..4k+2 the index's top bits, bit 4k+3 its shift sign
+    memcpy(&qh, x->qh + 4 * j, 4);
+    __m512i top = _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)qh << 8), top_shift),
+                                   _mm512_set1_epi64(0x700));
+    __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * j))), top);
+    __m512i code = _mm512_or_si512(_mm512_and_si512(grid64x8(strata_iq1s_grid, idx), _mm512_set1_epi8(3)), odd8);
+    __mmask8 minus = (__mmask8)_pext_u32(qh, 0x88888888u);
+    __m512i neg = _mm512_shuffle_epi8(_mm512_mask_blend_epi64(minus, neg_plus, neg_minus), code);
     __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    __m512i acc = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(4))) {
-        uint32_t qh;  // per grid entry k: bits 4k..4k+2 the index's top bits, bit 4k+3 its shift sign
-        memcpy(&qh, x->qh + 4 * j, 4);
-        __m512i top = _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)qh << 8), top_shift),
-                                       _mm512_set1_epi64(0x700));
-        __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * j))), top);
-        __m512i code = _mm512_or_si512(_mm512_and_si512(grid64x8(strata_iq1s_grid, idx), _mm512_set1_epi8(3)), odd8);
-        __mmask8 minus = (__mmask8)_pext_u32(qh, 0x88888888u);
-        __m512i mag = _mm512_shuffle_epi8(_mm512_mask_blend_epi64(minus, mag_plus, mag_minus), code);
-        __m512i neg = _mm512_shuffle_epi8(_mm512_mask_blend_epi64(minus, neg_plus, neg_minus), code);
-        __m512i a = apply_signs(load_act(y->qs + 64 * j), _mm512_test_epi8_mask(neg, neg));
-        acc = dot64(acc, mag, a, _mm512_permutexvar_epi32(pick, ls));
-    }
-    return acc;
+    return (struct iq_pair){.mag = _mm512_shuffle_epi8(_mm512_mask_blend_epi64(minus, mag_plus, mag_minus), code),
+                            .scale = _mm512_permutexvar_epi32(_mm512_add_epi32(pick, _mm512_set1_epi32(4 * j)), ls),
+                            .neg = _mm512_test_epi8_mask(neg, neg)};
 }
+
+// s[t] = dot(w, a[t]) for t < nt (a compile-time constant after inlining): each block decoded
+// once; per row the same operations in the same order whatever nt, so vec_dot (nt = 1) and
+// vec_dot_multi agree bit for bit.
+#define IQ_DOT_N(name, block_type)                                                                  \
+    INLINE void dot_n_##name(int64_t n, float *s, const void *w, const void *const *a, int nt)    \
+    {                                                                                              \
+        const uint8_t *x = w;                                                                      \
+        __m512 acc[STRATA_DOT_TOKENS];                                                             \
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();                                 \
+        for (int64_t b = 0; b < n / QK_K; b++, x += sizeof(struct block_type)) {                   \
+            strata_prefetch_ahead(x, (int)sizeof(struct block_type));                              \
+            __m512i ls, isum[STRATA_DOT_TOKENS];                                                   \
+            float d = head_##name(x, &ls);                                                         \
+            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();                         \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                    \
+            {                                                                                      \
+                struct iq_pair p = pair_##name(x, ls, j);                                          \
+                _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {                                                     \
+                    const struct block_q8_k *y = (const struct block_q8_k *)a[t] + b;              \
+                    __m512i sa = apply_signs(load_act(y->qs + 64 * j), p.neg);                     \
+                    isum[t] = dot64(isum[t], p.mag, sa, p.scale);                                  \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {                                                         \
+                const struct block_q8_k *y = (const struct block_q8_k *)a[t] + b;                  \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_set1_ps(d * y->d), acc[t]); \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = hsum512(acc[t]);                                       \
+    }                                                                                              \
+    STRATA_DOT_KERNELS(name, dot_n_##name, STRATA_DOT_TOKENS)
 
 // Int32 lanes v (|v| < 2^15, any sign) as the int16 pair (v, v).
 INLINE __m512i signed_pairs16(__m512i v)
@@ -286,8 +328,6 @@ INLINE __m512i blk_iq4_xs(const void *w, const struct block_q8_k *y, float *d)
     return acc;
 }
 
-INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
-
 typedef __m512i (*block_fn)(const void *w, const struct block_q8_k *y, float *d);
 
 INLINE float dot_256(int64_t n, const void *w, size_t type_size, const void *a, block_fn blk, int q2_k_min)
@@ -317,10 +357,10 @@ INLINE float dot_256(int64_t n, const void *w, size_t type_size, const void *a, 
         *s = dot_256(n, w, sizeof(struct block_type), a, blk_##name, q2_min);                 \
     }
 
-DOT_256(iq2_xxs, block_iq2_xxs, 0)
-DOT_256(iq2_xs, block_iq2_xs, 0)
-DOT_256(iq3_xxs, block_iq3_xxs, 0)
-DOT_256(iq1_m, block_iq1_m, 0)
+IQ_DOT_N(iq2_xxs, block_iq2_xxs)
+IQ_DOT_N(iq2_xs, block_iq2_xs)
+IQ_DOT_N(iq3_xxs, block_iq3_xxs)
+IQ_DOT_N(iq1_m, block_iq1_m)
 DOT_256(q3_k, block_q3_k, 0)
 DOT_256(q2_k, block_q2_k, 1)
 DOT_256(iq4_xs, block_iq4_xs, 0)
@@ -388,4 +428,6 @@ const struct strata_kernels strata_lowbit_avx512_table = {
                 [STRATA_TYPE_IQ3_XXS] = vec_dot_iq3_xxs, [STRATA_TYPE_IQ1_M] = vec_dot_iq1_m,
                 [STRATA_TYPE_Q3_K] = vec_dot_q3_k, [STRATA_TYPE_Q2_K] = vec_dot_q2_k,
                 [STRATA_TYPE_IQ4_XS] = vec_dot_iq4_xs, [STRATA_TYPE_Q4_1] = vec_dot_q4_1},
+    .vec_dot_multi = {[STRATA_TYPE_IQ2_XXS] = vec_dot_multi_iq2_xxs, [STRATA_TYPE_IQ2_XS] = vec_dot_multi_iq2_xs,
+                      [STRATA_TYPE_IQ3_XXS] = vec_dot_multi_iq3_xxs, [STRATA_TYPE_IQ1_M] = vec_dot_multi_iq1_m},
 };
