@@ -12,7 +12,6 @@
 // reference. No multi-token kernels: the low-bit types have none at AVX2 either (vec_dot_multi
 // stays NULL, i.e. vec_dot per token).
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "quant/fp16.h"
@@ -297,35 +296,29 @@ INLINE __m512i nibbles64(const uint8_t *qs0, const uint8_t *qs1)
     return _mm512_and_si512(z, _mm512_set1_epi8(15));
 }
 
-INLINE __m512i table16x4(const int8_t *t)
-{
-    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t));
-}
-
-// IQ4_XS: |kvalue| by one table, the sign from the nibble (kvalues_iq4nl is negative exactly
-// for nibbles 0..7).
-INLINE __m512i blk_iq4_xs(const void *w, const struct block_q8_k *y, float *d)
+// IQ4_XS as the IQ formats (head/pair): |kvalue| by one table, the sign from the nibble
+// (kvalues_iq4nl is negative exactly for nibbles 0..7).
+INLINE float head_iq4_xs(const void *w, __m512i *ls)
 {
     const struct block_iq4_xs *x = w;
-    *d = _cvtsh_ss(x->d);
-    int8_t abs_values[16];
-    for (int i = 0; i < 16; i++) abs_values[i] = (int8_t)abs(strata_kvalues_iq4nl[i]);
-    const __m512i table = table16x4(abs_values);
     uint32_t lo;
     memcpy(&lo, x->scales_l, 4);
     uint64_t ls8 = _pdep_u64(lo, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(x->scales_h, 0x3030303030303030ull);
-    __m512i ls = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)ls8)), _mm512_set1_epi32(32));
-    ls = signed_pairs16(ls);
+    __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)ls8)), _mm512_set1_epi32(32));
+    *ls = signed_pairs16(v);
+    return _cvtsh_ss(x->d);
+}
+
+INLINE struct iq_pair pair_iq4_xs(const void *w, __m512i ls, int j)
+{
+    const struct block_iq4_xs *x = w;
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113));  // |kvalues_iq4nl|
+    __m512i nib = nibbles64(x->qs + 32 * j, x->qs + 32 * j + 16);
     __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    __m512i acc = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2))) {
-        __m512i nib = nibbles64(x->qs + 32 * j, x->qs + 32 * j + 16);
-        __mmask64 neg = _mm512_testn_epi8_mask(nib, _mm512_set1_epi8(8));
-        __m512i a = apply_signs(load_act(y->qs + 64 * j), neg);
-        acc = dot64(acc, _mm512_shuffle_epi8(table, nib), a, _mm512_permutexvar_epi32(pick, ls));
-    }
-    return acc;
+    return (struct iq_pair){.mag = _mm512_shuffle_epi8(table, nib),
+                            .scale = _mm512_permutexvar_epi32(_mm512_add_epi32(pick, _mm512_set1_epi32(2 * j)), ls),
+                            .neg = _mm512_testn_epi8_mask(nib, _mm512_set1_epi8(8))};
 }
 
 typedef __m512i (*block_fn)(const void *w, const struct block_q8_k *y, float *d);
@@ -361,9 +354,9 @@ IQ_DOT_N(iq2_xxs, block_iq2_xxs)
 IQ_DOT_N(iq2_xs, block_iq2_xs)
 IQ_DOT_N(iq3_xxs, block_iq3_xxs)
 IQ_DOT_N(iq1_m, block_iq1_m)
+IQ_DOT_N(iq4_xs, block_iq4_xs)
 DOT_256(q3_k, block_q3_k, 0)
 DOT_256(q2_k, block_q2_k, 1)
-DOT_256(iq4_xs, block_iq4_xs, 0)
 
 // ---- blocks of 32 against Q8_1 ----------------------------------------------------------------
 
@@ -429,5 +422,6 @@ const struct strata_kernels strata_lowbit_avx512_table = {
                 [STRATA_TYPE_Q3_K] = vec_dot_q3_k, [STRATA_TYPE_Q2_K] = vec_dot_q2_k,
                 [STRATA_TYPE_IQ4_XS] = vec_dot_iq4_xs, [STRATA_TYPE_Q4_1] = vec_dot_q4_1},
     .vec_dot_multi = {[STRATA_TYPE_IQ2_XXS] = vec_dot_multi_iq2_xxs, [STRATA_TYPE_IQ2_XS] = vec_dot_multi_iq2_xs,
-                      [STRATA_TYPE_IQ3_XXS] = vec_dot_multi_iq3_xxs, [STRATA_TYPE_IQ1_M] = vec_dot_multi_iq1_m},
+                      [STRATA_TYPE_IQ3_XXS] = vec_dot_multi_iq3_xxs, [STRATA_TYPE_IQ1_M] = vec_dot_multi_iq1_m,
+                      [STRATA_TYPE_IQ4_XS] = vec_dot_multi_iq4_xs},
 };
