@@ -67,8 +67,6 @@ INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 // ---- blocks of 256 against Q8_K ---------------------------------------------------------------
 
-// Each step returns one block's scaled int32 sums (16 lanes); *d is the block's float factor.
-
 // The IQ formats in two steps: head() reads a block's float factor and its sub-block scales (as
 // int16 pairs, one per dword); pair(j) decodes groups 2j and 2j + 1 into magnitudes, a sign mask
 // and the scale pairs of their four quarters. The dot products run them once per block for up
@@ -233,12 +231,20 @@ INLINE __m512i load_act_k(const int8_t *q, int j)
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)(q + 128 + 32 * j)), 1);
 }
 
+// Q2_K / Q3_K in two steps as the IQ formats: head() reads a block's factors, the 16 sub-block
+// scales (int16 pairs, one per dword) and the int16 weights of the activation's 16-element sums
+// (bsums); pair(j) decodes groups j and 4 + j as unsigned values.
+struct kq_head {
+    float d, dmin;   // dmin: Q2_K's min factor
+    __m512i scale;
+    __m256i bsum_w;  // Q2_K: the mins (subtracted in float); Q3_K: the scales (4 x, in the integer sum)
+};
+
 // Q3_K: q + 4 * hbit (0..7, unsigned) against a; the constant 4 comes off through the
-// activation's 16-element sums (bsums), so the block's integer sum is the reference's exactly.
-INLINE __m512i blk_q3_k(const void *w, const struct block_q8_k *y, float *d)
+// activation's bsums, so the block's integer sum is the reference's exactly.
+INLINE struct kq_head head_q3_k(const void *w)
 {
     const struct block_q3_k *x = w;
-    *d = _cvtsh_ss(x->d);
     // 16 x (sc - 32): low nibbles from bytes 0..7 (low, then high nibbles), top 2 bits of
     // sub-block j from bits 2 (j / 4) of byte 8 + j % 4
     uint32_t top;
@@ -248,43 +254,87 @@ INLINE __m512i blk_q3_k(const void *w, const struct block_q8_k *y, float *d)
                                       _mm_and_si128(_mm_srli_epi16(lo8, 4), _mm_set1_epi8(15)));
     __m128i high2 = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)top), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
     __m128i sc8 = _mm_sub_epi8(_mm_or_si128(low4, _mm_slli_epi16(high2, 4)), _mm_set1_epi8(32));
-    __m512i sc = signed_pairs16(_mm512_cvtepi8_epi32(sc8));
-    __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    __m256i min4 = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums)), 2);
-    __m512i bits = _mm512_loadu_si512((const void *)x->qs);
-    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
-    __m512i hsel = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(16), 1);
-    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 8, 8, 8, 8, 9, 9, 9, 9);
-    __m512i acc = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(min4));
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        __m512i q = _mm512_and_si512(_mm512_srli_epi16(bits, 2 * j), _mm512_set1_epi8(3));
-        __mmask64 high = _mm512_test_epi8_mask(hm, hsel);
-        q = _mm512_mask_add_epi8(q, high, q, _mm512_set1_epi8(4));
-        acc = dot64(acc, q, load_act_k(y->qs, j), _mm512_permutexvar_epi32(pick, sc));
-        hsel = _mm512_add_epi8(hsel, hsel);
-        pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2));
-    }
-    return acc;
+    return (struct kq_head){.d = _cvtsh_ss(x->d), .scale = signed_pairs16(_mm512_cvtepi8_epi32(sc8)),
+                            .bsum_w = _mm256_cvtepi8_epi16(sc8)};
 }
 
-// Q2_K without its min term (dot_256 adds that from the activation's bsums).
-INLINE __m512i blk_q2_k(const void *w, const struct block_q8_k *y, float *d)
+INLINE __m512i pair_q3_k(const void *w, int j)
+{
+    const struct block_q3_k *x = w;
+    __m512i bits = _mm512_loadu_si512((const void *)x->qs);
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
+    __m512i hsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)), _mm256_set1_epi8((char)(16 << j)), 1);
+    __m512i q = _mm512_and_si512(_mm512_srli_epi16(bits, 2 * j), _mm512_set1_epi8(3));
+    return _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, hsel), q, _mm512_set1_epi8(4));
+}
+
+// Q2_K: the min term dmin * sum (sc >> 4) * bsum is subtracted in float.
+INLINE struct kq_head head_q2_k(const void *w)
 {
     const struct block_q2_k *x = w;
-    *d = _cvtsh_ss(x->d);
-    __m128i sc8 = _mm_and_si128(_mm_loadu_si128((const __m128i *)x->scales), _mm_set1_epi8(15));
-    __m512i sc = pairs16(_mm512_cvtepu8_epi32(sc8));
-    __m512i bits = _mm512_loadu_si512((const void *)x->qs);
-    __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 8, 8, 8, 8, 9, 9, 9, 9);
-    __m512i acc = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++, pick = _mm512_add_epi32(pick, _mm512_set1_epi32(2))) {
-        __m512i q = _mm512_and_si512(_mm512_srli_epi16(bits, 2 * j), _mm512_set1_epi8(3));
-        acc = dot64(acc, q, load_act_k(y->qs, j), _mm512_permutexvar_epi32(pick, sc));
-    }
-    return acc;
+    __m128i sc = _mm_loadu_si128((const __m128i *)x->scales);
+    __m128i m8 = _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15));
+    return (struct kq_head){.d = _cvtsh_ss(x->d), .dmin = _cvtsh_ss(x->dmin),
+                            .scale = pairs16(_mm512_cvtepu8_epi32(_mm_and_si128(sc, _mm_set1_epi8(15)))),
+                            .bsum_w = _mm256_cvtepu8_epi16(m8)};
 }
+
+INLINE __m512i pair_q2_k(const void *w, int j)
+{
+    const struct block_q2_k *x = w;
+    return _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)x->qs), 2 * j), _mm512_set1_epi8(3));
+}
+
+// As IQ_DOT_N; q2 selects the float min term (Q2_K: dmin d_a times the 8 int32 sums of mins x
+// bsums, in an accumulator of its own: folded into acc it lengthened the chain, 10.5 -> 9.0
+// GB/s), else the bsum term is integer (Q3_K).
+#define KQ_DOT_N(name, block_type, q2)                                                             \
+    INLINE void dot_n_##name(int64_t n, float *s, const void *w, const void *const *a, int nt)    \
+    {                                                                                              \
+        const uint8_t *x = w;                                                                      \
+        const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 8, 8, 8, 8, 9, 9, 9, 9);    \
+        __m512 acc[STRATA_DOT_TOKENS];                                                             \
+        __m256 acc_min[STRATA_DOT_TOKENS];                                                         \
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                                       \
+        {                                                                                          \
+            acc[t] = _mm512_setzero_ps();                                                          \
+            acc_min[t] = _mm256_setzero_ps();                                                      \
+        }                                                                                          \
+        for (int64_t b = 0; b < n / QK_K; b++, x += sizeof(struct block_type)) {                   \
+            strata_prefetch_ahead(x, (int)sizeof(struct block_type));                              \
+            struct kq_head h = head_##name(x);                                                     \
+            __m512i isum[STRATA_DOT_TOKENS];                                                       \
+            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                                   \
+            {                                                                                      \
+                const struct block_q8_k *y = (const struct block_q8_k *)a[t] + b;                  \
+                __m256i bw = _mm256_madd_epi16(h.bsum_w, _mm256_loadu_si256((const __m256i *)y->bsums)); \
+                if (q2) {                                                                          \
+                    isum[t] = _mm512_setzero_si512();                                              \
+                    acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bw), _mm256_set1_ps(h.dmin * y->d), acc_min[t]); \
+                } else {                                                                           \
+                    isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(_mm256_slli_epi32(bw, 2))); \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                    \
+            {                                                                                      \
+                __m512i q = pair_##name(x, j);                                                     \
+                __m512i sc = _mm512_permutexvar_epi32(_mm512_add_epi32(pick, _mm512_set1_epi32(2 * j)), h.scale); \
+                _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                               \
+                {                                                                                  \
+                    const struct block_q8_k *y = (const struct block_q8_k *)a[t] + b;              \
+                    isum[t] = dot64(isum[t], q, load_act_k(y->qs, j), sc);                         \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                                   \
+            {                                                                                      \
+                const struct block_q8_k *y = (const struct block_q8_k *)a[t] + b;                  \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_set1_ps(h.d * y->d), acc[t]); \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                                       \
+            s[t] = hsum512(acc[t]) - (q2 ? hsum512(_mm512_zextps256_ps512(acc_min[t])) : 0.0f);   \
+    }                                                                                              \
+    STRATA_DOT_KERNELS(name, dot_n_##name, STRATA_DOT_TOKENS)
 
 // Two groups' 32 nibble bytes as 64 values 0..15 in element order (per group: low nibbles, then
 // high nibbles).
@@ -321,42 +371,13 @@ INLINE struct iq_pair pair_iq4_xs(const void *w, __m512i ls, int j)
                             .neg = _mm512_testn_epi8_mask(nib, _mm512_set1_epi8(8))};
 }
 
-typedef __m512i (*block_fn)(const void *w, const struct block_q8_k *y, float *d);
-
-INLINE float dot_256(int64_t n, const void *w, size_t type_size, const void *a, block_fn blk, int q2_k_min)
-{
-    const uint8_t *x = w;
-    const struct block_q8_k *y = a;
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_min = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; b++, x += type_size) {
-        strata_prefetch_ahead(x, (int)type_size);
-        float d;
-        __m512i isum = blk(x, &y[b], &d);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * y[b].d), acc);
-        if (q2_k_min) {  // dmin * sum over sub-blocks of (sc >> 4) * bsum
-            const struct block_q2_k *q2 = (const struct block_q2_k *)x;
-            __m128i m8 = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)q2->scales), 4), _mm_set1_epi8(15));
-            __m256i prod = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m8), _mm256_loadu_si256((const __m256i *)y[b].bsums));
-            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(_cvtsh_ss(q2->dmin) * y[b].d), acc_min);
-        }
-    }
-    return hsum512(acc) - (q2_k_min ? hsum512(_mm512_zextps256_ps512(acc_min)) : 0.0f);
-}
-
-#define DOT_256(name, block_type, q2_min)                                                    \
-    static void vec_dot_##name(int64_t n, float *s, const void *w, const void *a)            \
-    {                                                                                         \
-        *s = dot_256(n, w, sizeof(struct block_type), a, blk_##name, q2_min);                 \
-    }
-
 IQ_DOT_N(iq2_xxs, block_iq2_xxs)
 IQ_DOT_N(iq2_xs, block_iq2_xs)
 IQ_DOT_N(iq3_xxs, block_iq3_xxs)
 IQ_DOT_N(iq1_m, block_iq1_m)
 IQ_DOT_N(iq4_xs, block_iq4_xs)
-DOT_256(q3_k, block_q3_k, 0)
-DOT_256(q2_k, block_q2_k, 1)
+KQ_DOT_N(q3_k, block_q3_k, 0)
+KQ_DOT_N(q2_k, block_q2_k, 1)
 
 // ---- blocks of 32 against Q8_1 ----------------------------------------------------------------
 
@@ -423,5 +444,6 @@ const struct strata_kernels strata_lowbit_avx512_table = {
                 [STRATA_TYPE_IQ4_XS] = vec_dot_iq4_xs, [STRATA_TYPE_Q4_1] = vec_dot_q4_1},
     .vec_dot_multi = {[STRATA_TYPE_IQ2_XXS] = vec_dot_multi_iq2_xxs, [STRATA_TYPE_IQ2_XS] = vec_dot_multi_iq2_xs,
                       [STRATA_TYPE_IQ3_XXS] = vec_dot_multi_iq3_xxs, [STRATA_TYPE_IQ1_M] = vec_dot_multi_iq1_m,
-                      [STRATA_TYPE_IQ4_XS] = vec_dot_multi_iq4_xs},
+                      [STRATA_TYPE_IQ4_XS] = vec_dot_multi_iq4_xs, [STRATA_TYPE_Q3_K] = vec_dot_multi_q3_k,
+                      [STRATA_TYPE_Q2_K] = vec_dot_multi_q2_k},
 };
