@@ -2,15 +2,19 @@
 // NULL (dequantisation, the other types) comes from the AVX2 table through dispatch.c.
 //
 // Each zmm step decodes two groups of 32 weights (64 elements) into 64 byte magnitudes and a
-// 64-bit sign mask; the signs go onto the int8 activations with a masked subtract from zero (the
-// AVX2 kernels' vpsignb, which has no 512-bit form), vpmaddubsw multiplies and pairs them
-// (exact: |w| <= 127, |a| <= 127) and VNNI's vpdpwssd applies the integer sub-block scales of
-// the four 16-element quarters while accumulating int32. The 7-bit stored sign patterns of the
-// IQ2/IQ3 formats become 8 bits in scalar registers for 8 groups at once (pdep, then the parity
-// of each byte in its top bit). A block's int32 sums are scaled once by d_w * d_a in float, so
-// the integer part is exact and only the float accumulation order (16 lanes) differs from the
-// reference. No multi-token kernels: the low-bit types have none at AVX2 either (vec_dot_multi
-// stays NULL, i.e. vec_dot per token).
+// 64-bit sign mask (Q2_K/Q3_K: unsigned values, their offsets taken off through the activation's
+// bsums); the signs go onto the int8 activations with a masked subtract from zero (the AVX2
+// kernels' vpsignb, which has no 512-bit form), vpmaddubsw multiplies and pairs them (exact:
+// |w| <= 127, |a| <= 127) and VNNI's vpdpwssd applies the integer sub-block scales of the four
+// 16-element quarters while accumulating int32. Grid entries come by vpgather; the 7-bit stored
+// sign patterns of IQ2/IQ3 become 8 bits in a scalar register for 8 grid entries at once (pdep,
+// then each byte's parity in its top bit). A block's int32 sums are scaled once by d_w * d_a in
+// float, so the integer part is exact and only the float accumulation order (16 lanes) differs
+// from the reference. Q4_1 takes blocks of 32 two per zmm (vpdpbusd of the unsigned nibbles).
+//
+// The 256-element types are written once for 1..STRATA_DOT_TOKENS activation rows (a block
+// decoded once, then applied to each row): vec_dot is that code at one row, so vec_dot_multi
+// agrees with it bit for bit. Q4_1 has no multi-token dot (vec_dot per token).
 #include <immintrin.h>
 #include <string.h>
 
