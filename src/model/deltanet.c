@@ -11,8 +11,12 @@
 //                      o = S^T q / sqrt(d)
 //   out = W_out [RMSNorm(o_h) * SiLU(z_h) for each h]
 // Tokens are processed one after another, so the state (and the logits) do not depend on how a
-// prompt is split into chunks. S is stored transposed, [nv][d value][d key], so each value row
-// is contiguous (the same layout and the same order of operations as ggml's CPU kernel).
+// prompt is split into chunks. The order of operations is ggml's CPU kernel's: S^T k and S^T q
+// are sums over the key index i from i = 0, one product at a time, no multiply-add fused.
+// S is stored [nv][d key][d value], so that the d sums of a head (one per value column) run side
+// by side in vector lanes, each in that order: the scalar reference and the AVX2 / AVX-512
+// variants (deltanet_avx2.c, deltanet_avx512.c) give the same bits.
+// The conv history is stored [K-1][C], time-major, so a token's channels are contiguous.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,15 +26,15 @@
 
 struct strata_deltanet_state {
     uint32_t n_rs, C, K1, nv, nk, d;  // layers, channels, conv history (K-1), heads, head size
-    float *conv;        // [n_rs][C][K-1] last K-1 inputs of each channel
-    float *ssm;         // [n_rs][nv][d][d] delta-rule state, transposed
+    void (*head)(const struct strata_deltanet_head *);  // the delta rule for the CPU's ISA
+    float *conv;        // [n_rs][K-1][C] last K-1 inputs of each channel, oldest first
+    float *ssm;         // [n_rs][nv][d key][d value] delta-rule state
     float *qkv;         // [n_batch][C] projection
     float *conv_out;    // [n_batch][C] after conv and SiLU (q, k then L2-normalised)
     float *z;           // [n_batch][nv*d] output gate
     float *ba;          // [n_batch][2*nv] beta/alpha projections (fused or split)
-    float *beta, *g;    // [n_batch][nv] sigmoid(beta), log-decay
+    float *beta, *decay; // [n_batch][nv] sigmoid(beta), exp(log-decay)
     float *core;        // [n_batch][nv*d] per-head outputs, then gated-normed
-    float *window;      // [K-1 + n_batch] one channel's conv input
 };
 
 int strata_deltanet_state_create(struct strata_deltanet_state **out, const struct strata_model *m, int n_batch)
@@ -44,12 +48,15 @@ int strata_deltanet_state_create(struct strata_deltanet_state **out, const struc
     st->d = hp->ssm_d_state;
     st->C = 2 * st->nk * st->d + st->nv * st->d;
     st->K1 = hp->ssm_d_conv - 1;
+    const enum strata_isa isa = m->kernels->isa;
+    st->head = isa == STRATA_ISA_AVX512 && st->d % 16 == 0 ? strata_deltanet_head_avx512
+               : isa >= STRATA_ISA_AVX2 && st->d % 8 == 0  ? strata_deltanet_head_avx2
+                                                            : strata_deltanet_head;
     const size_t B = (size_t)n_batch, V = (size_t)st->nv * st->d;
     const size_t sizes[] = {(size_t)st->n_rs * st->C * st->K1, (size_t)st->n_rs * st->nv * st->d * st->d,
-                            B * st->C, B * st->C, B * V, B * 2 * st->nv, B * st->nv, B * st->nv, B * V,
-                            st->K1 + B};
-    float **bufs[] = {&st->conv, &st->ssm, &st->qkv, &st->conv_out, &st->z, &st->ba, &st->beta, &st->g,
-                      &st->core, &st->window};
+                            B * st->C, B * st->C, B * V, B * 2 * st->nv, B * st->nv, B * st->nv, B * V};
+    float **bufs[] = {&st->conv, &st->ssm, &st->qkv, &st->conv_out, &st->z, &st->ba, &st->beta, &st->decay,
+                      &st->core};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         void *p = NULL;
         if (posix_memalign(&p, 64, (sizes[i] ? sizes[i] : 1) * sizeof(float))) {
@@ -67,7 +74,7 @@ int strata_deltanet_state_create(struct strata_deltanet_state **out, const struc
 void strata_deltanet_state_free(struct strata_deltanet_state *st)
 {
     if (!st) return;
-    float *bufs[] = {st->conv, st->ssm, st->qkv, st->conv_out, st->z, st->ba, st->beta, st->g, st->core, st->window};
+    float *bufs[] = {st->conv, st->ssm, st->qkv, st->conv_out, st->z, st->ba, st->beta, st->decay, st->core};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(st);
 }
@@ -76,25 +83,6 @@ void strata_deltanet_state_reset(struct strata_deltanet_state *st)
 {
     memset(st->conv, 0, (size_t)st->n_rs * st->C * st->K1 * sizeof(float));
     memset(st->ssm, 0, (size_t)st->n_rs * st->nv * st->d * st->d * sizeof(float));
-}
-
-// Causal conv1d over each channel: history (K-1 values) then the chunk's n values; the last K-1
-// inputs become the new history. The sum runs over the taps in order, in float, as ggml's.
-static void conv_chunk(struct strata_deltanet_state *st, const float *taps, float *hist, int n)
-{
-    const uint32_t C = st->C, K1 = st->K1, K = K1 + 1;
-    float *w = st->window;
-    for (uint32_t c = 0; c < C; c++) {
-        memcpy(w, hist + (size_t)c * K1, K1 * sizeof(float));
-        for (int t = 0; t < n; t++) w[K1 + t] = st->qkv[(size_t)t * C + c];
-        const float *tc = taps + (size_t)c * K;
-        for (int t = 0; t < n; t++) {
-            float sum = 0.0f;
-            for (uint32_t k = 0; k < K; k++) sum += w[t + k] * tc[k];
-            st->conv_out[(size_t)t * C + c] = strata_silu(sum);
-        }
-        memcpy(hist + (size_t)c * K1, w + n, K1 * sizeof(float));
-    }
 }
 
 // x / sqrt(sum x^2 + eps), as ggml gets it: RMS norm with eps/n, then a 1/sqrt(n) scale.
@@ -108,15 +96,118 @@ static void l2_norm(float *x, uint32_t n, float eps)
     for (uint32_t i = 0; i < n; i++) x[i] = (x[i] * scale) * post;
 }
 
+struct conv_job {
+    struct strata_deltanet_state *st;
+    const float *taps;     // [C][K]
+    float *hist;           // this layer's [K-1][C]
+    int n_tok;
+    float eps;
+    atomic_int next;
+};
+
+// Causal conv1d and SiLU over blocks of d channels (one key or value head each), then the L2 norm
+// of the q and k heads. Channel c's input j of the window is history row j (j < K-1) or token
+// j - (K-1); token t's sum runs over its K window inputs t .. t+K-1 in order, in float, as ggml's.
+// The last K-1 inputs become the new history.
+static void conv_worker(void *arg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    struct conv_job *j = arg;
+    struct strata_deltanet_state *st = j->st;
+    const uint32_t C = st->C, K1 = st->K1, K = K1 + 1, d = st->d, n = (uint32_t)j->n_tok;
+    int b0, b1;
+    while (strata_chunk_next(&j->next, (int)(C / d), 1, &b0, &b1)) {
+        for (int b = b0; b < b1; b++) {
+            const uint32_t c0 = (uint32_t)b * d;
+            for (uint32_t t = 0; t < n; t++) {
+                float *out = st->conv_out + (size_t)t * C + c0;
+                for (uint32_t c = 0; c < d; c++) out[c] = 0.0f;
+                for (uint32_t k = 0; k < K; k++) {
+                    const uint32_t w = t + k;
+                    const float *x = (w < K1 ? j->hist + (size_t)w * C : st->qkv + (size_t)(w - K1) * C) + c0;
+                    const float *tap = j->taps + (size_t)c0 * K + k;
+                    for (uint32_t c = 0; c < d; c++) out[c] += x[c] * tap[(size_t)c * K];
+                }
+                for (uint32_t c = 0; c < d; c++) out[c] = strata_silu(out[c]);
+                if (c0 < 2 * st->nk * d) l2_norm(out, d, j->eps);
+            }
+            // history row i <- window input n + i (a later history row, or a token), rows in order
+            for (uint32_t i = 0; i < K1; i++) {
+                const uint32_t w = n + i;
+                const float *x = (w < K1 ? j->hist + (size_t)w * C : st->qkv + (size_t)(w - K1) * C) + c0;
+                memcpy(j->hist + (size_t)i * C + c0, x, d * sizeof(float));
+            }
+        }
+    }
+}
+
+// The delta rule of one value head, scalar. Per token t, for every value column j (in lanes of up
+// to 16 columns; each column's arithmetic is independent of the others):
+//   S[i][j] *= decay_t                  for every key row i (the whole state first)
+//   sk_j = sum_i S[i][j] * k_t[i]        from 0.0f, i = 0, 1, ...
+//   delta_j = (v_t[j] - sk_j) * beta_t
+//   S[i][j] += k_t[i] * delta_j;  sq_j = sum_i S[i][j] * q_t[i]   (row by row, S updated first)
+//   o_t[j] = sq_j * scale
+// Token t+1's decay and S^T k ride on token t's pass over the rows, so each token reads and
+// writes S once; the operations on each element are the same, in the same order.
+void strata_deltanet_head(const struct strata_deltanet_head *a)
+{
+    const uint32_t d = a->d;
+    for (uint32_t j0 = 0; j0 < d; j0 += 16) {
+        const uint32_t w = d - j0 < 16 ? d - j0 : 16;
+        float *S = a->S + j0;
+        float sk[16], sq[16], delta[16];
+        const float *k = a->k;
+        float decay = a->decay[0];
+        for (uint32_t j = 0; j < w; j++) sk[j] = 0.0f;
+        for (uint32_t i = 0; i < d; i++)
+            for (uint32_t j = 0; j < w; j++) {
+                S[(size_t)i * d + j] *= decay;
+                sk[j] += S[(size_t)i * d + j] * k[i];
+            }
+        for (int t = 0; t < a->n_tok; t++) {
+            const float *q = a->q + (size_t)t * a->qkv_stride, *v = a->v + (size_t)t * a->qkv_stride + j0;
+            const float beta = a->beta[(size_t)t * a->gate_stride];
+            const bool next = t + 1 < a->n_tok;
+            const float *kn = next ? a->k + (size_t)(t + 1) * a->qkv_stride : NULL;
+            decay = next ? a->decay[(size_t)(t + 1) * a->gate_stride] : 0.0f;
+            for (uint32_t j = 0; j < w; j++) {
+                delta[j] = (v[j] - sk[j]) * beta;
+                sk[j] = 0.0f;
+                sq[j] = 0.0f;
+            }
+            for (uint32_t i = 0; i < d; i++) {
+                float *Si = S + (size_t)i * d;
+                for (uint32_t j = 0; j < w; j++) {
+                    Si[j] += k[i] * delta[j];
+                    sq[j] += Si[j] * q[i];
+                }
+                if (next)
+                    for (uint32_t j = 0; j < w; j++) {
+                        Si[j] *= decay;
+                        sk[j] += Si[j] * kn[i];
+                    }
+            }
+            float *o = a->o + (size_t)t * a->o_stride + j0;
+            for (uint32_t j = 0; j < w; j++) o[j] = sq[j] * a->scale;
+            k = kn;
+        }
+    }
+}
+
 struct rec_job {
     struct strata_deltanet_state *st;
     float *S;              // this layer's [nv][d][d]
+    const float *norm;     // [d] gated RMS norm weights
+    float eps;
     int n_tok;
     bool tiled;            // qwen35moe: value head h reads key head h % nk (else h / r)
     atomic_int next;
 };
 
-// The delta rule for one value head over the chunk's tokens, one token after another.
+// The delta rule over the chunk's tokens, then the gated RMS norm of the outputs, one value head
+// per work item.
 static void rec_worker(void *arg, int ith, int nth)
 {
     (void)ith;
@@ -124,31 +215,31 @@ static void rec_worker(void *arg, int ith, int nth)
     struct rec_job *j = arg;
     struct strata_deltanet_state *st = j->st;
     const uint32_t d = st->d, nv = st->nv, nk = st->nk, r = nv / nk, C = st->C;
-    const float scale = 1.0f / sqrtf((float)d);
     int h0, h1;
     while (strata_chunk_next(&j->next, (int)nv, 1, &h0, &h1)) {
         for (int h = h0; h < h1; h++) {
             const uint32_t kh = j->tiled ? (uint32_t)h % nk : (uint32_t)h / r;
-            float *S = j->S + (size_t)h * d * d;
+            const struct strata_deltanet_head a = {
+                .S = j->S + (size_t)h * d * d,
+                .q = st->conv_out + (size_t)kh * d,
+                .k = st->conv_out + (size_t)nk * d + (size_t)kh * d,
+                .v = st->conv_out + (size_t)2 * nk * d + (size_t)h * d,
+                .qkv_stride = C,
+                .decay = st->decay + h,
+                .beta = st->beta + h,
+                .gate_stride = nv,
+                .o = st->core + (size_t)h * d,
+                .o_stride = (size_t)nv * d,
+                .n_tok = j->n_tok,
+                .d = d,
+                .scale = 1.0f / sqrtf((float)d),
+            };
+            st->head(&a);
             for (int t = 0; t < j->n_tok; t++) {
-                const float *row = st->conv_out + (size_t)t * C;
-                const float *q = row + (size_t)kh * d, *k = row + (size_t)nk * d + (size_t)kh * d;
-                const float *v = row + (size_t)2 * nk * d + (size_t)h * d;
-                const float decay = expf(st->g[(size_t)t * nv + h]), beta = st->beta[(size_t)t * nv + h];
                 float *o = st->core + (size_t)t * nv * d + (size_t)h * d;
-                for (size_t i = 0; i < (size_t)d * d; i++) S[i] *= decay;
-                for (uint32_t vj = 0; vj < d; vj++) {
-                    float *Sj = S + (size_t)vj * d;
-                    float sk = 0.0f;
-                    for (uint32_t i = 0; i < d; i++) sk += Sj[i] * k[i];
-                    const float delta = (v[vj] - sk) * beta;
-                    float sq = 0.0f;
-                    for (uint32_t i = 0; i < d; i++) {
-                        Sj[i] += k[i] * delta;
-                        sq += Sj[i] * q[i];
-                    }
-                    o[vj] = sq * scale;
-                }
+                const float *z = st->z + (size_t)t * nv * d + (size_t)h * d;
+                strata_rmsnorm(o, o, j->norm, d, j->eps);
+                for (uint32_t i = 0; i < d; i++) o[i] *= strata_silu(z[i]);
             }
         }
     }
@@ -161,7 +252,7 @@ int strata_deltanet_block(struct strata_session *s, int l, int n)
     const struct strata_layer *L = &m->layers[l];
     const struct strata_deltanet_layer *dn = &L->dn;
     struct strata_deltanet_state *st = s->dn;
-    const uint32_t E = hp->n_embd, C = st->C, nv = st->nv, nk = st->nk, d = st->d, r = nv / nk;
+    const uint32_t E = hp->n_embd, C = st->C, nv = st->nv, d = st->d, r = nv / st->nk;
     const size_t rs = (size_t)dn->rs_slot;
 
     for (int t = 0; t < n; t++)
@@ -186,26 +277,20 @@ int strata_deltanet_block(struct strata_session *s, int l, int n)
             const float x = a + dn->dt_bias[h];
             const float softplus = x > 20.0f ? x : logf(1.0f + expf(x));
             st->beta[(size_t)t * nv + h] = 1.0f / (1.0f + expf(-b));
-            st->g[(size_t)t * nv + h] = softplus * dn->a[h];
+            st->decay[(size_t)t * nv + h] = expf(softplus * dn->a[h]);
         }
 
-    conv_chunk(st, dn->conv, st->conv + rs * C * st->K1, n);
-    for (int t = 0; t < n; t++)
-        for (uint32_t h = 0; h < 2 * nk; h++) l2_norm(st->conv_out + (size_t)t * C + (size_t)h * d, d, hp->rms_eps);
+    struct conv_job cj = {.st = st, .taps = dn->conv, .hist = st->conv + rs * C * st->K1, .n_tok = n,
+                          .eps = hp->rms_eps};
+    atomic_init(&cj.next, 0);
+    strata_pool_run(s->pool, conv_worker, &cj);
 
-    struct rec_job rj = {.st = st, .S = st->ssm + rs * nv * d * d, .n_tok = n,
-                         .tiled = hp->arch == STRATA_ARCH_QWEN35MOE};
+    struct rec_job rj = {.st = st, .S = st->ssm + rs * nv * d * d, .norm = dn->norm, .eps = hp->rms_eps,
+                         .n_tok = n, .tiled = hp->arch == STRATA_ARCH_QWEN35MOE};
     atomic_init(&rj.next, 0);
     strata_pool_run(s->pool, rec_worker, &rj);
 
-    // Gated RMSNorm per head, output projection, residual.
-    for (int t = 0; t < n; t++)
-        for (uint32_t h = 0; h < nv; h++) {
-            float *o = st->core + (size_t)t * nv * d + (size_t)h * d;
-            const float *z = st->z + (size_t)t * nv * d + (size_t)h * d;
-            strata_rmsnorm(o, o, dn->norm, d, hp->rms_eps);
-            for (uint32_t i = 0; i < d; i++) o[i] *= strata_silu(z[i]);
-        }
+    // Output projection, residual.
     const struct strata_mat *wo[1] = {&dn->out};
     float *yo = s->o;
     strata_project(s, wo, &yo, 1, st->core, n);
