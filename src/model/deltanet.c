@@ -17,6 +17,10 @@
 // by side in vector lanes, each in that order: the scalar reference and the AVX2 / AVX-512
 // variants (deltanet_avx2.c, deltanet_avx512.c) give the same bits.
 // The conv history is stored [K-1][C], time-major, so a token's channels are contiguous.
+// The lane loops have run-time trip counts, which -O2's cost model does not vectorise in gcc 12.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,7 @@ struct strata_deltanet_state {
     uint32_t n_rs, C, K1, nv, nk, d;  // layers, channels, conv history (K-1), heads, head size
     void (*head)(const struct strata_deltanet_head *);  // the delta rule for the CPU's ISA
     float *conv;        // [n_rs][K-1][C] last K-1 inputs of each channel, oldest first
+    float *taps;        // [n_rs][K][C] the layers' conv taps, transposed so channels are contiguous
     float *ssm;         // [n_rs][nv][d key][d value] delta-rule state
     float *qkv;         // [n_batch][C] projection
     float *conv_out;    // [n_batch][C] after conv and SiLU (q, k then L2-normalised)
@@ -53,9 +58,10 @@ int strata_deltanet_state_create(struct strata_deltanet_state **out, const struc
                : isa >= STRATA_ISA_AVX2 && st->d % 8 == 0  ? strata_deltanet_head_avx2
                                                             : strata_deltanet_head;
     const size_t B = (size_t)n_batch, V = (size_t)st->nv * st->d;
-    const size_t sizes[] = {(size_t)st->n_rs * st->C * st->K1, (size_t)st->n_rs * st->nv * st->d * st->d,
+    const size_t sizes[] = {(size_t)st->n_rs * st->C * st->K1, (size_t)st->n_rs * st->C * (st->K1 + 1),
+                            (size_t)st->n_rs * st->nv * st->d * st->d,
                             B * st->C, B * st->C, B * V, B * 2 * st->nv, B * st->nv, B * st->nv, B * V};
-    float **bufs[] = {&st->conv, &st->ssm, &st->qkv, &st->conv_out, &st->z, &st->ba, &st->beta, &st->decay,
+    float **bufs[] = {&st->conv, &st->taps, &st->ssm, &st->qkv, &st->conv_out, &st->z, &st->ba, &st->beta, &st->decay,
                       &st->core};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         void *p = NULL;
@@ -67,6 +73,13 @@ int strata_deltanet_state_create(struct strata_deltanet_state **out, const struc
         memset(p, 0, (sizes[i] ? sizes[i] : 1) * sizeof(float));
         *bufs[i] = p;
     }
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const struct strata_deltanet_layer *dn = &m->layers[l].dn;
+        if (m->layers[l].kv_slot >= 0 || !dn->conv) continue;
+        float *tt = st->taps + (size_t)dn->rs_slot * st->C * (st->K1 + 1);
+        for (uint32_t c = 0; c < st->C; c++)
+            for (uint32_t k = 0; k <= st->K1; k++) tt[(size_t)k * st->C + c] = dn->conv[(size_t)c * (st->K1 + 1) + k];
+    }
     *out = st;
     return 0;
 }
@@ -74,7 +87,7 @@ int strata_deltanet_state_create(struct strata_deltanet_state **out, const struc
 void strata_deltanet_state_free(struct strata_deltanet_state *st)
 {
     if (!st) return;
-    float *bufs[] = {st->conv, st->ssm, st->qkv, st->conv_out, st->z, st->ba, st->beta, st->decay, st->core};
+    float *bufs[] = {st->conv, st->taps, st->ssm, st->qkv, st->conv_out, st->z, st->ba, st->beta, st->decay, st->core};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(st);
 }
@@ -98,7 +111,7 @@ static void l2_norm(float *x, uint32_t n, float eps)
 
 struct conv_job {
     struct strata_deltanet_state *st;
-    const float *taps;     // [C][K]
+    const float *taps;     // this layer's [K][C]
     float *hist;           // this layer's [K-1][C]
     int n_tok;
     float eps;
@@ -126,8 +139,8 @@ static void conv_worker(void *arg, int ith, int nth)
                 for (uint32_t k = 0; k < K; k++) {
                     const uint32_t w = t + k;
                     const float *x = (w < K1 ? j->hist + (size_t)w * C : st->qkv + (size_t)(w - K1) * C) + c0;
-                    const float *tap = j->taps + (size_t)c0 * K + k;
-                    for (uint32_t c = 0; c < d; c++) out[c] += x[c] * tap[(size_t)c * K];
+                    const float *tap = j->taps + (size_t)k * C + c0;
+                    for (uint32_t c = 0; c < d; c++) out[c] += x[c] * tap[c];
                 }
                 for (uint32_t c = 0; c < d; c++) out[c] = strata_silu(out[c]);
                 if (c0 < 2 * st->nk * d) l2_norm(out, d, j->eps);
@@ -280,7 +293,7 @@ int strata_deltanet_block(struct strata_session *s, int l, int n)
             st->decay[(size_t)t * nv + h] = expf(softplus * dn->a[h]);
         }
 
-    struct conv_job cj = {.st = st, .taps = dn->conv, .hist = st->conv + rs * C * st->K1, .n_tok = n,
+    struct conv_job cj = {.st = st, .taps = st->taps + rs * C * (st->K1 + 1), .hist = st->conv + rs * C * st->K1, .n_tok = n,
                           .eps = hp->rms_eps};
     atomic_init(&cj.next, 0);
     strata_pool_run(s->pool, conv_worker, &cj);
