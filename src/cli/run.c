@@ -20,6 +20,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/synth.h"
 #include "util/log.h"
+#include "util/time.h"
 
 struct run_opts {
     const char *model, *prompt, *prompt_tokens;
@@ -34,13 +35,6 @@ static double peak_rss_mib(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_maxrss / 1024.0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void run_usage(FILE *out)
@@ -184,9 +178,9 @@ static int do_run(const struct run_opts *o)
     size_t text_len = 0, text_cap = 0;
     int n_prompt = 0, rc;
     struct strata_model_params mp = {.experts = o->ec};
-    double t_load = now_s();
+    double t_load = strata_now();
     if ((rc = strata_model_load(&m, o->model, &mp))) goto out;
-    t_load = now_s() - t_load;
+    t_load = strata_now() - t_load;
     const struct strata_hparams *hp = strata_model_hparams(m);
     if ((rc = strata_tokenizer_load(&tok, strata_model_file(m)))) goto out;
     if ((rc = tokenize_prompt(o, tok, strata_model_file(m), &ids, &n_prompt))) goto out;
@@ -213,16 +207,16 @@ static int do_run(const struct run_opts *o)
         goto out;
     }
 
-    double t0 = now_s();
+    double t0 = strata_now();
     if ((rc = strata_session_eval(s, ids, n_prompt, logits, false))) goto out;
-    double t_prompt = now_s() - t0;
+    double t_prompt = strata_now() - t0;
 
     struct strata_detok dt;
     strata_detok_init(&dt, false);
     char piece[1024];
     int n_gen = 0;
     bool stopped_eog = false;
-    double t1 = now_s();
+    double t1 = strata_now();
     while (n_gen < n_predict) {
         int32_t id = strata_sampler_sample(&smp, logits, ids, (size_t)(n_prompt + n_gen));
         if (id < 0) {
@@ -256,7 +250,7 @@ static int do_run(const struct run_opts *o)
         if (n_gen == n_predict) break;
         if ((rc = strata_session_eval(s, &id, 1, logits, false))) goto out;
     }
-    double t_gen = now_s() - t1;
+    double t_gen = strata_now() - t1;
     size_t np = 0;
     strata_detok_flush(&dt, piece, sizeof piece, &np);
     if (np && o->stream) fwrite(piece, 1, np, stdout);
@@ -392,7 +386,7 @@ int cli_eval(int argc, char **argv)
     FILE *f = NULL;
     struct strata_model_params mp = {.experts = ec};
     int rc = strata_model_load(&m, model, &mp);
-    double t_eval = now_s();
+    double t_eval = strata_now();
     if (rc == 0) {
         struct strata_session_params sp = {n_ctx ? n_ctx : (n > 4096 ? n : 0), n_batch, n_threads};
         rc = strata_session_create(&s, m, &sp);
@@ -402,7 +396,7 @@ int cli_eval(int argc, char **argv)
         logits = malloc((size_t)n * nv * sizeof *logits);
         if (!logits) rc = STRATA_ENOMEM;
         if (rc == 0) rc = strata_session_eval(s, ids, n, logits, true);
-        t_eval = now_s() - t_eval;
+        t_eval = strata_now() - t_eval;
         if (rc == 0) {
             f = fopen(out_path, "wb");
             if (!f || fwrite(logits, sizeof *logits, (size_t)n * nv, f) != (size_t)n * nv || fclose(f) != 0) {

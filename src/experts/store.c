@@ -21,6 +21,7 @@
 #include "experts/io.h"
 #include "gguf/gguf.h"
 #include "util/log.h"
+#include "util/time.h"
 
 struct layer_cache {
     char *base;                  // [n_slots][slot_size]
@@ -46,13 +47,6 @@ struct strata_experts {
     int32_t *miss_slot;          // [n_expert] slots filled by the current batch
     struct strata_experts_stats stats;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 // Queue the three ranges of expert e of layer l into slot s.
 static int queue_reads(struct strata_experts *ex, uint32_t l, uint32_t e, int32_t s, int n_reqs)
@@ -99,7 +93,7 @@ static void drop_slot(struct layer_cache *c, int32_t s)
 // Read every expert of every layer (full residency), one layer per batch.
 static int preload(struct strata_experts *ex)
 {
-    const double t0 = now_s();
+    const double t0 = strata_now();
     for (uint32_t l = 0; l < ex->lay->n_layers; l++) {
         int n = 0;
         for (uint32_t e = 0; e < ex->lay->n_expert; e++) n = queue_reads(ex, l, e, (int32_t)e, n);
@@ -111,7 +105,7 @@ static int preload(struct strata_experts *ex)
         }
         ex->stats.preload_bytes += ex->lay->layers[l].triplet_bytes * ex->lay->n_expert;
     }
-    ex->stats.preload_s = now_s() - t0;
+    ex->stats.preload_s = strata_now() - t0;
     return 0;
 }
 
@@ -264,9 +258,9 @@ int strata_experts_acquire(struct strata_experts *ex, uint32_t moe_layer, const 
         c->st.bytes_read += ex->lay->layers[moe_layer].triplet_bytes;
     }
     if (n_reqs) {
-        const double t0 = now_s();
+        const double t0 = strata_now();
         int rc = strata_io_read(ex->io, ex->reqs, n_reqs);
-        ex->stats.io_wait_s += now_s() - t0;
+        ex->stats.io_wait_s += strata_now() - t0;
         if (rc) {
             // Whatever landed is not trusted: forget every slot of this batch.
             for (int i = 0; i < n_miss; i++) drop_slot(c, ex->miss_slot[i]);

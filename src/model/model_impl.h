@@ -10,6 +10,7 @@
 #include "experts/layout.h"
 #include "experts/trace.h"
 #include "model/model.h"
+#include "util/time.h"
 
 // Weights of one gated delta-net (linear attention) block: dk = dv = ssm_d_state, nk key heads,
 // nv value heads, C = 2*nk*dk + nv*dv conv channels (q | k | v).
@@ -170,6 +171,5 @@ void strata_deltanet_head_avx512(const struct strata_deltanet_head *a); // d % 1
 // by position 0, i.e. not at all. cs as from strata_rope_cache.
 void strata_rope_sections_mask(const struct strata_hparams *hp, float *cs);
 
-double strata_now(void);
 
 #endif

@@ -7,13 +7,7 @@
 #include "gguf/gguf.h"
 #include "model/model_impl.h"
 #include "util/log.h"
-
-double strata_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "util/time.h"
 
 static void *xalloc(size_t bytes, int *rc)
 {

@@ -16,13 +16,7 @@
 #include "model/arch.h"
 #include "tools/sim.h"
 #include "util/log.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "util/time.h"
 
 int strata_plan_disk_gbs(const char *path, uint64_t max_bytes, double *gbs)
 {
@@ -39,7 +33,7 @@ int strata_plan_disk_gbs(const char *path, uint64_t max_bytes, double *gbs)
         return STRATA_ENOMEM;
     }
     uint64_t got = 0;
-    const double t0 = now_s();
+    const double t0 = strata_now();
     // Start in the middle of the file: its head was just read for the metadata.
     off_t size = lseek(fd, 0, SEEK_END);
     off_t off = size > (off_t)(2 * max_bytes) ? (size / 2) & ~(off_t)4095 : 0;
@@ -49,7 +43,7 @@ int strata_plan_disk_gbs(const char *path, uint64_t max_bytes, double *gbs)
         got += (uint64_t)k;
         off += k;
     }
-    const double dt = now_s() - t0;
+    const double dt = strata_now() - t0;
     free(buf);
     close(fd);
     if (got == 0 || dt <= 0) {

@@ -21,6 +21,7 @@
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
+#include "util/time.h"
 
 struct preset {
     const char *arch, *name, *source;
@@ -449,17 +450,10 @@ struct progress {
     double start, last;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void progress_show(struct progress *pr, bool final)
 {
     if (!pr->on) return;
-    double t = now_s();
+    double t = strata_now();
     if (!final && t - pr->last < 0.2) return;
     pr->last = t;
     double frac = pr->total ? (double)pr->done / (double)pr->total : 1.0;
@@ -608,7 +602,7 @@ int strata_synth(const struct strata_synth_opts *o)
         goto done;
     }
     if ((rc = gguf_writer_open(w, o->out_path))) goto done;
-    struct progress pr = {o->progress, total, 0, now_s(), 0};
+    struct progress pr = {o->progress, total, 0, strata_now(), 0};
     for (size_t i = 0; i < tl.n && rc == 0; i++)
         rc = write_tensor_data(w, (int)i, &tl.items[i], o->seed, buf, buf_bytes, fbuf, &pr);
     if (rc == 0) rc = gguf_writer_finish(w);
