@@ -153,10 +153,7 @@ int strata_attention_block(struct strata_session *s, int l, int n)
                          ? xq : act_for(s, &L->wk, s->h, n, s->act_b, &vdt_b);
     const void *xv = (int)strata_type_traits(L->wv.type)->vec_dot_type == vdt_a ? xq
                      : (int)strata_type_traits(L->wv.type)->vec_dot_type == vdt_b ? xk : NULL;
-    if (!xv) {
-        // Three distinct formats: v is computed on its own after q and k.
-        xv = NULL;
-    }
+    // NULL: three distinct formats, so v is quantized and computed on its own after q and k.
     const size_t arb_q = strata_act_row_bytes(L->wq.type, E), arb_k = strata_act_row_bytes(L->wk.type, E);
     struct strata_mm_job jobs[3] = {
         {L->wq, xq, arb_q, NULL, n, s->q, L->wq.n_out, NULL},
