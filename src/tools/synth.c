@@ -41,6 +41,19 @@ struct preset {
     uint32_t full_attn_interval;
     uint32_t n_ff_shexp;        // qwen3next shared expert width
     int32_t rope_sections[4];   // qwen35moe interleaved M-RoPE sections
+    // Multi-head latent attention (deepseek2, deepseek32, glm-dsa): head_dim is the cached key
+    // width kv_lora_rank + n_rot (MQA over the latent), head_dim_v the latent width.
+    uint32_t head_dim_v;        // attention.value_length when it differs from head_dim
+    uint32_t q_lora_rank, kv_lora_rank;
+    uint32_t qk_nope, v_head_mla; // per-head query/key no-rope width and value width
+    uint32_t n_expert_groups, n_group_used; // group-limited routing (DeepSeek-V3)
+    float rope_scale;           // YaRN factor (0: no rope scaling)
+    uint32_t rope_orig_ctx;     // YaRN original context length
+    float yarn_log_mul;         // rope.scaling.yarn_log_multiplier as converters write it (0.1*mscale_all_dim)
+    uint32_t idx_n_head, idx_head_dim, idx_top_k; // sparse-attention indexer (glm-dsa, deepseek32)
+    uint32_t idx_shared_period; // glm-dsa: every n-th block computes its top-k, others reuse (0: all)
+    uint32_t n_swa;             // gpt-oss sliding window (every other block, from the first)
+    enum strata_type expert_type; // routed experts' type when no --type is given (0: default_type)
 };
 
 static const struct preset g_presets[] = {
@@ -97,6 +110,89 @@ static const struct preset g_presets[] = {
      .rms_eps = 1e-6f, .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .ssm_d_conv = 4, .ssm_d_state = 128,
      .ssm_n_group = 16, .ssm_dt_rank = 64, .full_attn_interval = 4, .n_ff_shexp = 1024,
      .rope_sections = {11, 11, 10, 0}},
+    // deepseek2: multi-head latent attention (q and kv low-rank projections, the kv latent plus
+    // one rope key cached per token), YaRN, leading dense blocks, sigmoid routing with a selection
+    // bias inside expert groups, one shared expert. Tiny: the latent and q rank at 256 so K-quants
+    // fit (attn_k_b's rows of qk_nope fall back as real quantizers do).
+    {.arch = "deepseek2", .name = "tiny", .source = "test shape: DeepSeek-V3-like MLA + YaRN x40, 1+3 layers, 16 experts in 4 groups (2 used) top-4",
+     .n_vocab = 1024, .n_ctx = 163840, .n_embd = 256, .n_layer = 4, .n_head = 4, .n_head_kv = 1, .head_dim = 320,
+     .head_dim_v = 256, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .rope_base = 10000.0f, .rms_eps = 1e-6f,
+     .default_type = STRATA_TYPE_Q8_0, .n_rot = 64, .n_expert_shared = 1, .n_dense_lead = 1, .n_ff = 512,
+     .expert_weights_scale = 2.5f, .q_lora_rank = 256, .kv_lora_rank = 256, .qk_nope = 128, .v_head_mla = 128,
+     .n_expert_groups = 4, .n_group_used = 2, .rope_scale = 40.0f, .rope_orig_ctx = 4096, .yarn_log_mul = 0.1f},
+    {.arch = "deepseek2", .name = "deepseek-v3", .source = "deepseek-ai/DeepSeek-V3 config.json (also R1, V3.1)",
+     .n_vocab = 129280, .n_ctx = 163840, .n_embd = 7168, .n_layer = 61, .n_head = 128, .n_head_kv = 1, .head_dim = 576,
+     .head_dim_v = 512, .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 2048, .rope_base = 10000.0f, .rms_eps = 1e-6f,
+     .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .n_expert_shared = 1, .n_dense_lead = 3, .n_ff = 18432,
+     .expert_weights_scale = 2.5f, .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope = 128, .v_head_mla = 128,
+     .n_expert_groups = 8, .n_group_used = 4, .rope_scale = 40.0f, .rope_orig_ctx = 4096, .yarn_log_mul = 0.1f},
+    {.arch = "deepseek2", .name = "kimi-k2", .source = "moonshotai/Kimi-K2-Instruct config.json",
+     .n_vocab = 163840, .n_ctx = 131072, .n_embd = 7168, .n_layer = 61, .n_head = 64, .n_head_kv = 1, .head_dim = 576,
+     .head_dim_v = 512, .n_expert = 384, .n_expert_used = 8, .n_ff_exp = 2048, .rope_base = 50000.0f, .rms_eps = 1e-6f,
+     .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .n_expert_shared = 1, .n_dense_lead = 1, .n_ff = 18432,
+     .expert_weights_scale = 2.827f, .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope = 128, .v_head_mla = 128,
+     .n_expert_groups = 1, .n_group_used = 1, .rope_scale = 32.0f, .rope_orig_ctx = 4096, .yarn_log_mul = 0.1f},
+    // deepseek32 (DeepSeek-V3.2): deepseek2 plus the sparse-attention indexer in every block; one
+    // nextn block after the trunk.
+    {.arch = "deepseek32", .name = "tiny", .source = "test shape: deepseek2 tiny + indexer (4 heads x 128, top-32), 1+3+1 layers",
+     .n_vocab = 1024, .n_ctx = 163840, .n_embd = 256, .n_layer = 4, .n_head = 4, .n_head_kv = 1, .head_dim = 320,
+     .head_dim_v = 256, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .rope_base = 10000.0f, .rms_eps = 1e-6f,
+     .default_type = STRATA_TYPE_Q8_0, .n_rot = 64, .n_nextn = 1, .n_expert_shared = 1, .n_dense_lead = 1, .n_ff = 512,
+     .expert_weights_scale = 2.5f, .q_lora_rank = 256, .kv_lora_rank = 256, .qk_nope = 128, .v_head_mla = 128,
+     .n_expert_groups = 4, .n_group_used = 2, .rope_scale = 40.0f, .rope_orig_ctx = 4096, .yarn_log_mul = 0.1f,
+     .idx_n_head = 4, .idx_head_dim = 128, .idx_top_k = 32},
+    {.arch = "deepseek32", .name = "deepseek-v3.2", .source = "deepseek-ai/DeepSeek-V3.2-Exp config.json",
+     .n_vocab = 129280, .n_ctx = 163840, .n_embd = 7168, .n_layer = 61, .n_head = 128, .n_head_kv = 1, .head_dim = 576,
+     .head_dim_v = 512, .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 2048, .rope_base = 10000.0f, .rms_eps = 1e-6f,
+     .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .n_nextn = 1, .n_expert_shared = 1, .n_dense_lead = 3,
+     .n_ff = 18432, .expert_weights_scale = 2.5f, .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope = 128,
+     .v_head_mla = 128, .n_expert_groups = 8, .n_group_used = 4, .rope_scale = 40.0f, .rope_orig_ctx = 4096,
+     .yarn_log_mul = 0.1f, .idx_n_head = 64, .idx_head_dim = 128, .idx_top_k = 2048},
+    // glm-dsa (GLM-5.x): MLA + indexer as deepseek32 (interleaved rope in the indexer too), GLM
+    // routing (sigmoid + bias, no groups), no rope scaling; GLM-5.2 computes the indexer's top-k
+    // in some blocks and reuses it in the others (attention.indexer.types).
+    {.arch = "glm-dsa", .name = "tiny", .source = "test shape: GLM-5-like MLA + indexer (4 heads x 128, top-32), 1+3+1 layers",
+     .n_vocab = 1024, .n_ctx = 202752, .n_embd = 256, .n_layer = 4, .n_head = 4, .n_head_kv = 1, .head_dim = 320,
+     .head_dim_v = 256, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .rope_base = 1000000.0f, .rms_eps = 1e-5f,
+     .default_type = STRATA_TYPE_Q8_0, .n_rot = 64, .n_nextn = 1, .n_expert_shared = 1, .n_dense_lead = 1, .n_ff = 512,
+     .expert_weights_scale = 2.5f, .q_lora_rank = 256, .kv_lora_rank = 256, .qk_nope = 128, .v_head_mla = 256,
+     .idx_n_head = 4, .idx_head_dim = 128, .idx_top_k = 32},
+    {.arch = "glm-dsa", .name = "tiny-5.2", .source = "test shape: glm-dsa tiny with GLM-5.2's shared indexer blocks (F F F S)",
+     .n_vocab = 1024, .n_ctx = 1048576, .n_embd = 256, .n_layer = 4, .n_head = 4, .n_head_kv = 1, .head_dim = 320,
+     .head_dim_v = 256, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .rope_base = 1000000.0f, .rms_eps = 1e-5f,
+     .default_type = STRATA_TYPE_Q8_0, .n_rot = 64, .n_nextn = 1, .n_expert_shared = 1, .n_dense_lead = 1, .n_ff = 512,
+     .expert_weights_scale = 2.5f, .q_lora_rank = 256, .kv_lora_rank = 256, .qk_nope = 128, .v_head_mla = 256,
+     .idx_n_head = 4, .idx_head_dim = 128, .idx_top_k = 32, .idx_shared_period = 2},
+    {.arch = "glm-dsa", .name = "glm-5", .source = "zai-org/GLM-5 config.json (GlmMoeDsaConfig defaults)",
+     .n_vocab = 154880, .n_ctx = 202752, .n_embd = 6144, .n_layer = 78, .n_head = 64, .n_head_kv = 1, .head_dim = 576,
+     .head_dim_v = 512, .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 2048, .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f, .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .n_nextn = 1, .n_expert_shared = 1,
+     .n_dense_lead = 3, .n_ff = 12288, .expert_weights_scale = 2.5f, .q_lora_rank = 2048, .kv_lora_rank = 512,
+     .qk_nope = 192, .v_head_mla = 256, .idx_n_head = 32, .idx_head_dim = 128, .idx_top_k = 2048},
+    {.arch = "glm-dsa", .name = "glm-5.2", .source = "zai-org/GLM-5.2 (GLM-5 shape, 1M context, shared indexer blocks)",
+     .n_vocab = 154880, .n_ctx = 1048576, .n_embd = 6144, .n_layer = 78, .n_head = 64, .n_head_kv = 1, .head_dim = 576,
+     .head_dim_v = 512, .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 2048, .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f, .default_type = STRATA_TYPE_Q4_K, .n_rot = 64, .n_nextn = 1, .n_expert_shared = 1,
+     .n_dense_lead = 3, .n_ff = 12288, .expert_weights_scale = 2.5f, .q_lora_rank = 2048, .kv_lora_rank = 512,
+     .qk_nope = 192, .v_head_mla = 256, .idx_n_head = 32, .idx_head_dim = 128, .idx_top_k = 2048,
+     .idx_shared_period = 4},
+    // gpt-oss: attention sinks, sliding-window blocks alternating with full ones, biases
+    // everywhere, YaRN, softmax over the chosen experts' logits, clamped SwiGLU; the released
+    // files keep the experts in MXFP4.
+    {.arch = "gpt-oss", .name = "tiny", .source = "test shape: 4 layers (window 32 / full), 8 experts top-2, YaRN x32",
+     .n_vocab = 1024, .n_ctx = 131072, .n_embd = 256, .n_layer = 4, .n_head = 8, .n_head_kv = 2, .head_dim = 64,
+     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .rope_base = 150000.0f, .rms_eps = 1e-5f,
+     .default_type = STRATA_TYPE_Q8_0, .rope_scale = 32.0f, .rope_orig_ctx = 4096, .n_swa = 32},
+    {.arch = "gpt-oss", .name = "gpt-oss-20b", .source = "openai/gpt-oss-20b config.json",
+     .n_vocab = 201088, .n_ctx = 131072, .n_embd = 2880, .n_layer = 24, .n_head = 64, .n_head_kv = 8, .head_dim = 64,
+     .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880, .rope_base = 150000.0f, .rms_eps = 1e-5f,
+     .default_type = STRATA_TYPE_Q8_0, .rope_scale = 32.0f, .rope_orig_ctx = 4096, .n_swa = 128,
+     .expert_type = STRATA_TYPE_MXFP4},
+    {.arch = "gpt-oss", .name = "gpt-oss-120b", .source = "openai/gpt-oss-120b config.json",
+     .n_vocab = 201088, .n_ctx = 131072, .n_embd = 2880, .n_layer = 36, .n_head = 64, .n_head_kv = 8, .head_dim = 64,
+     .n_expert = 128, .n_expert_used = 4, .n_ff_exp = 2880, .rope_base = 150000.0f, .rms_eps = 1e-5f,
+     .default_type = STRATA_TYPE_Q8_0, .rope_scale = 32.0f, .rope_orig_ctx = 4096, .n_swa = 128,
+     .expert_type = STRATA_TYPE_MXFP4},
 };
 #define N_PRESETS (sizeof g_presets / sizeof g_presets[0])
 
@@ -276,6 +372,35 @@ static int ffn_tensors(struct tensor_list *tl, uint32_t l, const char *gate, con
     return tl_add(tl, n, wt, 0.0f, 1.0f / sqrtf((float)ff), 2, ff, E, 1);
 }
 
+// The FFN half of a GLM / DeepSeek block: a dense SwiGLU in the leading blocks, else routed
+// experts with a selection bias plus the shared expert; and the nextn wiring of the blocks past
+// the trunk.
+static int glm_ffn_nextn_tensors(struct tensor_list *tl, const struct preset *p, uint32_t l, uint32_t n_layer,
+                                 uint32_t n_expert, uint32_t wt)
+{
+    const uint64_t E = p->n_embd;
+    const float s_in = 1.0f / sqrtf((float)E);
+    char n[96];
+    int rc;
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+    if (l < p->n_dense_lead) {
+        if ((rc = ffn_tensors(tl, l, "ffn_gate", "ffn_up", "ffn_down", E, p->n_ff, wt))) return rc;
+    } else if ((rc = moe_tensors(tl, p, l, n_expert, wt)) ||
+               (rc = tl_add(tl, NM("exp_probs_b.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, n_expert, 1, 1)) ||
+               (rc = ffn_tensors(tl, l, "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", E,
+                                 (uint64_t)p->n_ff_exp * p->n_expert_shared, wt))) {
+        return rc;
+    }
+    if (l >= n_layer &&
+        ((rc = tl_add(tl, NM("nextn.eh_proj.weight"), wt, 0.0f, s_in, 2, 2 * E, E, 1)) ||
+         (rc = tl_add(tl, NM("nextn.enorm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+         (rc = tl_add(tl, NM("nextn.hnorm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+         (rc = tl_add(tl, NM("nextn.shared_head_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1))))
+        return rc;
+#undef NM
+    return 0;
+}
+
 // glm4moe (ORACLE.md): n_layer trunk blocks then n_nextn prediction blocks, which real files
 // carry in block_count; llama.cpp and strata skip them when decoding.
 static int glm4moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
@@ -301,20 +426,7 @@ static int glm4moe_tensors(struct tensor_list *tl, const struct preset *p, uint3
             ((rc = tl_add(tl, NM("attn_q_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
              (rc = tl_add(tl, NM("attn_k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1))))
             break;
-        if (l < p->n_dense_lead) {
-            rc = ffn_tensors(tl, l, "ffn_gate", "ffn_up", "ffn_down", E, p->n_ff, wt);
-        } else if ((rc = moe_tensors(tl, p, l, n_expert, wt)) ||
-                   (rc = tl_add(tl, NM("exp_probs_b.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, n_expert, 1, 1)) ||
-                   (rc = ffn_tensors(tl, l, "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", E,
-                                     (uint64_t)p->n_ff_exp * p->n_expert_shared, wt))) {
-            break;
-        }
-        if (rc == 0 && l >= n_layer &&
-            ((rc = tl_add(tl, NM("nextn.eh_proj.weight"), wt, 0.0f, s_in, 2, 2 * E, E, 1)) ||
-             (rc = tl_add(tl, NM("nextn.enorm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-             (rc = tl_add(tl, NM("nextn.hnorm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-             (rc = tl_add(tl, NM("nextn.shared_head_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1))))
-            break;
+        if ((rc = glm_ffn_nextn_tensors(tl, p, l, n_layer, n_expert, wt))) break;
 #undef NM
     }
     if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
@@ -377,6 +489,135 @@ static int qwen3next_tensors(struct tensor_list *tl, const struct preset *p, uin
     return rc;
 }
 
+// ---- deepseek2 / deepseek32 / glm-dsa (multi-head latent attention) and gpt-oss ------------------
+
+// Tensors of an MLA model (llama.cpp's deepseek2, deepseek32, glm-dsa loaders; shapes in GGUF
+// order). Per block: q through a low-rank pair with an RMS norm between; one kv projection
+// giving the latent (normed) and a shared rope key; the per-head key absorption attn_k_b
+// [qk_nope, kv_lora, H] and value expansion attn_v_b [kv_lora, v_head, H]. deepseek32 and glm-dsa
+// add the indexer. nextn blocks follow the trunk as the converters write them.
+static int mla_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab, uint32_t n_layer,
+                       uint32_t n_expert, uint32_t wt)
+{
+    const uint64_t E = p->n_embd, H = p->n_head, R = p->n_rot;
+    const uint64_t QL = p->q_lora_rank, KVL = p->kv_lora_rank, NOPE = p->qk_nope, VH = p->v_head_mla;
+    const uint64_t IH = p->idx_n_head, ID = p->idx_head_dim;
+    const float s_in = 1.0f / sqrtf((float)E);
+    char n[96];
+    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
+    for (uint32_t l = 0; l < n_layer + p->n_nextn && rc == 0; l++) {
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_q_a_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, QL, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_kv_a_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, KVL, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_q_a.weight"), wt, 0.0f, s_in, 2, E, QL, 1)) ||
+            (rc = tl_add(tl, NM("attn_q_b.weight"), wt, 0.0f, 1.0f / sqrtf((float)QL), 2, QL, H * (NOPE + R), 1)) ||
+            (rc = tl_add(tl, NM("attn_kv_a_mqa.weight"), wt, 0.0f, s_in, 2, E, KVL + R, 1)) ||
+            (rc = tl_add(tl, NM("attn_k_b.weight"), wt, 0.0f, 1.0f / sqrtf((float)NOPE), 3, NOPE, KVL, H)) ||
+            (rc = tl_add(tl, NM("attn_v_b.weight"), wt, 0.0f, 1.0f / sqrtf((float)KVL), 3, KVL, VH, H)) ||
+            (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * VH)), 2, H * VH, E, 1)) ||
+            (rc = tl_add(tl, NM("ffn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)))
+            break;
+        if (IH &&
+            ((rc = tl_add(tl, NM("indexer.k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, ID, 1, 1)) ||
+             (rc = tl_add(tl, NM("indexer.k_norm.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, ID, 1, 1)) ||
+             (rc = tl_add(tl, NM("indexer.proj.weight"), wt, 0.0f, s_in, 2, E, IH, 1)) ||
+             (rc = tl_add(tl, NM("indexer.attn_k.weight"), wt, 0.0f, s_in, 2, E, ID, 1)) ||
+             (rc = tl_add(tl, NM("indexer.attn_q_b.weight"), wt, 0.0f, 1.0f / sqrtf((float)QL), 2, QL, IH * ID, 1))))
+            break;
+        if ((rc = glm_ffn_nextn_tensors(tl, p, l, n_layer, n_expert, wt))) break;
+#undef NM
+    }
+    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
+    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
+    return rc;
+}
+
+// Tensors of a gpt-oss model (llama.cpp's openai-moe loader): biases on q/k/v/output, the
+// router and every expert matrix ([F or E, X] per expert set), one sink logit per head.
+static int gptoss_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab, uint32_t n_layer,
+                          uint32_t n_expert, uint32_t wt)
+{
+    const uint64_t E = p->n_embd, D = p->head_dim, H = p->n_head, Hkv = p->n_head_kv;
+    const uint64_t F = p->n_ff_exp, X = n_expert;
+    const float s_in = 1.0f / sqrtf((float)E);
+    char n[96];
+    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
+    for (uint32_t l = 0; l < n_layer && rc == 0; l++) {
+#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
+        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = tl_add(tl, NM("post_attention_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_q.weight"), wt, 0.0f, s_in, 2, E, H * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_k.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_v.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+            (rc = tl_add(tl, NM("attn_q.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, H * D, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_k.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_v.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
+            (rc = tl_add(tl, NM("attn_output.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = tl_add(tl, NM("attn_sinks.weight"), STRATA_TYPE_F32, 0.0f, 1.0f, 1, H, 1, 1)) ||
+            (rc = moe_tensors(tl, p, l, n_expert, wt)) ||
+            (rc = tl_add(tl, NM("ffn_gate_inp.bias"), STRATA_TYPE_F32, 0.0f, 0.5f, 1, X, 1, 1)) ||
+            (rc = tl_add(tl, NM("ffn_gate_exps.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 2, F, X, 1)) ||
+            (rc = tl_add(tl, NM("ffn_up_exps.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 2, F, X, 1)) ||
+            (rc = tl_add(tl, NM("ffn_down_exps.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 2, E, X, 1)))
+            break;
+#undef NM
+    }
+    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
+    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
+    return rc;
+}
+
+// Keys of the MLA architectures and gpt-oss, as llama.cpp's converters write them.
+static int write_mla_gptoss_hparams(struct gguf_writer *w, const struct preset *p, uint32_t n_layer)
+{
+    char k[128];
+    const char *a = p->arch;
+    int rc = 0;
+#define K(s) (snprintf(k, sizeof k, "%s." s, a), k)
+    if (p->rope_scale > 0.0f &&
+        ((rc = gguf_writer_set_str(w, K("rope.scaling.type"), "yarn")) ||
+         (rc = gguf_writer_set_f32(w, K("rope.scaling.factor"), p->rope_scale)) ||
+         (rc = gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), p->rope_orig_ctx))))
+        return rc;
+    if (p->yarn_log_mul > 0.0f &&
+        (rc = gguf_writer_set_f32(w, K("rope.scaling.yarn_log_multiplier"), p->yarn_log_mul)))
+        return rc;
+    if (p->n_swa) return gguf_writer_set_u32(w, K("attention.sliding_window"), p->n_swa);
+    if ((rc = gguf_writer_set_u32(w, K("attention.q_lora_rank"), p->q_lora_rank)) ||
+        (rc = gguf_writer_set_u32(w, K("attention.kv_lora_rank"), p->kv_lora_rank)) ||
+        (rc = gguf_writer_set_u32(w, K("attention.key_length_mla"), p->qk_nope + p->n_rot)) ||
+        (rc = gguf_writer_set_u32(w, K("attention.value_length_mla"), p->v_head_mla)) ||
+        (rc = gguf_writer_set_u32(w, K("expert_shared_count"), p->n_expert_shared)) ||
+        (rc = gguf_writer_set_u32(w, K("leading_dense_block_count"), p->n_dense_lead)) ||
+        (rc = gguf_writer_set_u32(w, K("feed_forward_length"), p->n_ff)) ||
+        (rc = gguf_writer_set_f32(w, K("expert_weights_scale"), p->expert_weights_scale)) ||
+        (rc = gguf_writer_set_bool(w, K("expert_weights_norm"), true)) ||
+        (rc = gguf_writer_set_u32(w, K("expert_gating_func"), 2)))
+        return rc;
+    if (p->n_nextn && (rc = gguf_writer_set_u32(w, K("nextn_predict_layers"), p->n_nextn))) return rc;
+    if (p->n_expert_groups &&
+        ((rc = gguf_writer_set_u32(w, K("expert_group_count"), p->n_expert_groups)) ||
+         (rc = gguf_writer_set_u32(w, K("expert_group_used_count"), p->n_group_used))))
+        return rc;
+    if (p->idx_n_head &&
+        ((rc = gguf_writer_set_u32(w, K("attention.indexer.head_count"), p->idx_n_head)) ||
+         (rc = gguf_writer_set_u32(w, K("attention.indexer.key_length"), p->idx_head_dim)) ||
+         (rc = gguf_writer_set_u32(w, K("attention.indexer.top_k"), p->idx_top_k))))
+        return rc;
+    if (p->idx_shared_period) {
+        // GLM-5.2's pattern: the first two blocks compute their own top-k, then one in every
+        // idx_shared_period; the others reuse the last computed one.
+        bool types[1024];
+        if (n_layer > 1024) return STRATA_EARG;
+        for (uint32_t l = 0; l < n_layer; l++) types[l] = l < 2 || (l - 2) % p->idx_shared_period == 0;
+        if ((rc = gguf_writer_set_arr(w, K("attention.indexer.types"), GGUF_TYPE_BOOL, types, n_layer))) return rc;
+    }
+#undef K
+    return 0;
+}
+
 // Keys of the newer architectures (ORACLE.md lists which llama.cpp requires).
 static int write_arch_hparams(struct gguf_writer *w, const struct preset *p)
 {
@@ -425,7 +666,7 @@ static int write_hparams(struct gguf_writer *w, const struct preset *p, const ch
         (rc = gguf_writer_set_u32(w, K("attention.head_count"), p->n_head)) ||
         (rc = gguf_writer_set_u32(w, K("attention.head_count_kv"), p->n_head_kv)) ||
         (rc = gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
-        (rc = gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim)) ||
+        (rc = gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim_v ? p->head_dim_v : p->head_dim)) ||
         (rc = gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), p->rms_eps)) ||
         (rc = gguf_writer_set_f32(w, K("rope.freq_base"), p->rope_base)) ||
         (rc = gguf_writer_set_u32(w, K("rope.dimension_count"), p->n_rot ? p->n_rot : p->head_dim)) ||
@@ -434,7 +675,26 @@ static int write_hparams(struct gguf_writer *w, const struct preset *p, const ch
         (rc = gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)))
         return rc;
 #undef K
+    if (p->kv_lora_rank || p->n_swa) return write_mla_gptoss_hparams(w, p, n_layer);
     return write_arch_hparams(w, p);
+}
+
+// The type llama.cpp's quantizer writes when a row of n_in does not fit the chosen type's block
+// (llama-quant.cpp tensor_type_fallback): MLA's attn_k_b rows of qk_nope (128) under a K-quant.
+static uint32_t synth_type_fallback(uint32_t type, uint64_t n_in)
+{
+    if (n_in % strata_type_traits(type)->block_size == 0) return type;
+    switch (type) {
+    case STRATA_TYPE_IQ1_S: case STRATA_TYPE_IQ1_M: case STRATA_TYPE_IQ2_XXS: case STRATA_TYPE_IQ2_XS:
+    case STRATA_TYPE_IQ2_S: case STRATA_TYPE_IQ3_XXS: case STRATA_TYPE_IQ3_S: case STRATA_TYPE_IQ4_XS:
+        type = STRATA_TYPE_IQ4_NL; break;
+    case STRATA_TYPE_Q2_K: case STRATA_TYPE_Q3_K: type = STRATA_TYPE_Q4_0; break;
+    case STRATA_TYPE_Q4_K: type = STRATA_TYPE_Q5_0; break;
+    case STRATA_TYPE_Q5_K: type = STRATA_TYPE_Q5_1; break;
+    case STRATA_TYPE_Q6_K: type = STRATA_TYPE_Q8_0; break;
+    default: return type;
+    }
+    return n_in % strata_type_traits(type)->block_size == 0 ? type : STRATA_TYPE_F16;
 }
 
 static uint64_t hash_name(uint64_t seed, const char *s)
@@ -555,7 +815,11 @@ int strata_synth(const struct strata_synth_opts *o)
         rc = strata_tokenizer_write_builtin(w, n_vocab);
     if (rc) goto done;
 
-    if (strcmp(p->arch, "glm4moe") == 0)
+    if (p->kv_lora_rank)
+        rc = mla_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
+    else if (p->n_swa)
+        rc = gptoss_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
+    else if (strcmp(p->arch, "glm4moe") == 0)
         rc = glm4moe_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
     else if (p->ssm_d_state)
         rc = qwen3next_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
@@ -566,14 +830,16 @@ int strata_synth(const struct strata_synth_opts *o)
     uint64_t total = 0, max_row = 0;
     for (size_t i = 0; i < tl.n; i++) {
         struct synth_tensor *t = &tl.items[i];
-        const int ot = overrides_type(&ov, t->name, -1);
+        const int ot = t->n_dims > 1 && strstr(t->name, ".bias") ? -1 : overrides_type(&ov, t->name, -1);
         if (ot >= 0 && t->n_dims == 1 && ot != STRATA_TYPE_F32) {
             // Norms and biases are F32 in every real converter and in strata's loader.
             strata_log_error("synth: --type-overrides: '%s' is a norm or bias and stays F32", t->name);
             rc = STRATA_EARG;
             goto done;
         }
+        if (ot < 0 && o->type < 0 && p->expert_type && strstr(t->name, "_exps.weight")) t->type = p->expert_type;
         if (ot >= 0) t->type = (uint32_t)ot;
+        if (t->n_dims > 1) t->type = synth_type_fallback(t->type, t->ne[0]);
         const struct strata_type_traits *tr = strata_type_traits(t->type);
         if (t->ne[0] % tr->block_size) {
             strata_log_error("synth: tensor '%s' has rows of %llu, not a multiple of %s's block of %u",
