@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # llama.cpp must accept what `strata synth` writes: tiny qwen3moe models with F32, Q8_0 and Q4_K
-# matrices (and one mixing them per tensor) load and evaluate in the oracle with finite logits,
+# matrices (and one mixing them per tensor), and the tiny MLA (deepseek2, deepseek32, glm-dsa) and
+# gpt-oss models, load and evaluate in the oracle with finite logits,
 # and `strata inspect` reads the same files and agrees on the vocabulary size and the types.
 # Skips (77) when node or the oracle packages are missing.
 set -euo pipefail
@@ -18,12 +19,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-# check NAME 'TENSOR=TYPE ...' SYNTH_ARGS...: the TENSOR=TYPE pairs are checked in strata inspect.
+# [ARCH=A PRESET=P] check NAME 'TENSOR=TYPE ...' SYNTH_ARGS...: the TENSOR=TYPE pairs are checked
+# in strata inspect.
 check() {
     local name=$1 want_types=$2
     shift 2
     local model="$tmp/$name.gguf"
-    if ! "$bin" synth --arch qwen3moe --preset tiny --no-progress -o "$model" "$@"; then
+    if ! "$bin" synth --arch "${ARCH:-qwen3moe}" --preset "${PRESET:-tiny}" --no-progress -o "$model" "$@"; then
         echo "FAIL $name: strata synth $* failed"
         fail=1
         return
@@ -66,6 +68,12 @@ check q8_0 'blk.0.attn_q.weight=Q8_0 blk.0.ffn_down_exps.weight=Q8_0' --type Q8_
 check q4_k 'blk.0.attn_q.weight=Q4_K blk.0.ffn_up_exps.weight=Q4_K' --type Q4_K
 check mixed 'blk.0.attn_q.weight=Q8_0 blk.0.attn_v.weight=F32 blk.0.ffn_gate_exps.weight=Q4_K' \
     --type Q8_0 --type-overrides '_exps\.=Q4_K,attn_v=F32' --seed 7
+# MLA: attn_k_b's rows (qk_nope = 128) take llama.cpp's quantizer fallback under a K-quant
+ARCH=deepseek2 check ds2_q4_k 'blk.0.attn_k_b.weight=Q5_0 blk.0.attn_v_b.weight=Q4_K blk.1.ffn_gate_exps.weight=Q4_K' --type Q4_K
+ARCH=deepseek32 check ds32_f32 'blk.0.indexer.attn_q_b.weight=F32 blk.4.nextn.eh_proj.weight=F32' --type F32
+ARCH=glm-dsa PRESET=tiny-5.2 check glm5_q8_0 'blk.0.attn_q_a.weight=Q8_0 blk.0.indexer.k_norm.bias=F32' --type Q8_0
+ARCH=gpt-oss check oss_mxfp4 'blk.0.ffn_up_exps.weight=MXFP4 blk.0.ffn_up_exps.bias=F32 blk.0.attn_sinks.weight=F32' \
+    --type Q8_0 --type-overrides 'exps=MXFP4'
 
 [ "$fail" -eq 0 ] || exit 1
-echo "ok: llama.cpp loads every synthetic qwen3moe variant"
+echo "ok: llama.cpp loads every synthetic variant"
