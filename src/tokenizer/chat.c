@@ -3,6 +3,14 @@
 // llama.cpp's order, so that the same text picks the same family), then print the messages
 // with a fixed formatter for that family. Families llama.cpp knows but strata does not format
 // are still recognised, so that they are refused by name instead of being mistaken for another.
+//
+// Tool calling (strata_chat_apply_tools, strata_chat_parse_tools): the two tool formats of the
+// supported MoE families are written out the way their Jinja templates print them, byte for
+// byte: Qwen3 (ChatML with <tools> in the system turn and <tool_call>{JSON}</tool_call> in the
+// output) and GLM-4.5 (<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>).
+// Tools and arguments are JSON; Jinja's tojson (Python's json.dumps: ", " and ": " separators,
+// non-ASCII kept) is reproduced by dump_py.
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -285,5 +293,592 @@ int strata_chat_apply(const char *template_text, const struct strata_chat_msg *m
         return -ENOMEM;
     }
     *out = b.s;
+    return 0;
+}
+
+// ---- tool calling ------------------------------------------------------------------------------
+
+static const char TOOL_CALL_OPEN[] = "<tool_call>";
+static const char TOOL_CALL_CLOSE[] = "</tool_call>";
+
+enum strata_tool_format strata_chat_tool_format(const char *template_text)
+{
+    const char *t = template_text ? template_text : "chatml";
+    struct detected d = detect(t);
+    if (d.family == CHAT_CHATML && has(t, TOOL_CALL_OPEN) && has(t, "<tools>")) {
+        return STRATA_TOOLS_QWEN3;
+    }
+    if (d.family == CHAT_CHATGLM4 && has(t, TOOL_CALL_OPEN) && has(t, "<arg_key>")) {
+        return STRATA_TOOLS_GLM45;
+    }
+    return STRATA_TOOLS_NONE;
+}
+
+// Python's json.dumps(x, ensure_ascii=False): what Jinja's tojson prints in HF templates.
+static void dump_py_string(struct strbuf *b, const char *s)
+{
+    sb_add(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        switch (*p) {
+        case '"': sb_add(b, "\\\""); break;
+        case '\\': sb_add(b, "\\\\"); break;
+        case '\n': sb_add(b, "\\n"); break;
+        case '\r': sb_add(b, "\\r"); break;
+        case '\t': sb_add(b, "\\t"); break;
+        case '\b': sb_add(b, "\\b"); break;
+        case '\f': sb_add(b, "\\f"); break;
+        default:
+            if (*p < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", *p);
+                sb_add(b, esc);
+            } else {
+                sb_put(b, (const char *)p, 1);
+            }
+        }
+    }
+    sb_add(b, "\"");
+}
+
+static void dump_py_number(struct strbuf *b, double v)
+{
+    char num[40];
+    if (v == (double)(long long)v && v > -9007199254740992.0 && v < 9007199254740992.0) {
+        snprintf(num, sizeof num, "%lld", (long long)v);
+    } else {
+        // Python's repr: the shortest text that reads back as the same double.
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(num, sizeof num, "%.*g", prec, v);
+            if (strtod(num, NULL) == v) {
+                break;
+            }
+        }
+    }
+    sb_add(b, num);
+}
+
+static void dump_py(struct strbuf *b, const cJSON *x)
+{
+    if (cJSON_IsObject(x) || cJSON_IsArray(x)) {
+        bool obj = cJSON_IsObject(x);
+        sb_add(b, obj ? "{" : "[");
+        for (const cJSON *c = x->child; c; c = c->next) {
+            if (obj) {
+                dump_py_string(b, c->string ? c->string : "");
+                sb_add(b, ": ");
+            }
+            dump_py(b, c);
+            if (c->next) {
+                sb_add(b, ", ");
+            }
+        }
+        sb_add(b, obj ? "}" : "]");
+    } else if (cJSON_IsString(x)) {
+        dump_py_string(b, x->valuestring);
+    } else if (cJSON_IsNumber(x)) {
+        dump_py_number(b, x->valuedouble);
+    } else if (cJSON_IsBool(x)) {
+        sb_add(b, cJSON_IsTrue(x) ? "true" : "false");
+    } else {
+        sb_add(b, "null");
+    }
+}
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// [*s, *e) narrowed by Python's strip(), lstrip('\n') and rstrip('\n') as the templates use them.
+static void strip_ws(const char **s, const char **e)
+{
+    while (*s < *e && is_ws(**s)) (*s)++;
+    while (*e > *s && is_ws((*e)[-1])) (*e)--;
+}
+
+static const char *find_last(const char *s, const char *needle)
+{
+    const char *last = NULL;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) {
+        last = p;
+    }
+    return last;
+}
+
+// The templates' split of an assistant turn at </think>: reasoning is what stands between the
+// last <think> and the first </think>, content what follows the last </think>.
+struct think_split {
+    const char *content, *content_end;
+    const char *reasoning, *reasoning_end;  // empty when the turn has no </think>
+};
+
+static struct think_split split_think(const char *content)
+{
+    struct think_split t = {content, content + strlen(content), content, content};
+    const char *first_close = strstr(content, "</think>");
+    if (!first_close) {
+        return t;
+    }
+    t.content = find_last(content, "</think>") + strlen("</think>");
+    while (*t.content == '\n') t.content++;
+    t.reasoning_end = first_close;
+    while (t.reasoning_end > content && t.reasoning_end[-1] == '\n') t.reasoning_end--;
+    t.reasoning = content;
+    for (const char *p = content; p && p < t.reasoning_end; p = strstr(p + 1, "<think>")) {
+        if (strncmp(p, "<think>", 7) == 0 && p + 7 <= t.reasoning_end) {
+            t.reasoning = p + 7;
+        }
+    }
+    while (t.reasoning < t.reasoning_end && *t.reasoning == '\n') t.reasoning++;
+    return t;
+}
+
+static int parse_tools(const char *tools_json, cJSON **tools)
+{
+    *tools = NULL;
+    if (!tools_json || !*tools_json) {
+        return 0;
+    }
+    cJSON *t = cJSON_Parse(tools_json);
+    if (!cJSON_IsArray(t)) {
+        cJSON_Delete(t);
+        strata_log_error("strata_chat_apply_tools: tools are not a JSON array");
+        return STRATA_EARG;
+    }
+    *tools = t;
+    return 0;
+}
+
+static void render_qwen3(struct strbuf *b, const struct strata_chat_turn *m, size_t n,
+                         const cJSON *tools, bool add_generation_prompt)
+{
+    bool sys0 = n > 0 && strcmp(m[0].role, "system") == 0;
+    if (cJSON_GetArraySize(tools) > 0) {
+        sb_add(b, "<|im_start|>system\n");
+        if (sys0) {
+            sb_add(b, m[0].content);
+            sb_add(b, "\n\n");
+        }
+        sb_add(b, "# Tools\n\nYou may call one or more functions to assist with the user query."
+                  "\n\nYou are provided with function signatures within <tools></tools> XML tags:"
+                  "\n<tools>");
+        for (const cJSON *t = tools->child; t; t = t->next) {
+            sb_add(b, "\n");
+            dump_py(b, t);
+        }
+        sb_add(b, "\n</tools>\n\nFor each function call, return a json object with function name "
+                  "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+                  "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+                  "</tool_call><|im_end|>\n");
+    } else if (sys0) {
+        sb_add(b, "<|im_start|>system\n");
+        sb_add(b, m[0].content);
+        sb_add(b, "<|im_end|>\n");
+    }
+    // The last user turn that is not a wrapped tool response: reasoning is kept after it.
+    size_t last_query = n ? n - 1 : 0;
+    for (size_t k = n; k-- > 0;) {
+        const char *c = m[k].content;
+        size_t len = strlen(c);
+        bool wrapped = strncmp(c, "<tool_response>", 15) == 0 && len >= 16 &&
+                       strcmp(c + len - 16, "</tool_response>") == 0;
+        if (strcmp(m[k].role, "user") == 0 && !wrapped) {
+            last_query = k;
+            break;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *role = m[i].role;
+        if (strcmp(role, "user") == 0 || (strcmp(role, "system") == 0 && i > 0)) {
+            sb_add(b, "<|im_start|>");
+            sb_add(b, role);
+            sb_add(b, "\n");
+            sb_add(b, m[i].content);
+            sb_add(b, "<|im_end|>\n");
+        } else if (strcmp(role, "assistant") == 0) {
+            struct think_split t = split_think(m[i].content);
+            sb_add(b, "<|im_start|>assistant\n");
+            if (i > last_query && (i == n - 1 || t.reasoning_end > t.reasoning)) {
+                const char *rs = t.reasoning, *re = t.reasoning_end;
+                while (rs < re && *rs == '\n') rs++;
+                while (re > rs && re[-1] == '\n') re--;
+                sb_add(b, "<think>\n");
+                sb_put(b, rs, (size_t)(re - rs));
+                sb_add(b, "\n</think>\n\n");
+                while (t.content < t.content_end && *t.content == '\n') t.content++;
+            }
+            sb_put(b, t.content, (size_t)(t.content_end - t.content));
+            for (size_t j = 0; j < m[i].n_tool_calls; j++) {
+                if (j > 0 || t.content_end > t.content) {
+                    sb_add(b, "\n");
+                }
+                sb_add(b, "<tool_call>\n{\"name\": \"");
+                sb_add(b, m[i].tool_calls[j].name);
+                sb_add(b, "\", \"arguments\": ");
+                sb_add(b, m[i].tool_calls[j].arguments);
+                sb_add(b, "}\n</tool_call>");
+            }
+            sb_add(b, "<|im_end|>\n");
+        } else if (strcmp(role, "tool") == 0) {
+            if (i == 0 || strcmp(m[i - 1].role, "tool") != 0) {
+                sb_add(b, "<|im_start|>user");
+            }
+            sb_add(b, "\n<tool_response>\n");
+            sb_add(b, m[i].content);
+            sb_add(b, "\n</tool_response>");
+            if (i == n - 1 || strcmp(m[i + 1].role, "tool") != 0) {
+                sb_add(b, "<|im_end|>\n");
+            }
+        }
+    }
+    if (add_generation_prompt) {
+        sb_add(b, "<|im_start|>assistant\n");
+    }
+}
+
+static int render_glm45(struct strbuf *b, const struct strata_chat_turn *m, size_t n,
+                        const cJSON *tools, bool add_generation_prompt)
+{
+    sb_add(b, "[gMASK]<sop>");
+    if (cJSON_GetArraySize(tools) > 0) {
+        sb_add(b, "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the "
+                  "user query.\n\nYou are provided with function signatures within <tools></tools>"
+                  " XML tags:\n<tools>\n");
+        for (const cJSON *t = tools->child; t; t = t->next) {
+            dump_py(b, t);
+            sb_add(b, "\n");
+        }
+        sb_add(b, "</tools>\n\nFor each function call, output the function name and arguments "
+                  "within the following XML format:\n<tool_call>{function-name}\n"
+                  "<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n"
+                  "<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n"
+                  "</tool_call>");
+    }
+    long last_user = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(m[i].role, "user") == 0) last_user = (long)i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *role = m[i].role;
+        if (strcmp(role, "user") == 0 || strcmp(role, "system") == 0) {
+            sb_add(b, role[0] == 'u' ? "<|user|>\n" : "<|system|>\n");
+            sb_add(b, m[i].content);
+        } else if (strcmp(role, "assistant") == 0) {
+            struct think_split t = split_think(m[i].content);
+            const char *rs = t.reasoning, *re = t.reasoning_end;
+            strip_ws(&rs, &re);
+            sb_add(b, "<|assistant|>");
+            if ((long)i > last_user && t.reasoning_end > t.reasoning) {
+                sb_add(b, "\n<think>");
+                sb_put(b, rs, (size_t)(re - rs));
+                sb_add(b, "</think>");
+            } else {
+                sb_add(b, "\n<think></think>");
+            }
+            const char *cs = t.content, *ce = t.content_end;
+            strip_ws(&cs, &ce);
+            if (ce > cs) {
+                sb_add(b, "\n");
+                sb_put(b, cs, (size_t)(ce - cs));
+            }
+            for (size_t j = 0; j < m[i].n_tool_calls; j++) {
+                const struct strata_chat_tool_call *tc = &m[i].tool_calls[j];
+                cJSON *args = cJSON_Parse(tc->arguments);
+                if (!cJSON_IsObject(args)) {
+                    cJSON_Delete(args);
+                    strata_log_error("strata_chat_apply_tools: arguments of tool call '%s' in "
+                                     "message %zu are not a JSON object", tc->name, i);
+                    return STRATA_EARG;
+                }
+                sb_add(b, "\n<tool_call>");
+                sb_add(b, tc->name);
+                sb_add(b, "\n");
+                for (const cJSON *a = args->child; a; a = a->next) {
+                    sb_add(b, "<arg_key>");
+                    sb_add(b, a->string);
+                    sb_add(b, "</arg_key>\n<arg_value>");
+                    if (cJSON_IsString(a)) {
+                        sb_add(b, a->valuestring);
+                    } else {
+                        dump_py(b, a);
+                    }
+                    sb_add(b, "</arg_value>\n");
+                }
+                sb_add(b, "</tool_call>");
+                cJSON_Delete(args);
+            }
+        } else if (strcmp(role, "tool") == 0) {
+            if (i == 0 || strcmp(m[i - 1].role, "tool") != 0) {
+                sb_add(b, "<|observation|>");
+            }
+            sb_add(b, "\n<tool_response>\n");
+            sb_add(b, m[i].content);
+            sb_add(b, "\n</tool_response>");
+        }
+    }
+    if (add_generation_prompt) {
+        sb_add(b, "<|assistant|>");
+    }
+    return 0;
+}
+
+int strata_chat_apply_tools(const char *template_text, const struct strata_chat_turn *msgs,
+                            size_t n, const char *tools_json, bool add_generation_prompt,
+                            char **out)
+{
+    *out = NULL;
+    enum strata_tool_format fmt = strata_chat_tool_format(template_text);
+    bool wants_tools = tools_json && *tools_json && strcmp(tools_json, "[]") != 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            strata_log_error("strata_chat_apply_tools: message %zu has no %s", i,
+                             msgs[i].role ? "content" : "role");
+            return STRATA_EARG;
+        }
+        for (size_t j = 0; j < msgs[i].n_tool_calls; j++) {
+            if (!msgs[i].tool_calls[j].name || !msgs[i].tool_calls[j].arguments) {
+                strata_log_error("strata_chat_apply_tools: tool call %zu of message %zu has no %s",
+                                 j, i, msgs[i].tool_calls[j].name ? "arguments" : "name");
+                return STRATA_EARG;
+            }
+        }
+        wants_tools |= msgs[i].n_tool_calls > 0 || strcmp(msgs[i].role, "tool") == 0;
+    }
+    if (fmt == STRATA_TOOLS_NONE) {
+        if (wants_tools) {
+            strata_log_error("strata_chat_apply_tools: the chat template (%s) has no tool-call "
+                             "format strata knows (Qwen3 or GLM-4.5)",
+                             strata_chat_family(template_text));
+            return STRATA_EUNSUP;
+        }
+        struct strata_chat_msg *plain = malloc((n ? n : 1) * sizeof *plain);
+        if (!plain) {
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+            plain[i] = (struct strata_chat_msg){msgs[i].role, msgs[i].content};
+        }
+        int rc = strata_chat_apply(template_text, plain, n, add_generation_prompt, out);
+        free(plain);
+        return rc;
+    }
+    cJSON *tools = NULL;
+    int rc = parse_tools(tools_json, &tools);
+    if (rc) {
+        return rc;
+    }
+    struct strbuf b = {NULL, 0, 0, false};
+    sb_put(&b, "", 0);
+    if (fmt == STRATA_TOOLS_QWEN3) {
+        render_qwen3(&b, msgs, n, tools, add_generation_prompt);
+    } else {
+        rc = render_glm45(&b, msgs, n, tools, add_generation_prompt);
+    }
+    cJSON_Delete(tools);
+    if (rc == 0 && b.oom) {
+        strata_log_error("strata_chat_apply_tools: out of memory formatting %zu messages", n);
+        rc = -ENOMEM;
+    }
+    if (rc) {
+        free(b.s);
+        return rc;
+    }
+    *out = b.s;
+    return 0;
+}
+
+// ---- tool calls in generated text --------------------------------------------------------------
+
+size_t strata_chat_tool_safe_len(const char *text, size_t len)
+{
+    const size_t m = sizeof TOOL_CALL_OPEN - 1;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] != '<') continue;
+        size_t k = len - i < m ? len - i : m;
+        if (memcmp(text + i, TOOL_CALL_OPEN, k) == 0) {
+            return i;  // a call starts here, or may: its marker is cut by the end of the text
+        }
+    }
+    return len;
+}
+
+static char *dup_range(const char *s, const char *e)
+{
+    char *d = malloc((size_t)(e - s) + 1);
+    if (d) {
+        memcpy(d, s, (size_t)(e - s));
+        d[e - s] = '\0';
+    }
+    return d;
+}
+
+static const char *find_in(const char *s, const char *e, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *p = s; p + n <= e; p++) {
+        if (memcmp(p, needle, n) == 0) return p;
+    }
+    return NULL;
+}
+
+// The JSON schema type of parameter `key` of tool `name` ("" if unknown).
+static const char *param_type(const cJSON *tools, const char *name, const char *key)
+{
+    for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        if (!fn) fn = t;
+        const cJSON *fname = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsString(fname) || strcmp(fname->valuestring, name) != 0) continue;
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(props, key), "type");
+        return cJSON_IsString(type) ? type->valuestring : "";
+    }
+    return "";
+}
+
+// Qwen3: {"name": ..., "arguments": {...}} between the markers.
+static int parse_call_qwen3(const char *s, const char *e, struct strata_tool_call_out *out)
+{
+    strip_ws(&s, &e);
+    cJSON *j = cJSON_ParseWithLength(s, (size_t)(e - s));
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+    cJSON *args = cJSON_GetObjectItemCaseSensitive(j, "arguments");
+    if (!cJSON_IsString(name) || !*name->valuestring || (args && !cJSON_IsObject(args))) {
+        cJSON_Delete(j);
+        return 1;
+    }
+    out->name = strdup(name->valuestring);
+    out->arguments = args ? cJSON_PrintUnformatted(args) : strdup("{}");
+    cJSON_Delete(j);
+    return out->name && out->arguments ? 0 : -ENOMEM;
+}
+
+// GLM-4.5: name, then <arg_key>k</arg_key><arg_value>v</arg_value> pairs. A value is JSON when
+// it parses as JSON and the tool's schema does not declare the parameter a string.
+static int parse_call_glm45(const char *s, const char *e, const cJSON *tools,
+                            struct strata_tool_call_out *out)
+{
+    const char *name_end = find_in(s, e, "<arg_key>");
+    if (!name_end) name_end = e;
+    const char *ns = s, *ne = name_end;
+    strip_ws(&ns, &ne);
+    if (ne == ns) return 1;
+    char *name = dup_range(ns, ne);
+    cJSON *args = cJSON_CreateObject();
+    if (!name || !args) goto oom;
+    for (const char *p = name_end; p < e;) {
+        while (p < e && is_ws(*p)) p++;
+        if (p == e) break;
+        const char *ks = p + strlen("<arg_key>"), *ke, *vs, *ve;
+        if (strncmp(p, "<arg_key>", 9) != 0 || !(ke = find_in(ks, e, "</arg_key>"))) goto bad;
+        vs = ke + strlen("</arg_key>");
+        while (vs < e && is_ws(*vs)) vs++;
+        if (e - vs < 11 || strncmp(vs, "<arg_value>", 11) != 0) goto bad;
+        vs += 11;
+        if (!(ve = find_in(vs, e, "</arg_value>"))) goto bad;
+        p = ve + strlen("</arg_value>");
+        char *key = dup_range(ks, ke), *val = dup_range(vs, ve);
+        cJSON *v = NULL;
+        if (key && val && strcmp(param_type(tools, name, key), "string") != 0) {
+            v = cJSON_Parse(val);
+        }
+        if (!v && val) v = cJSON_CreateString(val);
+        bool ok = key && v && cJSON_AddItemToObject(args, key, v);
+        if (!ok) cJSON_Delete(v);
+        free(key);
+        free(val);
+        if (!ok) goto oom;
+    }
+    out->name = name;
+    out->arguments = cJSON_PrintUnformatted(args);
+    cJSON_Delete(args);
+    return out->arguments ? 0 : -ENOMEM;
+bad:
+    free(name);
+    cJSON_Delete(args);
+    return 1;
+oom:
+    free(name);
+    cJSON_Delete(args);
+    return -ENOMEM;
+}
+
+void strata_chat_tool_calls_free(struct strata_tool_call_out *calls, size_t n)
+{
+    for (size_t i = 0; calls && i < n; i++) {
+        free(calls[i].name);
+        free(calls[i].arguments);
+    }
+    free(calls);
+}
+
+int strata_chat_parse_tools(enum strata_tool_format fmt, const char *text, size_t len,
+                            const char *tools_json, char **content,
+                            struct strata_tool_call_out **calls, size_t *n_calls)
+{
+    *content = NULL;
+    *calls = NULL;
+    *n_calls = 0;
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    struct strbuf b = {NULL, 0, 0, false};
+    sb_put(&b, "", 0);
+    struct strata_tool_call_out *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    const char *p = text, *end = text + len;
+    while (fmt != STRATA_TOOLS_NONE && p < end) {
+        const char *open = find_in(p, end, TOOL_CALL_OPEN);
+        if (!open) break;
+        const char *body = open + sizeof TOOL_CALL_OPEN - 1;
+        const char *close = find_in(body, end, TOOL_CALL_CLOSE);
+        const char *body_end = close ? close : end;  // a call cut off by the token limit
+        struct strata_tool_call_out call = {NULL, NULL};
+        int r = fmt == STRATA_TOOLS_QWEN3 ? parse_call_qwen3(body, body_end, &call)
+                                          : parse_call_glm45(body, body_end, tools, &call);
+        if (r < 0) {
+            rc = r;
+            break;
+        }
+        const char *next = close ? close + sizeof TOOL_CALL_CLOSE - 1 : end;
+        if (r > 0) {  // not a well-formed call: it stays text, as the model wrote it
+            sb_put(&b, p, (size_t)(next - p));
+            p = next;
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 4;
+            struct strata_tool_call_out *grown = realloc(list, cap * sizeof *list);
+            if (!grown) {
+                free(call.name);
+                free(call.arguments);
+                rc = -ENOMEM;
+                break;
+            }
+            list = grown;
+        }
+        list[n++] = call;
+        sb_put(&b, p, (size_t)(open - p));
+        p = next;
+    }
+    sb_put(&b, p, (size_t)(end - p));
+    cJSON_Delete(tools);
+    if (rc == 0 && b.oom) rc = -ENOMEM;
+    if (rc) {
+        strata_log_error("strata_chat_parse_tools: out of memory");
+        free(b.s);
+        strata_chat_tool_calls_free(list, n);
+        return rc;
+    }
+    if (n) {  // the text around calls is whitespace the model put between them
+        const char *s = b.s, *e = b.s + b.len;
+        strip_ws(&s, &e);
+        memmove(b.s, s, (size_t)(e - s));
+        b.s[e - s] = '\0';
+    }
+    *content = b.s;
+    *calls = list;
+    *n_calls = n;
     return 0;
 }

@@ -167,4 +167,57 @@ int strata_chat_apply(const char *template_text, const struct strata_chat_msg *m
 // Name of the family strata_chat_apply would use ("chatml", ...; "unknown" if none).
 const char *strata_chat_family(const char *template_text);
 
+// ---- tool calling ------------------------------------------------------------------------------
+
+// How a model writes tool calls, from the markers in its chat template: Qwen3 (ChatML template
+// with <tools> and <tool_call>: a JSON object {"name", "arguments"} between <tool_call> and
+// </tool_call>) or GLM-4.5 ("[gMASK]<sop>" template with <arg_key>: <tool_call>NAME then
+// <arg_key>K</arg_key><arg_value>V</arg_value> pairs, then </tool_call>).
+enum strata_tool_format { STRATA_TOOLS_NONE, STRATA_TOOLS_QWEN3, STRATA_TOOLS_GLM45, STRATA_TOOLS_COUNT };
+enum strata_tool_format strata_chat_tool_format(const char *template_text);
+
+// A tool call made by an assistant turn (rendered back into the prompt in later requests).
+struct strata_chat_tool_call {
+    const char *name;
+    const char *arguments;  // JSON object text, as the OpenAI API carries it
+};
+
+// A message of a conversation with tools.
+struct strata_chat_turn {
+    const char *role;     // "system", "user", "assistant", "tool" (a tool's result)
+    const char *content;
+    const struct strata_chat_tool_call *tool_calls;  // assistant turns; n_tool_calls of them
+    size_t n_tool_calls;
+};
+
+// Like strata_chat_apply, plus tools: tools_json is a JSON array of OpenAI tool objects
+// ({"type": "function", "function": {"name", "description", "parameters"}}; NULL or "[]" for
+// none), assistant turns may carry tool calls and "tool" turns carry results. For the Qwen3
+// and GLM-4.5 formats the text is what their Jinja templates print (tools in the system turn,
+// reasoning kept only after the last user turn); other templates go to strata_chat_apply and
+// refuse tools (STRATA_EUNSUP). STRATA_EARG for malformed tools or call arguments.
+int strata_chat_apply_tools(const char *template_text, const struct strata_chat_turn *msgs,
+                            size_t n, const char *tools_json, bool add_generation_prompt,
+                            char **out);
+
+// One tool call found in generated text; both strings owned.
+struct strata_tool_call_out {
+    char *name;
+    char *arguments;  // compact JSON object text
+};
+
+// Split generated text into content and tool calls. A call that is not well formed stays in the
+// content as written; a call cut off at the end of the text is parsed if what is there is
+// complete. tools_json (may be NULL) supplies GLM-4.5 parameter types: a value is a string when
+// its schema says so, else JSON when it parses. When calls are found the content is trimmed.
+// *content (NUL-terminated) and *calls are owned by the caller (strata_chat_tool_calls_free).
+int strata_chat_parse_tools(enum strata_tool_format fmt, const char *text, size_t len,
+                            const char *tools_json, char **content,
+                            struct strata_tool_call_out **calls, size_t *n_calls);
+void strata_chat_tool_calls_free(struct strata_tool_call_out *calls, size_t n);
+
+// Streaming: the length of text[0..len) that is content for sure, i.e. up to the first
+// "<tool_call>", or up to a trailing piece that may be the start of one.
+size_t strata_chat_tool_safe_len(const char *text, size_t len);
+
 #endif
