@@ -20,17 +20,20 @@ LDSAN   :=
 endif
 
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -pthread -Isrc $(EXTRA_CFLAGS)
-LDLIBS  := -lm -pthread -luring -lcjson $(EXTRA_LDLIBS)
+LDLIBS  := -lm -pthread -luring -lcjson -lmicrohttpd $(EXTRA_LDLIBS)
 
 # SIMD variants live in files named *_avx2.c / *_avx512.c and are compiled with their ISA flags;
 # the dispatcher picks one at start-up from CPU detection, so the rest stays baseline x86-64.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 
-LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/cuda/*' ! -path 'src/cli/*'))
+LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/cuda/*' ! -path 'src/cli/*' ! -path 'src/server/*'))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := src/main.c $(sort $(wildcard src/cli/*.c))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# The HTTP server is a client of the library like the CLI (and the only user of libmicrohttpd).
+SRV_SRC  := $(sort $(wildcard src/server/*.c))
+SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -50,8 +53,11 @@ $(BUILD)/libstrata.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/strata: $(CLI_OBJ) $(BUILD)/libstrata.a
+$(BUILD)/strata: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libstrata.a
 	$(CC) $(LDSAN) -o $@ $^ $(LDLIBS)
+
+# page.c embeds page.html with .incbin
+$(BUILD)/src/server/page.o: src/server/page.html
 
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
@@ -72,6 +78,11 @@ $(BUILD)/%.o: %.cu
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libstrata.a $(LDSAN) $(LDLIBS)
+
+# Tests of the server's parts link its objects too.
+$(BUILD)/tests/test_server%: tests/test_server%.c $(SRV_OBJ) $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(SRV_OBJ) $(BUILD)/libstrata.a $(LDSAN) $(LDLIBS)
 
 .PHONY: tests-build
 tests-build: $(TEST_BIN)

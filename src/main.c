@@ -3,6 +3,7 @@
 //   strata inspect show a GGUF's metadata, tensors and expert byte totals
 //   strata run     generate text
 //   strata eval    teacher-forced logits of every position
+//   strata serve   the HTTP server
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -29,6 +30,7 @@ static void usage(FILE *out)
             "  inspect  MODEL.gguf [--json]     metadata, tensors, dense/expert byte totals\n"
             "  synth    --arch A --preset P -o OUT.gguf   write a synthetic model\n"
             "  demo                             synthesise the tiny model and run it\n"
+            "  serve    -m MODEL                OpenAI/Anthropic-compatible HTTP server (strata serve --help)\n"
             "  sim      TRACE --slots N [--sweep]   replay a route trace through cache policies\n"
             "  plan     -m MODEL --ram-gib R    expert cache budget and byte-floor speed for a machine\n\n"
             "strata <command> --help shows that command's options.\n");
@@ -153,6 +155,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "run") == 0) return cli_run(argc - 1, argv + 1);
     if (strcmp(cmd, "eval") == 0) return cli_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "demo") == 0) return cli_demo(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0) return cli_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "sim") == 0) return cli_sim(argc - 1, argv + 1);
     if (strcmp(cmd, "plan") == 0) return cli_plan(argc - 1, argv + 1);
     fprintf(stderr, "strata: unknown command '%s' (strata --help lists them)\n", cmd);

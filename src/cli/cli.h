@@ -11,6 +11,7 @@
 int cli_run(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_demo(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 
 // Parsers print "strata: NAME: ..." and return non-zero on bad input.
 int cli_parse_int(const char *s, const char *name, long lo, long hi, int *out);

@@ -1,0 +1,465 @@
+// The engine side of the server: slots and the scheduler thread.
+//
+// A slot is a session plus the tokens whose KV it holds (toks), so a request that extends what
+// a slot already evaluated only evaluates the new tokens (prefix reuse). Queued jobs go to the
+// idle slot sharing the longest prefix with their prompt (least recently used on ties). The
+// scheduler thread loops: start queued jobs on idle slots, run one step over every active slot
+// (a prompt chunk or one decode token each), sample, append text, check stops and limits, and
+// wake the HTTP threads waiting on the jobs. Between steps new prompts join (continuous
+// batching) and cancelled jobs leave, their slot freed.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "server/server.h"
+#include "util/log.h"
+#include "util/time.h"
+
+struct slot {
+    struct strata_session *sess;
+    int32_t *toks;             // [n_toks] tokens in the session's KV, prompt then generated
+    int n_toks, cap_toks;
+    struct srv_job *job;       // NULL when idle
+    int n_prompt_done;         // prompt tokens of job in toks
+    int32_t next;              // sampled, not evaluated yet (-1: none)
+    struct strata_sampler smp;
+    struct strata_detok dt;
+    float *logits;             // [n_vocab] of the last evaluated token
+    uint64_t last_used;
+};
+
+struct srv_sched {
+    struct srv_config cfg;
+    struct strata_model *m;
+    struct strata_tokenizer *tok;
+    const char *chat_template;
+    int n_vocab, n_ctx;
+    struct slot *slots;
+    int n_slots;
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;        // queue, slot assignment, stats, stop
+    pthread_cond_t cv;
+    bool stop;
+    struct srv_job **queue;    // ring of q_cap = queue + parallel
+    int q_head, q_len, q_cap;
+    uint64_t tick;
+    struct srv_sched_stats st;
+};
+
+static int slot_reserve(struct slot *sl, int n)
+{
+    if (n <= sl->cap_toks) return 0;
+    int cap = sl->cap_toks ? sl->cap_toks : 256;
+    while (cap < n) cap *= 2;
+    int32_t *t = realloc(sl->toks, (size_t)cap * sizeof *t);
+    if (!t) return STRATA_ENOMEM;
+    sl->toks = t;
+    sl->cap_toks = cap;
+    return 0;
+}
+
+static int lcp(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+// Log-probabilities of the raw logits: the chosen token and the top n alternatives.
+static void fill_logprobs(const float *logits, int n_vocab, int32_t id, int n_top,
+                          struct srv_token_lp *lp)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    const double lse = mx + log(sum);
+    lp->id = id;
+    lp->logprob = (float)(logits[id] - lse);
+    lp->n_top = 0;
+    for (int i = 0; i < n_vocab; i++) {
+        int k = lp->n_top;
+        if (k == n_top && (k == 0 || logits[i] <= logits[lp->top_id[k - 1]])) continue;
+        if (k < n_top) lp->n_top++;
+        else k--;
+        while (k > 0 && logits[lp->top_id[k - 1]] < logits[i]) {
+            lp->top_id[k] = lp->top_id[k - 1];
+            k--;
+        }
+        lp->top_id[k] = i;
+    }
+    for (int k = 0; k < lp->n_top; k++) lp->top_logprob[k] = (float)(logits[lp->top_id[k]] - lse);
+}
+
+// Under j->mu: append bytes of generated text.
+static int job_append(struct srv_job *j, const char *s, size_t n)
+{
+    if (j->len + n + 1 > j->cap) {
+        size_t cap = j->cap ? j->cap : 256;
+        while (cap < j->len + n + 1) cap *= 2;
+        char *t = realloc(j->text, cap);
+        if (!t) return STRATA_ENOMEM;
+        j->text = t;
+        j->cap = cap;
+    }
+    memcpy(j->text + j->len, s, n);
+    j->len += n;
+    j->text[j->len] = '\0';
+    return 0;
+}
+
+static void slot_finish(struct srv_sched *s, struct slot *sl, enum srv_finish why, const char *err)
+{
+    struct srv_job *j = sl->job;
+    char tail[8];
+    size_t n_tail = 0;
+    strata_detok_flush(&sl->dt, tail, sizeof tail, &n_tail);
+    pthread_mutex_lock(&j->mu);
+    if (why != SRV_FINISH_STOP && n_tail) job_append(j, tail, n_tail);
+    j->n_final = j->len;
+    j->finish = why;
+    if (err) snprintf(j->error, sizeof j->error, "%s", err);
+    j->done = true;
+    j->t_done = strata_now();
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_lock(&s->mu);
+    s->st.active--;
+    s->st.generated_tokens += (uint64_t)j->n_gen;
+    sl->last_used = ++s->tick;
+    pthread_mutex_unlock(&s->mu);
+    sl->job = NULL;
+    srv_job_unref(j);
+}
+
+// Under s->mu: put job j on idle slot sl, reusing the longest prefix the slot holds.
+static int slot_start(struct srv_sched *s, struct slot *sl, struct srv_job *j)
+{
+    int keep = j->prefix_reuse ? lcp(sl->toks, sl->n_toks, j->prompt, j->n_prompt) : 0;
+    if (keep >= j->n_prompt) keep = j->n_prompt - 1;  // the last prompt token gives the logits
+    if (keep < sl->n_toks) {
+        // The session can only be extended, not cut back: start it over.
+        strata_session_reset(sl->sess);
+        keep = 0;
+    }
+    sl->n_toks = keep;
+    int rc = slot_reserve(sl, j->n_prompt + j->max_tokens + 1);
+    if (rc == 0) {
+        strata_sampler_free(&sl->smp);
+        rc = strata_sampler_init(&sl->smp, j->sp, s->n_vocab);
+    }
+    if (rc == 0 && j->top_logprobs >= 0) {
+        j->lp = calloc((size_t)j->max_tokens, sizeof *j->lp);
+        if (!j->lp) rc = STRATA_ENOMEM;
+    }
+    sl->job = j;
+    sl->n_prompt_done = keep;
+    sl->next = -1;
+    strata_detok_init(&sl->dt, false);
+    pthread_mutex_lock(&j->mu);
+    j->n_cached = keep;
+    j->started = true;
+    j->t_start = strata_now();
+    pthread_mutex_unlock(&j->mu);
+    s->st.active++;
+    s->st.requests++;
+    s->st.prompt_tokens += (uint64_t)j->n_prompt;
+    s->st.cached_tokens += (uint64_t)keep;
+    return rc;
+}
+
+// Under s->mu: move queued jobs onto idle slots.
+static void assign_queued(struct srv_sched *s)
+{
+    while (s->q_len > 0) {
+        struct srv_job *j = s->queue[s->q_head];
+        struct slot *best = NULL;
+        int best_keep = -1;
+        for (int i = 0; i < s->n_slots; i++) {
+            struct slot *sl = &s->slots[i];
+            if (sl->job) continue;
+            int keep = j->prefix_reuse ? lcp(sl->toks, sl->n_toks, j->prompt, j->n_prompt) : 0;
+            if (keep < sl->n_toks) keep = 0;  // see slot_start
+            if (keep > best_keep || (keep == best_keep && sl->last_used < best->last_used)) {
+                best = sl;
+                best_keep = keep;
+            }
+        }
+        if (!best) return;
+        s->q_head = (s->q_head + 1) % s->q_cap;
+        s->q_len--;
+        s->st.queued = s->q_len;
+        if (slot_start(s, best, j)) {
+            pthread_mutex_unlock(&s->mu);
+            slot_finish(s, best, SRV_FINISH_ERROR, "out of memory starting the request");
+            pthread_mutex_lock(&s->mu);
+        }
+    }
+}
+
+// A token was sampled for sl's job: record it, extend the text, decide whether to go on.
+static void slot_take_token(struct srv_sched *s, struct slot *sl, int32_t id)
+{
+    struct srv_job *j = sl->job;
+    const struct strata_tokenizer *tok = s->tok;
+    if (j->top_logprobs >= 0) fill_logprobs(sl->logits, s->n_vocab, id, j->top_logprobs, &j->lp[j->n_gen]);
+    pthread_mutex_lock(&j->mu);
+    j->n_gen++;
+    if (j->n_gen == 1) j->t_first = strata_now();
+    pthread_mutex_unlock(&j->mu);
+    if (strata_token_is_eog(tok, id)) {
+        slot_finish(s, sl, SRV_FINISH_EOG, NULL);
+        return;
+    }
+    char piece[512];
+    size_t np = 0;
+    int stop = -1;
+    if (strata_detok_push(&sl->dt, tok, id, piece, sizeof piece, &np) == 0 && np) {
+        pthread_mutex_lock(&j->mu);
+        size_t from = j->len, at = 0, final_len = 0;
+        if (job_append(j, piece, np) == 0) {
+            stop = srv_stop_find(j->stop, j->n_stop, j->text, j->len, from, &at, &final_len);
+            if (stop >= 0) {
+                j->len = at;
+                j->text[at] = '\0';
+                j->stop_index = stop;
+            }
+            j->n_final = final_len;
+        }
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+    }
+    if (stop >= 0) {
+        slot_finish(s, sl, SRV_FINISH_STOP, NULL);
+    } else if (j->n_gen >= j->max_tokens || sl->n_toks + 1 > s->n_ctx) {
+        slot_finish(s, sl, SRV_FINISH_LENGTH, NULL);
+    } else {
+        sl->next = id;
+    }
+}
+
+// One forward pass over every active slot: a prompt chunk or the pending decode token each.
+static void step(struct srv_sched *s)
+{
+    double t_decode = 0, t_all = 0;
+    int n_decoding = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        struct srv_job *j = sl->job;
+        if (!j) continue;
+        if (atomic_load(&j->cancel)) {
+            slot_finish(s, sl, SRV_FINISH_CANCELLED, NULL);
+            continue;
+        }
+        const int32_t *in;
+        int n;
+        bool decode = sl->n_prompt_done == j->n_prompt;
+        if (!decode) {
+            in = j->prompt + sl->n_prompt_done;
+            n = j->n_prompt - sl->n_prompt_done;
+            if (n > s->cfg.n_batch) n = s->cfg.n_batch;
+        } else {
+            in = &sl->next;
+            n = 1;
+        }
+        double t0 = strata_now();
+        int rc = strata_session_eval(sl->sess, in, n, sl->logits, false);
+        double dt = strata_now() - t0;
+        t_all += dt;
+        if (decode) {
+            t_decode += dt;
+            n_decoding++;
+        }
+        if (rc) {
+            slot_finish(s, sl, SRV_FINISH_ERROR, strata_last_error());
+            continue;
+        }
+        memcpy(sl->toks + sl->n_toks, in, (size_t)n * sizeof *in);
+        sl->n_toks += n;
+        if (!decode) {
+            sl->n_prompt_done += n;
+            if (sl->n_prompt_done < j->n_prompt) continue;
+        }
+        int32_t id = strata_sampler_sample(&sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
+        if (id < 0) {
+            slot_finish(s, sl, SRV_FINISH_ERROR, "sampling failed");
+            continue;
+        }
+        slot_take_token(s, sl, id);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->st.busy_s += t_all;
+    s->st.decode_s += t_decode;
+    s->st.forward_passes += t_all > 0;
+    (void)n_decoding;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *sched_main(void *arg)
+{
+    struct srv_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        assign_queued(s);
+        if (s->st.active == 0) {
+            pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        step(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->n_slots; i++) {
+        if (s->slots[i].job) slot_finish(s, &s->slots[i], SRV_FINISH_CANCELLED, "server stopping");
+    }
+    return NULL;
+}
+
+int srv_sched_open(struct srv_sched **out, const struct srv_config *cfg)
+{
+    *out = NULL;
+    struct srv_sched *s = calloc(1, sizeof *s);
+    if (!s) return STRATA_ENOMEM;
+    s->cfg = *cfg;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    struct strata_model_params mp = {.experts = cfg->ec};
+    int rc = strata_model_load(&s->m, cfg->model_path, &mp);
+    if (rc == 0) rc = strata_tokenizer_load(&s->tok, strata_model_file(s->m));
+    if (rc == 0) {
+        s->n_vocab = (int)strata_model_hparams(s->m)->n_vocab;
+        gguf_get_str(strata_model_file(s->m), "tokenizer.chat_template", &s->chat_template);
+        s->n_slots = cfg->parallel;
+        s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+        s->q_cap = cfg->queue + cfg->parallel;
+        s->queue = calloc((size_t)s->q_cap, sizeof *s->queue);
+        if (!s->slots || !s->queue) rc = STRATA_ENOMEM;
+    }
+    for (int i = 0; rc == 0 && i < s->n_slots; i++) {
+        struct strata_session_params sp = {cfg->n_ctx, cfg->n_batch, cfg->n_threads};
+        rc = strata_session_create(&s->slots[i].sess, s->m, &sp);
+        if (rc == 0) {
+            s->slots[i].logits = malloc((size_t)s->n_vocab * sizeof(float));
+            if (!s->slots[i].logits) rc = STRATA_ENOMEM;
+        }
+    }
+    if (rc == 0) {
+        s->n_ctx = strata_session_n_ctx(s->slots[0].sess);
+        if (s->cfg.n_batch <= 0) s->cfg.n_batch = 512;
+        if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+            strata_log_error("serve: cannot start the scheduler thread");
+            rc = STRATA_ENOMEM;
+        } else {
+            s->thread_started = true;
+        }
+    }
+    if (rc) {
+        srv_sched_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void srv_sched_close(struct srv_sched *s)
+{
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->thread_started) pthread_join(s->thread, NULL);
+    while (s->q_len > 0) {
+        struct srv_job *j = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % s->q_cap;
+        s->q_len--;
+        pthread_mutex_lock(&j->mu);
+        j->done = true;
+        j->finish = SRV_FINISH_CANCELLED;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+        srv_job_unref(j);
+    }
+    for (int i = 0; s->slots && i < s->n_slots; i++) {
+        strata_session_free(s->slots[i].sess);
+        strata_sampler_free(&s->slots[i].smp);
+        free(s->slots[i].toks);
+        free(s->slots[i].logits);
+    }
+    free(s->slots);
+    free(s->queue);
+    strata_tokenizer_free(s->tok);
+    strata_model_free(s->m);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+int srv_sched_submit(struct srv_sched *s, struct srv_job *j)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    int idle = 0;
+    for (int i = 0; i < s->n_slots; i++) idle += s->slots[i].job == NULL;
+    if (s->stop) {
+        rc = -ECANCELED;
+    } else if (s->q_len >= s->cfg.queue + idle) {
+        rc = -EBUSY;
+    } else {
+        atomic_fetch_add(&j->refs, 1);
+        j->t_submit = strata_now();
+        s->queue[(s->q_head + s->q_len) % s->q_cap] = j;
+        s->q_len++;
+        s->st.queued = s->q_len;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void srv_sched_stats(struct srv_sched *s, struct srv_sched_stats *st)
+{
+    pthread_mutex_lock(&s->mu);
+    *st = s->st;
+    pthread_mutex_unlock(&s->mu);
+    strata_model_expert_stats(s->m, &st->experts);
+}
+
+int srv_sched_n_ctx(const struct srv_sched *s)
+{
+    return s->n_ctx;
+}
+
+const char *srv_sched_chat_template(const struct srv_sched *s)
+{
+    return s->chat_template;
+}
+
+int srv_sched_tokenize(const struct srv_sched *s, const char *text, int32_t **ids, int *n)
+{
+    size_t len = strlen(text), cap = 3 * len + 2, got = 0, off = 0;
+    const struct strata_tokenizer_info *info = strata_tokenizer_get_info(s->tok);
+    int32_t *buf = malloc(cap * sizeof *buf);
+    if (!buf) return STRATA_ENOMEM;
+    if (info->add_bos && info->bos >= 0) buf[off++] = info->bos;
+    int rc = strata_tokenize(s->tok, text, len, true, buf + off, cap - off, &got);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *ids = buf;
+    *n = (int)(off + got);
+    return 0;
+}
+
+int srv_sched_piece(const struct srv_sched *s, int32_t id, const char **piece, size_t *len)
+{
+    return strata_token_to_piece(s->tok, id, false, piece, len);
+}
