@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,6 +418,16 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **state, enu
 
 // ---- main ---------------------------------------------------------------------------------------
 
+// libmicrohttpd's messages (mostly clients that went away) at debug level.
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    strata_log_debug("serve: libmicrohttpd: %s", line);
+}
+
 static const char *base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
@@ -453,7 +464,8 @@ int srv_main(const struct srv_config *cfg)
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, on_request, ctx, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) {
         strata_log_error("serve: cannot listen on %s:%d: %s", cfg->host, cfg->port, strerror(errno));

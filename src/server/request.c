@@ -247,6 +247,13 @@ int srv_build_job(struct srv_sched *s, const struct srv_request *r, int max_toke
         rc = j->prompt ? 0 : STRATA_ENOMEM;
         if (rc == 0) memcpy(j->prompt, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *j->prompt);
         j->n_prompt = r->n_prompt_ids;
+        for (int i = 0; rc == 0 && i < r->n_prompt_ids; i++) {
+            if (r->prompt_ids[i] >= srv_sched_n_vocab(s)) {
+                strata_log_error("prompt: token id %d is outside the vocabulary (%d)", (int)r->prompt_ids[i],
+                                 srv_sched_n_vocab(s));
+                rc = STRATA_EARG;
+            }
+        }
     } else {
         char *text = NULL;
         rc = render_prompt(s, r, &text);

@@ -437,6 +437,11 @@ int srv_sched_n_ctx(const struct srv_sched *s)
     return s->n_ctx;
 }
 
+int srv_sched_n_vocab(const struct srv_sched *s)
+{
+    return s->n_vocab;
+}
+
 const char *srv_sched_chat_template(const struct srv_sched *s)
 {
     return s->chat_template;

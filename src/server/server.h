@@ -119,6 +119,7 @@ int srv_sched_submit(struct srv_sched *s, struct srv_job *j);
 void srv_sched_stats(struct srv_sched *s, struct srv_sched_stats *st);
 
 int srv_sched_n_ctx(const struct srv_sched *s);
+int srv_sched_n_vocab(const struct srv_sched *s);
 const char *srv_sched_chat_template(const struct srv_sched *s);   // NULL: none in the file
 // text -> ids (bos added as the model wants, special tokens parsed). *ids malloc'd.
 int srv_sched_tokenize(const struct srv_sched *s, const char *text, int32_t **ids, int *n);
