@@ -2,17 +2,23 @@
 #   make            build/strata and build/libstrata.a
 #   make test       build and run every test; last line "N passed, N failed[, N skipped]"
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
+#   make test TSAN=1 the same under ThreadSanitizer (build-tsan/)
 #   make CUDA=1     also compile src/cuda/*.cu with nvcc (not yet present)
 #   make CC=clang BUILD=build-clang   clang 14 build in its own folder
 
 CC      ?= gcc
 SAN     ?= 0
+TSAN    ?= 0
 CUDA    ?= 0
 
 ifeq ($(SAN),1)
 BUILD   ?= build-san
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDSAN   := -fsanitize=address,undefined
+else ifeq ($(TSAN),1)
+BUILD   ?= build-tsan
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDSAN   := -fsanitize=thread
 else
 BUILD   ?= build
 OPT     := -O2 -g
@@ -94,7 +100,7 @@ bench: all $(BUILD)/membw
 	bash bench/run.sh
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
