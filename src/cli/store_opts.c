@@ -65,7 +65,8 @@ void cli_store_json(cJSON *js, const struct strata_model *m, const struct strata
     cJSON_AddNumberToObject(o, "slots_per_layer", st.slots_per_layer);
     cJSON_AddNumberToObject(o, "classes", st.n_classes);
     cJSON_AddStringToObject(o, "io", strata_io_engine_name(cfg->io));
-    cJSON_AddNumberToObject(o, "io_threads", cfg->io_threads ? cfg->io_threads : 4);
+    cJSON_AddNumberToObject(o, "io_threads", st.io_depth);
+    cJSON_AddBoolToObject(o, "io_direct", st.io_direct);
     cJSON_AddNumberToObject(o, "io_buffer_mib", st.io_buffer_bytes / 1048576.0);
     cJSON_AddNumberToObject(o, "hits", (double)st.hits);
     cJSON_AddNumberToObject(o, "misses", (double)st.misses);
@@ -76,6 +77,9 @@ void cli_store_json(cJSON *js, const struct strata_model *m, const struct strata
     cJSON_AddNumberToObject(o, "retries", (double)st.retries);
     cJSON_AddNumberToObject(o, "io_wait_s", st.io_wait_s);
     cJSON_AddNumberToObject(o, "read_gbs", st.io_wait_s > 0 ? st.bytes_read / st.io_wait_s / 1e9 : 0);
+    cJSON_AddNumberToObject(o, "prefetched", (double)st.prefetched);
+    cJSON_AddNumberToObject(o, "prefetch_used", (double)st.prefetch_used);
+    cJSON_AddNumberToObject(o, "joined", (double)st.joined);
     cJSON_AddNumberToObject(o, "preload_bytes", (double)st.preload_bytes);
     cJSON_AddNumberToObject(o, "preload_s", st.preload_s);
     cJSON_AddNumberToObject(o, "seconds", seconds);
@@ -91,6 +95,8 @@ void cli_store_json(cJSON *js, const struct strata_model *m, const struct strata
             cJSON_AddNumberToObject(x, "misses", (double)ls.misses);
             cJSON_AddNumberToObject(x, "evictions", (double)ls.evictions);
             cJSON_AddNumberToObject(x, "bytes_read", (double)ls.bytes_read);
+            cJSON_AddNumberToObject(x, "prefetched", (double)ls.prefetched);
+            cJSON_AddNumberToObject(x, "prefetch_used", (double)ls.prefetch_used);
             cJSON_AddItemToArray(arr, x);
         }
     }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "experts/io.h"
 #include "gguf/gguf.h"
 #include "util/log.h"
 
@@ -29,6 +30,32 @@ static int parse_expert_name(const char *name, int *layer)
 }
 
 static void count_classes(struct strata_expert_layout *lay);
+
+void strata_expert_part_offsets(const struct strata_expert_layer *el, uint32_t e,
+                                uint64_t off[STRATA_EXPERT_PART_COUNT])
+{
+    const uint64_t page = STRATA_IO_PAGE;
+    uint64_t region = 0;  // start of the current part's pages (paged), or its offset (packed)
+    for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
+        if (!el->paged) {
+            off[p] = region;
+            region += el->part_bytes[p];
+            continue;
+        }
+        const uint64_t file_off = el->tensor[p]->file_offset + (uint64_t)e * el->part_bytes[p];
+        off[p] = region + (file_off & (page - 1));
+        region = (off[p] + el->part_bytes[p] + page - 1) & ~(page - 1);
+    }
+}
+
+// Whole-page parts have one phase for every expert, so expert 0 prices the slot.
+static uint64_t layer_slot_bytes(const struct strata_expert_layer *el)
+{
+    uint64_t off[STRATA_EXPERT_PART_COUNT];
+    strata_expert_part_offsets(el, 0, off);
+    const uint64_t end = off[STRATA_EXPERT_PART_COUNT - 1] + el->part_bytes[STRATA_EXPERT_PART_COUNT - 1];
+    return (end + STRATA_IO_PAGE - 1) & ~(uint64_t)(STRATA_IO_PAGE - 1);
+}
 
 void strata_expert_layout_free(struct strata_expert_layout *lay)
 {
@@ -85,7 +112,9 @@ int strata_expert_layout_init(struct strata_expert_layout *lay, const struct ggu
             el->triplet_bytes += el->part_bytes[p];
             lay->expert_bytes += t->n_bytes;
         }
-        el->slot_bytes = (el->triplet_bytes + 4095) & ~(uint64_t)4095;
+        el->paged = true;
+        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) el->paged &= el->part_bytes[p] % STRATA_IO_PAGE == 0;
+        el->slot_bytes = layer_slot_bytes(el);
         by_block[n++] = *el;
     }
     if (rc) {

@@ -17,7 +17,8 @@ struct strata_expert_layer {
     const struct gguf_tensor *tensor[STRATA_EXPERT_PART_COUNT]; // borrowed from the gguf_file
     uint64_t part_bytes[STRATA_EXPERT_PART_COUNT];              // bytes of one expert's slice
     uint64_t triplet_bytes;                                     // sum of the three slices
-    uint64_t slot_bytes;                                        // triplet_bytes rounded up to 4 KiB
+    uint64_t slot_bytes;                                        // a slot of this layer, 4 KiB pages
+    bool paged;                                                 // parts in whole pages (below)
 };
 
 struct strata_expert_layout {
@@ -31,6 +32,15 @@ struct strata_expert_layout {
     uint32_t n_classes;              // distinct slot sizes
     uint64_t class_bytes[64];        // the distinct slot sizes, ascending (first 64)
 };
+
+// Where the parts of expert e sit in a slot of its layer. In a paged layer (every part a whole
+// number of 4 KiB pages, as in the real shapes) each part sits at its file offset's phase within
+// 4 KiB, in pages of its own, so an O_DIRECT read of its aligned enclosing range lands in the slot
+// as it is (no bounce buffer, no copy) and never touches another part (io.h); the slot costs at
+// most one page per part more than the triplet. Otherwise the parts are packed back to back (and
+// read through the page cache).
+void strata_expert_part_offsets(const struct strata_expert_layer *el, uint32_t e,
+                                uint64_t off[STRATA_EXPERT_PART_COUNT]);
 
 // Find the expert tensors of every layer. A layer with only some of the three, or with
 // inconsistent expert counts, is an error (STRATA_EFORMAT, logged). A file without experts gives

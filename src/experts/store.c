@@ -1,117 +1,464 @@
-// The expert store: a bounded cache of expert triplets with one LRU per MoE layer.
+// The host expert store (store.h): a bounded cache of expert triplets with one LRU per MoE layer,
+// behind the expert provider interface (provider.h).
 //
 // Memory: one anonymous mapping holds every slot, layer after layer:
 //   [layer 0: n_slots x slot_size(0)] [layer 1: n_slots x slot_size(1)] ...
-// A slot holds one expert triplet packed as gate | up | down (the part_bytes of its layer); the
-// slot size is the layer's 4 KiB-aligned triplet (its size class) or, uniform, the largest one.
-// Pages are touched only when a slot is first filled, so resident memory grows to the budget and
-// no further.
+// A slot holds one expert triplet, its parts placed at their file offsets' phases (layout.h) so
+// O_DIRECT reads land in place. Pages are touched only when a slot is first filled, so resident
+// memory grows to the budget and no further.
 //
-// Per layer: slot_expert[slot] (-1 empty), expert_slot[expert] (-1 absent), last_use[slot] (LRU
-// tick) and pin_gen[slot] (the slot is pinned while pin_gen equals the layer's current generation;
-// release bumps the generation, so unpinning is O(1)). A miss takes an empty slot, else the least
-// recently used unpinned one. Because acquire takes at most n_slots distinct experts, a slot is
-// always available.
+// Per layer: slots[n_slots] (expert, state, pin count, LRU tick), expert_slot[n_expert] (-1 when
+// absent) and fills[n_slots] (the reads of a slot being filled). A slot is EMPTY, FILLING (its
+// reads are in flight; it already maps its expert, so a second acquirer finds it and waits
+// instead of reading it again) or READY. A slot may be replaced only when it is not pinned and
+// not FILLING: empty slots first, then the least recently used.
+//
+// Locking: one mutex (mu) guards every slot table, the LRU ticks and the counters; one condition
+// variable (cv) is broadcast whenever a fill lands or a pin count drops to zero. Reads are never
+// waited on under mu: an acquire pins what is there, claims victims for its misses (marking them
+// FILLING), queues their reads and sleeps on cv until its slots are READY. The I/O engine's
+// completion callback takes mu to publish a prefetched slot; a demand fill is published by its
+// acquirer once all of its reads are in, so a failed batch is dropped as a whole. Lock order:
+// mu, then the I/O engine's own lock (submit and promote are called under mu; the engine calls
+// back without its lock held). An acquire pins all or nothing: when its misses need more free
+// slots than the layer has now, it pins nothing and waits for releases, which is why callers
+// that each hold at most max_batch views of a layer cannot deadlock.
+#include "experts/store.h"
+
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
-#include "experts/experts.h"
-#include "experts/io.h"
 #include "gguf/gguf.h"
 #include "util/log.h"
 #include "util/time.h"
 
+enum slot_state { SLOT_EMPTY, SLOT_FILLING, SLOT_READY };
+
+struct fill {                            // the reads of one slot being filled
+    struct strata_io_ticket t;
+    struct strata_io_req req[STRATA_EXPERT_PART_COUNT];
+    struct strata_store *st;
+    uint32_t layer;
+    int32_t slot;
+    bool demand;                         // by an acquire, which publishes it; else a prefetch
+    bool done;                           // every read has landed or failed
+    int rc;
+};
+
+struct slot {
+    int32_t expert;                      // -1 when empty
+    uint8_t state;                       // enum slot_state
+    bool unused_prefetch;                // filled by a prefetch, not acquired since
+    uint32_t ref;                        // views handed out and not released
+    uint64_t last_use;                   // LRU tick
+};
+
 struct layer_cache {
-    char *base;                  // [n_slots][slot_size]
+    char *base;                          // [n_slots][slot_size]
     uint64_t slot_size;
-    int32_t *slot_expert;        // [n_slots]
-    int32_t *expert_slot;        // [n_expert]
-    uint64_t *last_use;          // [n_slots]
-    uint64_t *pin_gen;           // [n_slots]
-    uint64_t gen;                // current pin generation (starts at 1)
+    struct slot *slots;                  // [n_slots]
+    int32_t *expert_slot;                // [n_expert]
+    struct fill *fills;                  // [n_slots]
     struct strata_experts_layer_stats st;
 };
 
-struct strata_experts {
+struct strata_store {
     const struct strata_expert_layout *lay;
     struct strata_experts_config cfg;
     struct strata_slot_plan plan;
     struct strata_io *io;
-    struct layer_cache *lc;      // [n_layers]
-    void *slab;                  // the mapping of all slots
+    struct layer_cache *lc;              // [n_layers]
+    void *slab;                          // the mapping of all slots
     size_t slab_bytes;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
     uint64_t tick;
-    struct strata_io_req *reqs;  // [n_expert * 3] one batch of reads
-    int32_t *miss_slot;          // [n_expert] slots filled by the current batch
-    struct strata_experts_stats stats;
+    uint8_t *mark;                       // [n_expert] scratch of one acquire, under mu
+    int n_filling;                       // slots FILLING (close waits for them)
+    double io_wait_s;
+    uint64_t joined;
+    struct strata_experts_stats base_stats;  // the fields fixed at open
 };
 
-// Queue the three ranges of expert e of layer l into slot s.
-static int queue_reads(struct strata_experts *ex, uint32_t l, uint32_t e, int32_t s, int n_reqs)
+static const struct strata_provider_i g_store_iface;
+
+// ---- slots (all under mu) ----------------------------------------------------------------------
+
+static char *slot_ptr(const struct strata_store *st, uint32_t l, int32_t s)
 {
-    const struct strata_expert_layer *el = &ex->lay->layers[l];
-    char *dst = ex->lc[l].base + (size_t)s * ex->lc[l].slot_size;
-    for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
-        const uint64_t pb = el->part_bytes[p];
-        ex->reqs[n_reqs++] = (struct strata_io_req){el->tensor[p]->file_offset + (uint64_t)e * pb, pb, dst};
-        dst += pb;
-    }
-    return n_reqs;
+    return st->lc[l].base + (size_t)s * st->lc[l].slot_size;
 }
 
-static void fill_view(const struct strata_experts *ex, uint32_t l, int32_t s, struct strata_expert_view *v)
+static void fill_view(const struct strata_store *st, uint32_t l, int32_t s, struct strata_expert_view *v)
 {
-    const struct strata_expert_layer *el = &ex->lay->layers[l];
-    const char *p = ex->lc[l].base + (size_t)s * ex->lc[l].slot_size;
-    for (int i = 0; i < STRATA_EXPERT_PART_COUNT; i++) {
-        v->part[i] = p;
-        p += el->part_bytes[i];
-    }
+    uint64_t off[STRATA_EXPERT_PART_COUNT];
+    strata_expert_part_offsets(&st->lay->layers[l], (uint32_t)st->lc[l].slots[s].expert, off);
+    const char *p = slot_ptr(st, l, s);
+    for (int i = 0; i < STRATA_EXPERT_PART_COUNT; i++) v->part[i] = p + off[i];
 }
 
-// Least recently used unpinned slot of a layer (empty slots first).
-static int32_t victim(const struct strata_experts *ex, const struct layer_cache *c)
+// Least recently used replaceable slot of a layer (empty slots first), or -1.
+static int32_t victim(const struct strata_store *st, const struct layer_cache *c)
 {
     int32_t best = -1;
-    for (uint32_t s = 0; s < ex->plan.n_slots; s++) {
-        if (c->pin_gen[s] == c->gen) continue;
-        if (c->slot_expert[s] < 0) return (int32_t)s;
-        if (best < 0 || c->last_use[s] < c->last_use[best]) best = (int32_t)s;
+    for (uint32_t s = 0; s < st->plan.n_slots; s++) {
+        const struct slot *sl = &c->slots[s];
+        if (sl->ref || sl->state == SLOT_FILLING) continue;
+        if (sl->expert < 0) return (int32_t)s;
+        if (best < 0 || sl->last_use < c->slots[best].last_use) best = (int32_t)s;
     }
     return best;
 }
 
 static void drop_slot(struct layer_cache *c, int32_t s)
 {
-    if (c->slot_expert[s] >= 0) c->expert_slot[c->slot_expert[s]] = -1;
-    c->slot_expert[s] = -1;
-    c->last_use[s] = 0;
+    struct slot *sl = &c->slots[s];
+    if (sl->expert >= 0 && c->expert_slot[sl->expert] == s) c->expert_slot[sl->expert] = -1;
+    sl->expert = -1;
+    sl->state = SLOT_EMPTY;
+    sl->unused_prefetch = false;
+    sl->last_use = 0;
 }
 
-// Read every expert of every layer (full residency), one layer per batch.
-static int preload(struct strata_experts *ex)
+static void fill_done(void *user, struct strata_io_ticket *t, int rc);
+
+// Give slot s of layer l to expert e and describe its reads (not submitted yet).
+static struct fill *claim_slot(struct strata_store *st, uint32_t l, int32_t s, uint32_t e, bool demand)
 {
-    const double t0 = strata_now();
-    for (uint32_t l = 0; l < ex->lay->n_layers; l++) {
-        int n = 0;
-        for (uint32_t e = 0; e < ex->lay->n_expert; e++) n = queue_reads(ex, l, e, (int32_t)e, n);
-        int rc = strata_io_read(ex->io, ex->reqs, n);
-        if (rc) return rc;
-        for (uint32_t e = 0; e < ex->lay->n_expert; e++) {
-            ex->lc[l].slot_expert[e] = (int32_t)e;
-            ex->lc[l].expert_slot[e] = (int32_t)e;
-        }
-        ex->stats.preload_bytes += ex->lay->layers[l].triplet_bytes * ex->lay->n_expert;
+    struct layer_cache *c = &st->lc[l];
+    struct slot *sl = &c->slots[s];
+    if (sl->expert >= 0) {
+        c->st.evictions++;
+        drop_slot(c, s);
     }
-    ex->stats.preload_s = strata_now() - t0;
+    sl->expert = (int32_t)e;
+    sl->state = SLOT_FILLING;
+    c->expert_slot[e] = s;
+    st->n_filling++;
+    const struct strata_expert_layer *el = &st->lay->layers[l];
+    uint64_t off[STRATA_EXPERT_PART_COUNT];
+    strata_expert_part_offsets(el, e, off);
+    struct fill *f = &c->fills[s];
+    char *base = slot_ptr(st, l, s);
+    for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++)
+        f->req[p] = (struct strata_io_req){el->tensor[p]->file_offset + (uint64_t)e * el->part_bytes[p],
+                                           el->part_bytes[p], base + off[p], el->paged};
+    f->t = (struct strata_io_ticket){.reqs = f->req, .n = STRATA_EXPERT_PART_COUNT, .low = !demand,
+                                     .done = fill_done, .user = f};
+    f->st = st;
+    f->layer = l;
+    f->slot = s;
+    f->demand = demand;
+    f->done = false;
+    f->rc = 0;
+    c->st.bytes_read += el->triplet_bytes;
+    return f;
+}
+
+// Queue a claimed slot's reads. A refused submission (a malformed request: never expected) ends
+// the fill at once as failed.
+static void submit_fill(struct strata_store *st, struct fill *f)
+{
+    int rc = strata_io_submit(st->io, &f->t);
+    if (rc == 0) return;
+    f->t.failed_req = 0;
+    f->t.failed_err = 0;
+    f->done = true;
+    f->rc = rc;
+    if (!f->demand) {
+        drop_slot(&st->lc[f->layer], f->slot);
+        st->n_filling--;
+    }
+}
+
+// I/O completion (on an I/O thread): a prefetched slot is published (or dropped) here; a demand
+// fill is published by its acquirer.
+static void fill_done(void *user, struct strata_io_ticket *t, int rc)
+{
+    (void)t;
+    struct fill *f = user;
+    struct strata_store *st = f->st;
+    pthread_mutex_lock(&st->mu);
+    f->done = true;
+    f->rc = rc;
+    if (!f->demand) {
+        struct layer_cache *c = &st->lc[f->layer];
+        if (rc == 0) c->slots[f->slot].state = SLOT_READY;
+        else drop_slot(c, f->slot);  // a later acquire reads it again and reports a lasting fault
+        st->n_filling--;
+    }
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+// ---- the provider ------------------------------------------------------------------------------
+
+static int check_request(const struct strata_store *st, const char *fn, uint32_t l, const uint32_t *ids, int n,
+                         int max)
+{
+    if (l >= st->lay->n_layers || n < 0 || n > max) {
+        strata_log_error("experts_%s: layer %u / %d experts out of range (%u layers, %u slots)", fn, l, n,
+                         st->lay->n_layers, st->plan.n_slots);
+        return STRATA_EARG;
+    }
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= st->lay->n_expert) {
+            strata_log_error("experts_%s: expert %u of layer %u out of range (%u experts)", fn, ids[i], l,
+                             st->lay->n_expert);
+            return STRATA_EARG;
+        }
     return 0;
 }
 
-int strata_experts_open(struct strata_experts **out, struct gguf_file *f,
-                        const struct strata_expert_layout *lay, uint32_t n_expert_used,
-                        const struct strata_experts_config *cfg)
+// While an acquire runs, views[i] holds its bookkeeping for ids[i]: the slot, and whether this
+// acquire fills it. The real views are written at the end.
+static void note(struct strata_expert_view *v, int32_t s, bool own)
+{
+    v->part[0] = (const void *)(uintptr_t)s;
+    v->part[1] = (const void *)(uintptr_t)own;
+}
+static int32_t noted_slot(const struct strata_expert_view *v) { return (int32_t)(uintptr_t)v->part[0]; }
+static bool noted_own(const struct strata_expert_view *v) { return (uintptr_t)v->part[1] != 0; }
+
+// Unpin every slot noted in views[0..n).
+static void unpin_noted(struct strata_store *st, struct layer_cache *c, const struct strata_expert_view *views,
+                        int n)
+{
+    for (int i = 0; i < n; i++) c->slots[noted_slot(&views[i])].ref--;
+    pthread_cond_broadcast(&st->cv);
+}
+
+static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views)
+{
+    struct strata_store *st = ctx;
+    int rc = check_request(st, "acquire", l, ids, n, (int)st->plan.n_slots);
+    if (rc) return rc;
+    struct layer_cache *c = &st->lc[l];
+    pthread_mutex_lock(&st->mu);
+    for (;;) {
+        // All or nothing: are there free slots for every miss right now?
+        int need = 0, avail = 0;
+        for (int i = 0; i < n; i++) {
+            st->mark[ids[i]] = 1;
+            need += c->expert_slot[ids[i]] < 0;
+        }
+        for (uint32_t s = 0; s < st->plan.n_slots; s++) {
+            const struct slot *sl = &c->slots[s];
+            avail += !sl->ref && sl->state != SLOT_FILLING && !(sl->expert >= 0 && st->mark[sl->expert]);
+        }
+        for (int i = 0; i < n; i++) st->mark[ids[i]] = 0;
+        if (need > avail) {
+            pthread_cond_wait(&st->cv, &st->mu);
+            continue;
+        }
+        // Hits first, so their slots are pinned before any miss looks for a victim.
+        for (int i = 0; i < n; i++) {
+            const int32_t s = c->expert_slot[ids[i]];
+            note(&views[i], -1, false);
+            if (s < 0) continue;
+            struct slot *sl = &c->slots[s];
+            sl->ref++;
+            c->st.hits++;
+            if (sl->unused_prefetch) {
+                sl->unused_prefetch = false;
+                c->st.prefetch_used++;
+            }
+            if (sl->state == SLOT_FILLING) {
+                st->joined++;
+                if (!c->fills[s].demand) strata_io_promote(st->io, &c->fills[s].t);
+            }
+            note(&views[i], s, false);
+        }
+        for (int i = 0; i < n; i++) {
+            if (noted_slot(&views[i]) >= 0) continue;
+            int32_t s = c->expert_slot[ids[i]];
+            if (s >= 0) {  // a duplicate id of this request: read once
+                c->slots[s].ref++;
+                note(&views[i], s, false);
+                continue;
+            }
+            s = victim(st, c);
+            STRATA_ASSERT(s >= 0);  // counted above
+            struct fill *f = claim_slot(st, l, s, ids[i], true);
+            c->slots[s].ref = 1;
+            c->st.misses++;
+            note(&views[i], s, true);
+            submit_fill(st, f);
+        }
+        // Every access gets its own tick in the order of ids, so LRU has no ties and strata sim
+        // replays the same order.
+        for (int i = 0; i < n; i++) c->slots[noted_slot(&views[i])].last_use = ++st->tick;
+
+        // Sleep until this acquire's reads are in and the slots it joined are published.
+        const double t0 = strata_now();
+        bool waited = false;
+        for (;;) {
+            bool pending = false;
+            for (int i = 0; i < n && !pending; i++) {
+                const int32_t s = noted_slot(&views[i]);
+                pending = noted_own(&views[i]) ? !c->fills[s].done : c->slots[s].state == SLOT_FILLING;
+            }
+            if (!pending) break;
+            waited = true;
+            pthread_cond_wait(&st->cv, &st->mu);
+        }
+        if (waited) st->io_wait_s += strata_now() - t0;
+
+        // Publish this acquire's fills, or drop them all if any read failed.
+        const struct fill *failed = NULL;
+        for (int i = 0; i < n; i++)
+            if (noted_own(&views[i]) && c->fills[noted_slot(&views[i])].rc && !failed)
+                failed = &c->fills[noted_slot(&views[i])];
+        for (int i = 0; i < n; i++) {
+            if (!noted_own(&views[i])) continue;
+            const int32_t s = noted_slot(&views[i]);
+            if (failed) drop_slot(c, s);
+            else c->slots[s].state = SLOT_READY;
+            st->n_filling--;
+        }
+        if (failed) {
+            // The engine's line goes to this thread (a refused submission has logged already);
+            // written under mu, before the dropped slot's fill can be reused.
+            rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
+            unpin_noted(st, c, views, n);
+            pthread_mutex_unlock(&st->mu);
+            return rc;
+        }
+        // A slot this acquire joined whose reads failed (another caller's, or a prefetch's) is
+        // no longer its expert: start again; this time the acquire reads it itself.
+        bool lost = false;
+        for (int i = 0; i < n && !lost; i++) {
+            const struct slot *sl = &c->slots[noted_slot(&views[i])];
+            lost = sl->state != SLOT_READY || sl->expert != (int32_t)ids[i];
+        }
+        if (lost) {
+            unpin_noted(st, c, views, n);
+            continue;
+        }
+        pthread_cond_broadcast(&st->cv);
+        for (int i = 0; i < n; i++) fill_view(st, l, noted_slot(&views[i]), &views[i]);
+        pthread_mutex_unlock(&st->mu);
+        return 0;
+    }
+}
+
+static int store_prefetch(void *ctx, uint32_t l, const uint32_t *ids, int n)
+{
+    struct strata_store *st = ctx;
+    int rc = check_request(st, "prefetch", l, ids, n, (int)st->lay->n_expert);
+    if (rc) return rc;
+    struct layer_cache *c = &st->lc[l];
+    pthread_mutex_lock(&st->mu);
+    for (int i = 0; i < n; i++) {
+        if (c->expert_slot[ids[i]] >= 0) continue;  // resident or on its way
+        const int32_t s = victim(st, c);
+        if (s < 0) break;                           // every slot pinned or filling: a hint only
+        struct fill *f = claim_slot(st, l, s, ids[i], false);
+        c->slots[s].unused_prefetch = true;
+        c->slots[s].last_use = ++st->tick;
+        c->st.prefetched++;
+        submit_fill(st, f);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return 0;
+}
+
+static void store_release(void *ctx, uint32_t l, const struct strata_expert_view *views, int n)
+{
+    struct strata_store *st = ctx;
+    if (l >= st->lay->n_layers) return;
+    struct layer_cache *c = &st->lc[l];
+    const size_t span = (size_t)st->plan.n_slots * c->slot_size;
+    bool freed = false;
+    pthread_mutex_lock(&st->mu);
+    for (int i = 0; i < n; i++) {
+        const char *p = views[i].part[STRATA_EXPERT_GATE];
+        STRATA_ASSERT(p >= c->base && p < c->base + span);  // a view of this layer
+        struct slot *sl = &c->slots[(size_t)(p - c->base) / c->slot_size];
+        STRATA_ASSERT(sl->ref > 0);
+        freed |= --sl->ref == 0;
+    }
+    if (freed) pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void store_stats(void *ctx, struct strata_experts_stats *out)
+{
+    struct strata_store *st = ctx;
+    pthread_mutex_lock(&st->mu);
+    *out = st->base_stats;
+    for (uint32_t l = 0; l < st->lay->n_layers; l++) {
+        const struct strata_experts_layer_stats *s = &st->lc[l].st;
+        out->hits += s->hits;
+        out->misses += s->misses;
+        out->evictions += s->evictions;
+        out->bytes_read += s->bytes_read;
+        out->prefetched += s->prefetched;
+        out->prefetch_used += s->prefetch_used;
+    }
+    out->io_wait_s = st->io_wait_s;
+    out->joined = st->joined;
+    pthread_mutex_unlock(&st->mu);
+    if (st->io) {
+        struct strata_io_counters ioc;
+        strata_io_get_counters(st->io, &ioc);
+        out->reads = ioc.reads;
+        out->retries = ioc.retries;
+    }
+}
+
+static void store_layer_stats(void *ctx, uint32_t l, struct strata_experts_layer_stats *out)
+{
+    struct strata_store *st = ctx;
+    memset(out, 0, sizeof *out);
+    if (l >= st->lay->n_layers) return;
+    pthread_mutex_lock(&st->mu);
+    *out = st->lc[l].st;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static int store_max_batch(void *ctx) { return (int)((struct strata_store *)ctx)->plan.n_slots; }
+
+static const struct strata_provider_i g_store_iface = {
+    .prefetch = store_prefetch,
+    .acquire = store_acquire,
+    .release = store_release,
+    .stats = store_stats,
+    .layer_stats = store_layer_stats,
+    .max_batch = store_max_batch,
+};
+
+// ---- open / close ------------------------------------------------------------------------------
+
+// Read every expert of every layer (full residency), one layer per batch.
+static int preload(struct strata_store *st)
+{
+    const double t0 = strata_now();
+    const uint32_t X = st->lay->n_expert;
+    struct strata_io_req *reqs = calloc((size_t)X * STRATA_EXPERT_PART_COUNT, sizeof *reqs);
+    if (!reqs) return STRATA_ENOMEM;
+    int rc = 0;
+    for (uint32_t l = 0; l < st->lay->n_layers && rc == 0; l++) {
+        struct layer_cache *c = &st->lc[l];
+        for (uint32_t e = 0; e < X; e++) {
+            const struct fill *f = claim_slot(st, l, (int32_t)e, e, true);
+            memcpy(&reqs[(size_t)e * STRATA_EXPERT_PART_COUNT], f->req, sizeof f->req);
+        }
+        rc = strata_io_read(st->io, reqs, (int)(X * STRATA_EXPERT_PART_COUNT));
+        for (uint32_t e = 0; e < X; e++) c->slots[e].state = SLOT_READY;
+        st->n_filling -= (int)X;
+        c->st.bytes_read = 0;
+        st->base_stats.preload_bytes += st->lay->layers[l].triplet_bytes * X;
+    }
+    free(reqs);
+    st->base_stats.preload_s = strata_now() - t0;
+    return rc;
+}
+
+int strata_store_open(struct strata_store **out, struct gguf_file *f, const struct strata_expert_layout *lay,
+                      uint32_t n_expert_used, const struct strata_experts_config *cfg)
 {
     *out = NULL;
     struct strata_experts_config def = {0};
@@ -125,193 +472,102 @@ int strata_experts_open(struct strata_experts **out, struct gguf_file *f,
         strata_log_error("experts_open: %u experts used per token of %u", n_expert_used, lay->n_expert);
         return STRATA_EARG;
     }
-    struct strata_experts *ex = calloc(1, sizeof *ex);
-    if (!ex) return STRATA_ENOMEM;
-    ex->lay = lay;
-    ex->cfg = *cfg;
-    ex->cfg.trace_path = NULL;  // the forward pass owns the trace; do not keep a borrowed pointer
-    strata_expert_layout_plan(lay, cfg->cache_bytes, !cfg->no_classes, &ex->plan);
-    ex->stats.full = cfg->cache_bytes == 0 || ex->plan.n_slots == lay->n_expert;
-    ex->stats.slots_per_layer = ex->plan.n_slots;
-    ex->stats.n_classes = ex->plan.n_classes;
+    struct strata_store *st = calloc(1, sizeof *st);
+    if (!st) return STRATA_ENOMEM;
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    st->lay = lay;
+    st->cfg = *cfg;
+    st->cfg.trace_path = NULL;  // the forward pass owns the trace; do not keep a borrowed pointer
+    strata_expert_layout_plan(lay, cfg->cache_bytes, !cfg->no_classes, &st->plan);
+    st->base_stats.full = cfg->cache_bytes == 0 || st->plan.n_slots == lay->n_expert;
+    st->base_stats.slots_per_layer = st->plan.n_slots;
+    st->base_stats.n_classes = st->plan.n_classes;
     if (lay->n_layers == 0) {
-        *out = ex;
+        *out = st;
         return 0;
     }
     int rc = 0;
-    if (ex->plan.n_slots < n_expert_used) {
+    if (st->plan.n_slots < n_expert_used) {
         const uint64_t min = strata_expert_layout_min_budget(lay, n_expert_used);
         strata_log_error("experts_open: a cache of %.1f MiB holds %u slots per layer; the minimum is %u "
                          "(one token's experts), %llu MiB",
-                         cfg->cache_bytes / 1048576.0, ex->plan.n_slots, n_expert_used,
+                         cfg->cache_bytes / 1048576.0, st->plan.n_slots, n_expert_used,
                          (unsigned long long)((min + 1048575) >> 20));
-        free(ex);
+        strata_store_close(st);
         return STRATA_ENOMEM;
     }
-    const uint32_t L = lay->n_layers, X = lay->n_expert, S = ex->plan.n_slots;
+    const uint32_t L = lay->n_layers, X = lay->n_expert, S = st->plan.n_slots;
     uint64_t max_part = 0;
     for (uint32_t l = 0; l < L; l++)
         for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++)
             if (lay->layers[l].part_bytes[p] > max_part) max_part = lay->layers[l].part_bytes[p];
-    ex->slab_bytes = ex->plan.total_bytes;
-    ex->slab = mmap(NULL, ex->slab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ex->lc = calloc(L, sizeof *ex->lc);
-    ex->reqs = calloc((size_t)X * STRATA_EXPERT_PART_COUNT, sizeof *ex->reqs);
-    ex->miss_slot = calloc(X, sizeof *ex->miss_slot);
-    if (ex->slab == MAP_FAILED || !ex->lc || !ex->reqs || !ex->miss_slot) {
-        if (ex->slab == MAP_FAILED) ex->slab = NULL;
+    st->slab_bytes = st->plan.total_bytes;
+    st->slab = mmap(NULL, st->slab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    st->lc = calloc(L, sizeof *st->lc);
+    st->mark = calloc(X, 1);
+    if (st->slab == MAP_FAILED || !st->lc || !st->mark) {
+        if (st->slab == MAP_FAILED) st->slab = NULL;
         strata_log_error("experts_open: out of memory for %u slots per layer (%.1f MiB)", S,
-                         ex->slab_bytes / 1048576.0);
-        strata_experts_close(ex);
+                         st->slab_bytes / 1048576.0);
+        strata_store_close(st);
         return STRATA_ENOMEM;
     }
-    char *base = ex->slab;
+    char *base = st->slab;
     for (uint32_t l = 0; l < L; l++) {
-        struct layer_cache *c = &ex->lc[l];
-        c->slot_size = strata_expert_layout_slot_size(lay, &ex->plan, l);
+        struct layer_cache *c = &st->lc[l];
+        c->slot_size = strata_expert_layout_slot_size(lay, &st->plan, l);
         c->base = base;
         base += (size_t)S * c->slot_size;
-        c->slot_expert = malloc(S * sizeof *c->slot_expert);
+        c->slots = calloc(S, sizeof *c->slots);
         c->expert_slot = malloc(X * sizeof *c->expert_slot);
-        c->last_use = calloc(S, sizeof *c->last_use);
-        c->pin_gen = calloc(S, sizeof *c->pin_gen);
-        c->gen = 1;
-        if (!c->slot_expert || !c->expert_slot || !c->last_use || !c->pin_gen) {
-            strata_experts_close(ex);
+        c->fills = calloc(S, sizeof *c->fills);
+        if (!c->slots || !c->expert_slot || !c->fills) {
+            strata_store_close(st);
             return STRATA_ENOMEM;
         }
-        memset(c->slot_expert, 0xff, S * sizeof *c->slot_expert);
+        for (uint32_t s = 0; s < S; s++) c->slots[s].expert = -1;
         memset(c->expert_slot, 0xff, X * sizeof *c->expert_slot);
     }
-    ex->stats.slot_bytes_total = ex->slab_bytes;
-    if ((rc = strata_io_open(&ex->io, f->path, cfg->io, cfg->io_threads, max_part))) {
-        strata_experts_close(ex);
+    st->base_stats.slot_bytes_total = st->slab_bytes;
+    if ((rc = strata_io_open(&st->io, f->path, cfg->io, cfg->io_threads, max_part))) {
+        strata_store_close(st);
         return rc;
     }
-    ex->stats.io_buffer_bytes = strata_io_buffer_bytes(ex->io);
-    if (ex->stats.full && (rc = preload(ex))) {
-        strata_experts_close(ex);
+    st->base_stats.io_depth = strata_io_depth(st->io);
+    st->base_stats.io_direct = strata_io_direct(st->io);
+    if (st->base_stats.full && (rc = preload(st))) {
+        strata_store_close(st);
         return rc;
     }
-    *out = ex;
+    *out = st;
     return 0;
 }
 
-void strata_experts_close(struct strata_experts *ex)
+void strata_store_close(struct strata_store *st)
 {
-    if (!ex) return;
-    strata_io_close(ex->io);
-    if (ex->lc)
-        for (uint32_t l = 0; l < ex->lay->n_layers; l++) {
-            free(ex->lc[l].slot_expert);
-            free(ex->lc[l].expert_slot);
-            free(ex->lc[l].last_use);
-            free(ex->lc[l].pin_gen);
+    if (!st) return;
+    pthread_mutex_lock(&st->mu);
+    while (st->n_filling > 0) pthread_cond_wait(&st->cv, &st->mu);
+    pthread_mutex_unlock(&st->mu);
+    strata_io_close(st->io);
+    if (st->lc)
+        for (uint32_t l = 0; l < st->lay->n_layers; l++) {
+            free(st->lc[l].slots);
+            free(st->lc[l].expert_slot);
+            free(st->lc[l].fills);
         }
-    free(ex->lc);
-    if (ex->slab) munmap(ex->slab, ex->slab_bytes);
-    free(ex->reqs);
-    free(ex->miss_slot);
-    free(ex);
+    free(st->lc);
+    if (st->slab) munmap(st->slab, st->slab_bytes);
+    free(st->mark);
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    free(st);
 }
 
-int strata_experts_max_batch(const struct strata_experts *ex) { return (int)ex->plan.n_slots; }
-
-int strata_experts_acquire(struct strata_experts *ex, uint32_t moe_layer, const uint32_t *ids,
-                           int n, struct strata_expert_view *views)
+struct strata_expert_provider strata_store_provider(struct strata_store *st)
 {
-    if (moe_layer >= ex->lay->n_layers || n < 0 || (uint32_t)n > ex->plan.n_slots) {
-        strata_log_error("experts_acquire: layer %u / %d experts out of range (%u layers, %u slots)", moe_layer,
-                         n, ex->lay->n_layers, ex->plan.n_slots);
-        return STRATA_EARG;
-    }
-    struct layer_cache *c = &ex->lc[moe_layer];
-    // Hits first, so that their slots are pinned before any miss looks for a victim.
-    for (int i = 0; i < n; i++) {
-        if (ids[i] >= ex->lay->n_expert) {
-            strata_log_error("experts_acquire: expert %u of layer %u out of range (%u experts)", ids[i],
-                             moe_layer, ex->lay->n_expert);
-            return STRATA_EARG;
-        }
-        const int32_t s = c->expert_slot[ids[i]];
-        if (s >= 0 && c->pin_gen[s] == c->gen) {  // a duplicate id in this request: read once
-            continue;
-        }
-        if (s >= 0) {
-            c->pin_gen[s] = c->gen;
-            c->st.hits++;
-        }
-    }
-    int n_miss = 0, n_reqs = 0;
-    for (int i = 0; i < n; i++) {
-        if (c->expert_slot[ids[i]] >= 0) continue;
-        const int32_t s = victim(ex, c);
-        STRATA_ASSERT(s >= 0);  // n <= n_slots and only this request's slots are pinned
-        if (c->slot_expert[s] >= 0) c->st.evictions++;
-        drop_slot(c, s);
-        c->slot_expert[s] = (int32_t)ids[i];
-        c->expert_slot[ids[i]] = s;
-        c->pin_gen[s] = c->gen;
-        ex->miss_slot[n_miss++] = s;
-        n_reqs = queue_reads(ex, moe_layer, ids[i], s, n_reqs);
-        c->st.misses++;
-        c->st.bytes_read += ex->lay->layers[moe_layer].triplet_bytes;
-    }
-    if (n_reqs) {
-        const double t0 = strata_now();
-        int rc = strata_io_read(ex->io, ex->reqs, n_reqs);
-        ex->stats.io_wait_s += strata_now() - t0;
-        if (rc) {
-            // Whatever landed is not trusted: forget every slot of this batch.
-            for (int i = 0; i < n_miss; i++) drop_slot(c, ex->miss_slot[i]);
-            c->gen++;
-            return rc;
-        }
-    }
-    // Every access gets its own tick in the order of ids, so LRU has no ties and strata sim can
-    // replay the same order.
-    for (int i = 0; i < n; i++) {
-        const int32_t s = c->expert_slot[ids[i]];
-        c->last_use[s] = ++ex->tick;
-        fill_view(ex, moe_layer, s, &views[i]);
-    }
-    return 0;
+    return (struct strata_expert_provider){&g_store_iface, st};
 }
 
-void strata_experts_release(struct strata_experts *ex, uint32_t moe_layer)
-{
-    if (moe_layer < ex->lay->n_layers) ex->lc[moe_layer].gen++;
-}
-
-void strata_experts_get_stats(const struct strata_experts *ex, struct strata_experts_stats *st)
-{
-    *st = ex->stats;
-    st->hits = st->misses = st->evictions = st->bytes_read = 0;
-    for (uint32_t l = 0; l < ex->lay->n_layers; l++) {
-        st->hits += ex->lc[l].st.hits;
-        st->misses += ex->lc[l].st.misses;
-        st->evictions += ex->lc[l].st.evictions;
-        st->bytes_read += ex->lc[l].st.bytes_read;
-    }
-    if (ex->io) {
-        struct strata_io_counters ioc;
-        strata_io_get_counters(ex->io, &ioc);
-        st->reads = ioc.reads;
-        st->retries = ioc.retries;
-    }
-}
-
-void strata_experts_get_layer_stats(const struct strata_experts *ex, uint32_t moe_layer,
-                                    struct strata_experts_layer_stats *st)
-{
-    if (moe_layer < ex->lay->n_layers) *st = ex->lc[moe_layer].st;
-    else memset(st, 0, sizeof *st);
-}
-
-uint64_t strata_experts_resident_bytes(const struct strata_experts *ex) { return ex->slab_bytes; }
-
-const char *strata_io_engine_name(enum strata_io_engine e)
-{
-    static const char *const names[STRATA_IO_COUNT] = {"pread", "uring"};
-    return e < STRATA_IO_COUNT ? names[e] : "?";
-}
+uint64_t strata_store_resident_bytes(const struct strata_store *st) { return st->slab_bytes; }

@@ -1,0 +1,111 @@
+// The expert provider: the one narrow interface through which a forward pass gets the weights of
+// routed experts (docs/architecture.md, "Seam 2"). A table of functions plus an opaque context,
+// as ggml-backend: the host store (store.h) is the first implementation; a VRAM tier stacks on
+// it (its misses become acquires on the host store, its views point into device memory).
+//
+// Protocol, per MoE layer:
+//   prefetch(ids)            a hint: start reading experts that will probably be needed soon.
+//                            Never blocks, never evicts a pinned expert, may do nothing.
+//   acquire(ids) -> views    pins the experts and returns their views (in the consumer's memory),
+//                            blocking only on those not resident yet. n <= max_batch, ids distinct.
+//   release(views)           unpins them; the views must not be used afterwards.
+// Pinning is a reference count per slot: several sessions, or the sequences of one batch, may
+// hold views of the same layer (even of the same expert) at once. One caller holds at most
+// max_batch views of one layer at a time (acquire, use, release, then the next group); callers
+// on other threads may then wait for each other's releases, but never deadlock.
+//
+// Every implementation is safe to call from several threads at once and documents its locking.
+// Whatever the cache sizes, prefetch and I/O do, a view holds exactly the expert's bytes of the
+// file, so outputs never depend on them. A failed read is an error of the acquire (STRATA_EIO,
+// logged in the caller's thread), never a silently skipped expert.
+#ifndef STRATA_EXPERTS_PROVIDER_H
+#define STRATA_EXPERTS_PROVIDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "experts/layout.h"
+
+struct strata_expert_view {
+    const void *part[STRATA_EXPERT_PART_COUNT];  // gate [F][E], up [F][E], down [E][F], in blocks
+};
+
+struct strata_experts_layer_stats {
+    uint64_t hits, misses, evictions, bytes_read;
+    uint64_t prefetched;        // experts a prefetch started reading
+    uint64_t prefetch_used;     // of those, acquired before being evicted
+};
+
+struct strata_experts_stats {
+    uint64_t hits, misses, evictions;   // per expert acquired: resident or on the way / read now
+    uint64_t bytes_read;                // expert bytes read after open (misses and prefetches)
+    uint64_t reads, retries;            // read requests issued, attempts repeated after a fault
+    double io_wait_s;                   // wall time acquires spent blocked on reads (all callers)
+    uint64_t prefetched, prefetch_used; // experts prefetched; of those, acquired before eviction
+    uint64_t joined;                    // acquires that found their expert being read and waited
+    uint64_t preload_bytes;             // bytes read at open (full residency)
+    double preload_s;
+    uint32_t slots_per_layer;
+    uint32_t n_classes;                 // distinct slot sizes in use (1 when uniform)
+    bool full;                          // every expert resident
+    uint64_t slot_bytes_total;          // memory of all slots
+    uint64_t io_buffer_bytes;           // I/O buffers beside the slots (0: reads land in the slots)
+    int io_depth;                       // reads in flight at most (io_uring depth or pread threads)
+    bool io_direct;                     // reads bypass the page cache (O_DIRECT)
+};
+
+struct strata_provider_i {
+    // 0 or negative (bad arguments). Reads started are counted in prefetched.
+    int (*prefetch)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n);
+    // Views of ids[0..n) in the same order. 0, or negative (STRATA_EARG, STRATA_EIO; logged, and
+    // nothing stays pinned).
+    int (*acquire)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n, struct strata_expert_view *views);
+    // views[0..n) exactly as an acquire of this layer returned them (any subset, in any order).
+    void (*release)(void *ctx, uint32_t moe_layer, const struct strata_expert_view *views, int n);
+    void (*stats)(void *ctx, struct strata_experts_stats *st);
+    // Counters of one MoE layer; zeroes for a layer out of range.
+    void (*layer_stats)(void *ctx, uint32_t moe_layer, struct strata_experts_layer_stats *st);
+    // Most experts of one layer one caller may hold at once (the slots per layer).
+    int (*max_batch)(void *ctx);
+};
+
+struct strata_expert_provider {
+    const struct strata_provider_i *iface;
+    void *ctx;
+};
+
+static inline int strata_provider_prefetch(struct strata_expert_provider p, uint32_t moe_layer,
+                                           const uint32_t *ids, int n)
+{
+    return p.iface->prefetch(p.ctx, moe_layer, ids, n);
+}
+
+static inline int strata_provider_acquire(struct strata_expert_provider p, uint32_t moe_layer,
+                                          const uint32_t *ids, int n, struct strata_expert_view *views)
+{
+    return p.iface->acquire(p.ctx, moe_layer, ids, n, views);
+}
+
+static inline void strata_provider_release(struct strata_expert_provider p, uint32_t moe_layer,
+                                           const struct strata_expert_view *views, int n)
+{
+    p.iface->release(p.ctx, moe_layer, views, n);
+}
+
+static inline void strata_provider_stats(struct strata_expert_provider p, struct strata_experts_stats *st)
+{
+    p.iface->stats(p.ctx, st);
+}
+
+static inline void strata_provider_layer_stats(struct strata_expert_provider p, uint32_t moe_layer,
+                                               struct strata_experts_layer_stats *st)
+{
+    p.iface->layer_stats(p.ctx, moe_layer, st);
+}
+
+static inline int strata_provider_max_batch(struct strata_expert_provider p)
+{
+    return p.iface->max_batch(p.ctx);
+}
+
+#endif

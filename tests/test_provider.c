@@ -1,0 +1,263 @@
+// The host store through the expert provider interface, from several threads at once: threads
+// acquire, check and release random groups of experts (overlapping, so the same expert is often
+// wanted by two threads while its read is in flight) and send prefetch hints, on a cache far
+// smaller than the experts, for both I/O engines. Every view must hold exactly the file's bytes
+// while it is held, nothing may deadlock, and the counters must add up. Also: pin counts (a slot
+// held by two callers survives one release), prefetch then acquire (counted as used, bytes
+// right), prefetch never evicting a pinned expert, and a lasting read fault under concurrency
+// failing cleanly in every thread that needs the expert. Built with TSAN=1 this runs under
+// ThreadSanitizer.
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "experts/layout.h"
+#include "experts/provider.h"
+#include "experts/store.h"
+#include "gguf/gguf.h"
+#include "tools/synth.h"
+#include "util/log.h"
+
+#include "check.h"
+
+#define N_THREADS 4
+#define N_ITERS 300
+
+static void drop_line(enum strata_log_level level, const char *line, void *user)
+{
+    (void)level, (void)line, (void)user;
+}
+
+// Expected errors are not printed. Set only while no other thread logs.
+static void quiet(bool on) { strata_log_set_sink(on ? drop_line : NULL, NULL); }
+
+static char g_dir[] = "/tmp/strata-test-provider-XXXXXX";
+
+struct ref {                       // the file's expert bytes, read once single-threaded
+    const struct strata_expert_layout *lay;
+    char **part;                   // [layer * 3 + part] -> [n_expert][part_bytes]
+};
+
+static bool view_ok(const struct ref *r, uint32_t l, uint32_t e, const struct strata_expert_view *v)
+{
+    for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
+        const uint64_t pb = r->lay->layers[l].part_bytes[p];
+        if (memcmp(r->part[l * STRATA_EXPERT_PART_COUNT + p] + e * pb, v->part[p], pb) != 0) return false;
+    }
+    return true;
+}
+
+struct worker {
+    pthread_t th;
+    struct strata_expert_provider p;
+    const struct ref *ref;
+    uint64_t seed;
+    atomic_int *bad;
+    uint64_t acquired;
+};
+
+static uint32_t next_rand(uint64_t *x)
+{
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return (uint32_t)(*x >> 11);
+}
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    const struct strata_expert_layout *lay = w->ref->lay;
+    const int max = strata_provider_max_batch(w->p);
+    for (int it = 0; it < N_ITERS; it++) {
+        const uint32_t l = next_rand(&w->seed) % lay->n_layers;
+        // 1..max distinct ids, skewed to low ids so threads collide on the same experts
+        uint32_t ids[64];
+        int n = 1 + (int)(next_rand(&w->seed) % (uint32_t)max);
+        int k = 0;
+        while (k < n) {
+            const uint32_t e = next_rand(&w->seed) % (lay->n_expert / 2 + next_rand(&w->seed) % (lay->n_expert / 2));
+            bool dup = false;
+            for (int j = 0; j < k; j++) dup |= ids[j] == e;
+            if (!dup) ids[k++] = e;
+        }
+        if (it % 3 == 0) {
+            uint32_t hint[4];
+            for (int j = 0; j < 4; j++) hint[j] = next_rand(&w->seed) % lay->n_expert;
+            if (strata_provider_prefetch(w->p, (l + 1) % lay->n_layers, hint, 4)) atomic_fetch_add(w->bad, 1);
+        }
+        struct strata_expert_view v[64];
+        if (strata_provider_acquire(w->p, l, ids, n, v)) {
+            atomic_fetch_add(w->bad, 1);
+            continue;
+        }
+        for (int j = 0; j < n; j++)
+            if (!view_ok(w->ref, l, ids[j], &v[j])) atomic_fetch_add(w->bad, 1);
+        if (it % 7 == 0) usleep(100);  // hold a while, so others wait for free slots
+        for (int j = 0; j < n; j++)
+            if (!view_ok(w->ref, l, ids[j], &v[j])) atomic_fetch_add(w->bad, 1);
+        strata_provider_release(w->p, l, v, n);
+        w->acquired += (uint64_t)n;
+    }
+    return NULL;
+}
+
+static void test_threads(const char *path, struct gguf_file *f, const struct strata_expert_layout *lay,
+                         const struct ref *ref, enum strata_io_engine io, int depth)
+{
+    const int before = g_failures;
+    struct strata_experts_config cfg = {.cache_bytes = 6 * lay->layers[0].slot_bytes * lay->n_layers, .io = io,
+                                        .io_threads = depth};
+    struct strata_store *st;
+    CHECK(strata_store_open(&st, f, lay, 2, &cfg) == 0, "open %s", path);
+    struct strata_expert_provider p = strata_store_provider(st);
+    CHECK(strata_provider_max_batch(p) == 6, "6 slots per layer, got %d", strata_provider_max_batch(p));
+    atomic_int bad = 0;
+    struct worker w[N_THREADS];
+    for (int i = 0; i < N_THREADS; i++) {
+        w[i] = (struct worker){.p = p, .ref = ref, .seed = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1), .bad = &bad};
+        CHECK(pthread_create(&w[i].th, NULL, work, &w[i]) == 0, "thread");
+    }
+    uint64_t acquired = 0;
+    for (int i = 0; i < N_THREADS; i++) {
+        pthread_join(w[i].th, NULL);
+        acquired += w[i].acquired;
+    }
+    CHECK(atomic_load(&bad) == 0, "%d bad views or failed calls", atomic_load(&bad));
+    struct strata_experts_stats s;
+    strata_provider_stats(p, &s);
+    CHECK(s.hits + s.misses == acquired, "hits %llu + misses %llu != %llu acquired", (unsigned long long)s.hits,
+          (unsigned long long)s.misses, (unsigned long long)acquired);
+    CHECK(s.prefetch_used <= s.prefetched && s.misses > 0 && s.hits > 0, "counters");
+    printf("    %s depth %d: %llu acquired, %llu misses, %llu prefetched (%llu used), %llu joined a read in flight\n",
+           strata_io_engine_name(io), depth, (unsigned long long)acquired, (unsigned long long)s.misses,
+           (unsigned long long)s.prefetched, (unsigned long long)s.prefetch_used, (unsigned long long)s.joined);
+    strata_store_close(st);
+    char name[64];
+    snprintf(name, sizeof name, "%d threads, %s", N_THREADS, strata_io_engine_name(io));
+    case_result(name, before);
+}
+
+// Pin counts and prefetch, single-threaded and exact.
+static void test_pins_and_prefetch(struct gguf_file *f, const struct strata_expert_layout *lay,
+                                   const struct ref *ref, enum strata_io_engine io)
+{
+    const int before = g_failures;
+    struct strata_experts_config cfg = {.cache_bytes = 3 * lay->layers[0].slot_bytes * lay->n_layers, .io = io};
+    struct strata_store *st;
+    CHECK(strata_store_open(&st, f, lay, 2, &cfg) == 0, "open");
+    struct strata_expert_provider p = strata_store_provider(st);
+    struct strata_expert_view a[3], b[3], c[3];
+    const uint32_t x[2] = {1, 2}, y[1] = {2}, z[3] = {3, 4, 5};
+    CHECK(strata_provider_acquire(p, 0, x, 2, a) == 0, "acquire {1,2}");
+    CHECK(strata_provider_acquire(p, 0, y, 1, b) == 0, "acquire {2} again (a second holder)");
+    CHECK(b[0].part[0] == a[1].part[0], "the same slot");
+    strata_provider_release(p, 0, a, 2);
+    // 2 is still pinned by b: a prefetch of three experts into 3 slots may only use the other two.
+    CHECK(strata_provider_prefetch(p, 0, z, 3) == 0, "prefetch");
+    CHECK(view_ok(ref, 0, 2, &b[0]), "a pinned expert is never evicted by a prefetch");
+    struct strata_experts_layer_stats ls;
+    strata_provider_layer_stats(p, 0, &ls);
+    CHECK(ls.prefetched == 2, "prefetched %llu, expected 2 (one slot pinned)", (unsigned long long)ls.prefetched);
+    strata_provider_release(p, 0, b, 1);
+    const uint32_t z2[2] = {3, 4};
+    CHECK(strata_provider_acquire(p, 0, z2, 2, c) == 0, "acquire the prefetched");
+    CHECK(view_ok(ref, 0, 3, &c[0]) && view_ok(ref, 0, 4, &c[1]), "prefetched bytes");
+    strata_provider_layer_stats(p, 0, &ls);
+    CHECK(ls.prefetch_used == 2 && ls.hits == 3 && ls.misses == 2, "used %llu hits %llu misses %llu",
+          (unsigned long long)ls.prefetch_used, (unsigned long long)ls.hits, (unsigned long long)ls.misses);
+    strata_provider_release(p, 0, c, 2);
+    // Out of range requests are refused.
+    quiet(true);
+    const uint32_t four[4] = {0, 1, 2, 3}, big[1] = {1000};
+    CHECK(strata_provider_acquire(p, 0, four, 4, c) == STRATA_EARG, "more than max_batch");
+    CHECK(strata_provider_acquire(p, 0, big, 1, c) == STRATA_EARG, "expert out of range");
+    CHECK(strata_provider_prefetch(p, lay->n_layers, big, 1) == STRATA_EARG, "layer out of range");
+    quiet(false);
+    strata_store_close(st);
+    char name[64];
+    snprintf(name, sizeof name, "pins and prefetch, %s", strata_io_engine_name(io));
+    case_result(name, before);
+}
+
+struct fault_worker {
+    pthread_t th;
+    struct strata_expert_provider p;
+    int rc;
+};
+
+static void *fault_work(void *arg)
+{
+    struct fault_worker *w = arg;
+    const uint32_t ids[2] = {7, 8};
+    struct strata_expert_view v[2];
+    w->rc = strata_provider_acquire(w->p, 1, ids, 2, v);
+    if (w->rc == 0) strata_provider_release(w->p, 1, v, 2);
+    return NULL;
+}
+
+// A lasting fault: every thread wanting the experts gets STRATA_EIO, none gets a view.
+static void test_fault_threads(struct gguf_file *f, const struct strata_expert_layout *lay, enum strata_io_engine io)
+{
+    const int before = g_failures;
+    setenv("STRATA_IO_FAULT", "1:eio:1000000", 1);
+    struct strata_experts_config cfg = {.cache_bytes = 4 * lay->layers[0].slot_bytes * lay->n_layers, .io = io};
+    struct strata_store *st;
+    CHECK(strata_store_open(&st, f, lay, 2, &cfg) == 0, "open");
+    struct fault_worker w[N_THREADS];
+    quiet(true);
+    for (int i = 0; i < N_THREADS; i++) {
+        w[i] = (struct fault_worker){.p = strata_store_provider(st)};
+        pthread_create(&w[i].th, NULL, fault_work, &w[i]);
+    }
+    for (int i = 0; i < N_THREADS; i++) {
+        pthread_join(w[i].th, NULL);
+        CHECK(w[i].rc == STRATA_EIO, "thread %d: %d", i, w[i].rc);
+    }
+    quiet(false);
+    strata_store_close(st);
+    unsetenv("STRATA_IO_FAULT");
+    char name[64];
+    snprintf(name, sizeof name, "lasting fault in %d threads, %s", N_THREADS, strata_io_engine_name(io));
+    case_result(name, before);
+}
+
+int main(void)
+{
+    if (!mkdtemp(g_dir)) return 1;
+    char path[256];
+    snprintf(path, sizeof path, "%s/m.gguf", g_dir);
+    struct strata_synth_opts o = {.arch = "qwen3moe", .preset = "tiny", .out_path = path, .seed = 11,
+                                  .type = -1, .n_layer = 3, .n_expert = 32};
+    if (strata_synth(&o)) return 1;
+    struct gguf_file *f;
+    struct strata_expert_layout lay;
+    if (gguf_open(&f, path) || strata_expert_layout_init(&lay, f)) return 1;
+    struct ref ref = {&lay, calloc((size_t)lay.n_layers * STRATA_EXPERT_PART_COUNT, sizeof(char *))};
+    for (uint32_t l = 0; l < lay.n_layers; l++)
+        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
+            const struct gguf_tensor *t = lay.layers[l].tensor[p];
+            char *b = malloc(t->n_bytes);
+            if (!b || gguf_read_tensor(f, t, 0, b, t->n_bytes)) return 1;
+            ref.part[l * STRATA_EXPERT_PART_COUNT + p] = b;
+        }
+    for (int io = 0; io < STRATA_IO_COUNT; io++) {
+        test_pins_and_prefetch(f, &lay, &ref, (enum strata_io_engine)io);
+        test_threads(path, f, &lay, &ref, (enum strata_io_engine)io, io == STRATA_IO_URING ? 8 : 3);
+        test_fault_threads(f, &lay, (enum strata_io_engine)io);
+    }
+    for (uint32_t i = 0; i < lay.n_layers * STRATA_EXPERT_PART_COUNT; i++) free(ref.part[i]);
+    free(ref.part);
+    strata_expert_layout_free(&lay);
+    gguf_close(f);
+    unlink(path);
+    rmdir(g_dir);
+    if (g_failures) {
+        fprintf(stderr, "%d checks failed\n", g_failures);
+        return 1;
+    }
+    printf("test_provider: all checks passed\n");
+    return 0;
+}
