@@ -24,6 +24,15 @@
 //         token's logits must not depend on the chunk it was evaluated in (prompt chunk sizes
 //         and the decode path give bit-identical results; llama.cpp's own batch-1 and batch-512
 //         logits differ in the last bits for this reason).
+//   masks  a sliding window, a sparse selection and the causal mask are -inf in the mask ggml
+//         adds before the softmax: masked cells give exp = 0, which adds nothing to a group's
+//         tree or to an accumulator lane, so strata skips them and keeps every lane and group at
+//         its absolute position (llama.cpp with a full-size SWA cache places position p in cell
+//         p; its default SWA cache is a ring of other cells, whose order differs in the last bit).
+//   sinks  (soft_max_ext with sinks) the maximum includes the head's sink logit, and
+//         expf(sink - max) (libm's expf, not ggml_v_expf) is added to the double sum.
+//   MLA   (deepseek2, glm-dsa) is this with one key head of D = kv_lora_rank + n_rot shared by
+//         every query head, the value being the first Dv = kv_lora_rank floats of the key row.
 #ifndef STRATA_ATTN_H
 #define STRATA_ATTN_H
 
@@ -43,6 +52,11 @@ struct strata_attn_query {
     float scale;        // kq scale (1/sqrt(D))
     float *scores;      // scratch, n_kv floats
     float *out;         // [Dv]
+    // Optional (zero: plain causal attention over 0 .. n_kv-1):
+    int kv_start;           // first visible position (sliding window: n_kv - n_swa)
+    int kv_ring;            // the cache holds position p at row p % kv_ring (0: at row p)
+    const uint8_t *visible; // [n_kv] 0 masks a position (sparse attention's top-k), NULL: all
+    const float *sink;      // this head's sink logit, part of the softmax only (gpt-oss)
 };
 
 // `isa`: the kernel level strata runs; AVX512 follows the AVX-512 ggml builds, the others the

@@ -91,24 +91,40 @@ static inline float attn_dot(const float *x, const float *y, uint32_t n, const i
     return s;
 }
 
+static inline const float *attn_row(const float *base, size_t stride, int ring, int p)
+{
+    return base + (size_t)(ring ? p % ring : p) * stride;
+}
+
 static inline void attn_head_body(const struct strata_attn_query *a, const int vl, const int exp512)
 {
-    const int n_kv = a->n_kv;
+    const int n_kv = a->n_kv, p0 = a->kv_start;
+    const uint8_t *vis = a->visible;
     float *s = a->scores;
 
-    // kq, scaled; the maximum
+    // kq, scaled; the maximum (masked cells: -inf, as ggml's mask makes them)
     float mx = -INFINITY;
-    for (int p = 0; p < n_kv; p++) {
-        s[p] = attn_dot(a->k + (size_t)p * a->k_stride, a->q, a->D, vl) * a->scale;
+    for (int p = p0; p < n_kv; p++) {
+        if (vis && !vis[p]) {
+            s[p] = -INFINITY;
+            continue;
+        }
+        s[p] = attn_dot(attn_row(a->k, a->k_stride, a->kv_ring, p), a->q, a->D, vl) * a->scale;
         mx = s[p] > mx ? s[p] : mx;
     }
+    if (a->sink) mx = mx > *a->sink ? mx : *a->sink;
 
     // exp and their sum: a float tree per aligned group of VL cells, the groups added in double
     double sum = 0.0;
-    for (int g = 0; g < n_kv; g += vl) {
+    for (int g = p0 / vl * vl; g < n_kv; g += vl) {
         float lane[16];
         const int m = n_kv - g < vl ? n_kv - g : vl;
         for (int i = 0; i < m; i++) {
+            if (g + i < p0 || s[g + i] == -INFINITY) {
+                lane[i] = 0.0f;
+                if (g + i >= p0) s[g + i] = 0.0f;
+                continue;
+            }
             const float e = exp512 ? attn_exp_avx512(s[g + i] - mx) : attn_exp_avx2(s[g + i] - mx);
             s[g + i] = e;
             lane[i] = e;
@@ -116,26 +132,27 @@ static inline void attn_head_body(const struct strata_attn_query *a, const int v
         for (int i = m; i < vl; i++) lane[i] = 0.0f;
         sum += (double)attn_hsum(lane, vl);
     }
+    if (a->sink) sum += (double)expf(*a->sink - mx);
     const float inv = (float)(1.0 / sum);
-    for (int p = 0; p < n_kv; p++) s[p] *= inv;
+    for (int p = p0; p < n_kv; p++) s[p] *= inv;
 
     // the weighted sum of values: nl lane accumulators per value dim (lane = cell mod nl), then
     // the tree of the kernel ggml uses. Lanes no cell reached hold zero and are left out of the
     // tree (adding +0 changes nothing: an accumulator that starts at +0 never becomes -0).
     const int nl = vl;
-    const int used = n_kv < nl ? n_kv : nl;
+    const int used = p0 > 0 || vis ? nl : n_kv < nl ? n_kv : nl;
     static const float zero[ATTN_TILE];
     for (uint32_t d0 = 0; d0 < a->Dv; d0 += ATTN_TILE) {
         const int nd = a->Dv - d0 < ATTN_TILE ? (int)(a->Dv - d0) : ATTN_TILE;
         float acc[ATTN_MAX_LANES][ATTN_TILE];
         for (int r = 0; r < used; r++)
             for (int d = 0; d < nd; d++) acc[r][d] = 0.0f;
-        const float *vp = a->v + d0;
-        for (int p = 0, r = 0; p < n_kv; p++, vp += a->v_stride) {
+        for (int p = p0, r = p0 % nl; p < n_kv; p++, r = r + 1 == nl ? 0 : r + 1) {
             const float w = s[p];
+            if (vis && !vis[p]) continue;  // weight 0: the lane is unchanged
+            const float *vp = attn_row(a->v, a->v_stride, a->kv_ring, p) + d0;
             float *ar = acc[r];
             for (int d = 0; d < nd; d++) ar[d] = fmaf(vp[d], w, ar[d]);
-            r = r + 1 == nl ? 0 : r + 1;
         }
         // rows beyond `used` read as zero
         const float *row[ATTN_MAX_LANES];

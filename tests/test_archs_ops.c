@@ -1,0 +1,443 @@
+// The operations the MLA, sparse-attention and gpt-oss blocks add (compute/rope_ext, the
+// attention's window / ring / sparse / sink options, compute/ops_ext, model/routing), each
+// against a plain float64 reference on fresh random inputs, at both lane widths strata follows.
+// Bit-identity with ggml's own ops is checked outside the suite (docs/architectures.md says
+// how); here the reference catches semantic errors: a wrong pair layout, ramp, scale, mask,
+// group or order shows as an error far above float rounding.
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "compute/attn.h"
+#include "compute/ops_ext.h"
+#include "compute/rope_ext.h"
+#include "model/arch.h"
+#include "model/routing.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static double urand(void)  // [0, 1)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static float frand(float s) { return (float)((urand() * 2.0 - 1.0) * s); }
+
+// ---- RoPE with YaRN -----------------------------------------------------------------------
+
+// The YaRN rotation in double (HF's LlamaYaRNScaledRotaryEmbedding as llama.cpp applies it).
+static void rope_ref(double *y, const float *x, int n_dims, int neox, double base, double factor, int yarn,
+                     int n_ctx_orig, double attn_factor, int pos)
+{
+    const double fs = factor > 0 ? 1.0 / factor : 1.0;
+    const double pi = 3.14159265358979323846;
+    double lo = floor(n_dims * log(n_ctx_orig / (32.0 * 2 * pi)) / (2 * log(base)));
+    double hi = ceil(n_dims * log(n_ctx_orig / (1.0 * 2 * pi)) / (2 * log(base)));
+    lo = lo > 0 ? lo : 0;
+    hi = hi < n_dims - 1 ? hi : n_dims - 1;
+    for (int i = 0; i < n_dims; i++) y[i] = x[i];
+    for (int i = 0; i < n_dims / 2; i++) {
+        const double te = pos * pow(base, -2.0 * i / n_dims), ti = fs * te;
+        double theta = ti, m = attn_factor;
+        if (yarn) {
+            double r = (i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+            r = 1.0 - fmin(1.0, fmax(0.0, r));
+            theta = ti * (1 - r) + te * r;
+            m *= 1.0 + 0.1 * log(1.0 / fs);
+        }
+        const int a = neox ? i : 2 * i, b = neox ? i + n_dims / 2 : 2 * i + 1;
+        y[a] = x[a] * cos(theta) * m - x[b] * sin(theta) * m;
+        y[b] = x[a] * sin(theta) * m + x[b] * cos(theta) * m;
+    }
+}
+
+static void test_rope(void)
+{
+    const int f0 = g_failures;
+    struct {
+        int neox, yarn;
+        float base, factor, log_mul;
+        int fix;
+        double want_attn_factor;  // what llama.cpp's context derives (its log line)
+    } cases[] = {
+        {0, 1, 10000.0f, 40.0f, 1.0f, 1, 1.0 / (1.0 + 0.1 * log(40.0))},  // deepseek2: mscale ratio 1
+        {1, 1, 150000.0f, 32.0f, 0.0f, 0, 1.0},                          // gpt-oss: get_mscale cancels
+        {0, 0, 1000000.0f, 0.0f, 0.0f, 0, 1.0},                          // glm-dsa: none
+        {1, 1, 10000.0f, 4.0f, 0.7f, 1, (1 + 0.07 * log(4.0)) / (1 + 0.07 * log(4.0)) / (1 + 0.1 * log(4.0))},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int D = 64;
+        struct strata_rope_scaling sc = {.yarn = cases[c].yarn, .factor = cases[c].factor, .n_ctx_orig = 4096,
+                                         .yarn_log_mul = cases[c].log_mul, .mscale_all_dims_fix = cases[c].fix};
+        struct strata_rope_ext p;
+        strata_rope_ext_init(&p, D, cases[c].neox ? STRATA_ROPE_NEOX : STRATA_ROPE_NORM, cases[c].base, &sc, 163840);
+        CHECK(fabs(p.attn_factor - cases[c].want_attn_factor) < 1e-6, "case %zu attn_factor %.9g, want %.9g", c,
+              p.attn_factor, cases[c].want_attn_factor);
+        double max_err = 0;
+        for (int pos = 0; pos < 300; pos += 7) {
+            float x[64], cs[64];
+            double y[64];
+            for (int i = 0; i < D; i++) x[i] = frand(2.0f);
+            rope_ref(y, x, D, cases[c].neox, cases[c].base, cases[c].factor, cases[c].yarn, 4096, p.attn_factor, pos);
+            strata_rope_ext_cache(cs, &p, pos);
+            strata_rope_ext_apply(x, cs, &p);
+            // the float angle accumulates ~1 ulp per pair: bound ~ pos * n_dims * 2^-24
+            const double tol = 1e-5 + 4.0 * pos * D * 6e-8;
+            for (int i = 0; i < D; i++) {
+                const double e = fabs(x[i] - y[i]);
+                max_err = e > max_err ? e : max_err;
+                CHECK(e <= tol, "case %zu pos %d dim %d: %.9g vs %.9g", c, pos, i, x[i], y[i]);
+                if (e > tol) return;
+            }
+        }
+        printf("    rope case %zu (%s%s): max abs error %.2g\n", c, cases[c].neox ? "neox" : "norm",
+               cases[c].yarn ? ", yarn" : "", max_err);
+    }
+    // deepseek2's kq scale: mscale^2 / sqrt(192) with mscale = 1 + 0.1 ln 40 (log_mul 1) times
+    // the cancelled attention factor, i.e. 1 here
+    struct strata_rope_scaling sc = {.yarn = true, .factor = 40.0f, .n_ctx_orig = 4096, .yarn_log_mul = 1.0f,
+                                     .mscale_all_dims_fix = true};
+    struct strata_rope_ext p;
+    strata_rope_ext_init(&p, 64, STRATA_ROPE_NORM, 10000.0f, &sc, 163840);
+    const double m = 1.0 + 0.1 * log(40.0);
+    CHECK(fabs(strata_rope_mla_kq_scale(&p, 1.0f, 192) - m * m / sqrt(192.0)) < 1e-6, "kq scale %.9g vs %.9g",
+          strata_rope_mla_kq_scale(&p, 1.0f, 192), m * m / sqrt(192.0));
+    case_result("rope_ext: NORM/NEOX pairs, YaRN ramp and attention factor, MLA kq scale", f0);
+}
+
+// ---- attention options --------------------------------------------------------------------
+
+static void attn_ref(double *out, const struct strata_attn_query *a)
+{
+    double mx = -INFINITY;
+    double *s = malloc(sizeof(double) * (size_t)a->n_kv);
+    for (int p = a->kv_start; p < a->n_kv; p++) {
+        const float *k = a->k + (size_t)(a->kv_ring ? p % a->kv_ring : p) * a->k_stride;
+        double d = 0;
+        for (uint32_t i = 0; i < a->D; i++) d += (double)k[i] * a->q[i];
+        s[p] = d * a->scale;
+        if (a->visible && !a->visible[p]) s[p] = -INFINITY;
+        mx = s[p] > mx ? s[p] : mx;
+    }
+    if (a->sink && *a->sink > mx) mx = *a->sink;
+    double sum = a->sink ? exp(*a->sink - mx) : 0.0;
+    for (int p = a->kv_start; p < a->n_kv; p++) sum += exp(s[p] - mx);
+    for (uint32_t d = 0; d < a->Dv; d++) out[d] = 0;
+    for (int p = a->kv_start; p < a->n_kv; p++) {
+        const double w = exp(s[p] - mx) / sum;
+        const float *v = a->v + (size_t)(a->kv_ring ? p % a->kv_ring : p) * a->v_stride;
+        for (uint32_t d = 0; d < a->Dv; d++) out[d] += w * v[d];
+    }
+    free(s);
+}
+
+static void test_attention(void)
+{
+    const int f0 = g_failures;
+    enum { NKV = 300, D = 320, DV = 256, RING = 72 };
+    float *kv = malloc(sizeof(float) * NKV * D), q[D], out[DV], scores[NKV], sink = 1.5f;
+    uint8_t vis[NKV];
+    double ref[DV];
+    for (int i = 0; i < NKV * D; i++) kv[i] = frand(1.0f);
+    struct {
+        const char *name;
+        int window, ring, sparse, sink;
+    } cases[] = {
+        {"causal", 0, 0, 0, 0},          {"MLA latent (v = key prefix)", 0, 0, 0, 0},
+        {"sliding window 40", 40, 0, 0, 0}, {"window 40 over a ring of 72", 40, RING, 0, 0},
+        {"sparse selection", 0, 0, 1, 0}, {"sinks", 0, 0, 0, 1},
+        {"window + ring + sinks", 33, RING, 0, 1},
+    };
+    for (int isa = 0; isa < 2; isa++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            for (int n_kv = 1; n_kv <= NKV; n_kv += 37) {
+                for (int i = 0; i < D; i++) q[i] = frand(1.0f);
+                for (int p = 0; p < NKV; p++) vis[p] = urand() < 0.7 || p == n_kv - 1;
+                const int win = cases[c].window;
+                struct strata_attn_query a = {
+                    .q = q, .k = kv, .k_stride = D, .v = kv, .v_stride = D, .n_kv = n_kv, .D = D,
+                    .Dv = c == 1 ? DV : 64, .scale = 1.0f / sqrtf(192.0f), .scores = scores, .out = out,
+                    .kv_start = win && n_kv > win ? n_kv - win : 0, .kv_ring = cases[c].ring,
+                    .visible = cases[c].sparse ? vis : NULL, .sink = cases[c].sink ? &sink : NULL,
+                };
+                if (c != 1) a.v = kv + 64;  // a separate value slice of each row
+                if (isa) strata_attn_head_vl16(&a);
+                else strata_attn_head_vl8(&a);
+                attn_ref(ref, &a);
+                for (uint32_t d = 0; d < a.Dv; d++)
+                    CHECK(fabs(out[d] - ref[d]) <= 2e-6 + 2e-6 * fabs(ref[d]), "%s n_kv %d dim %u: %.9g vs %.9g",
+                          cases[c].name, n_kv, d, out[d], ref[d]);
+            }
+        }
+    free(kv);
+    case_result("attention: MLA latent, sliding window, ring cache, sparse selection, sinks", f0);
+}
+
+// ---- small ops ----------------------------------------------------------------------------
+
+static void test_small_ops(void)
+{
+    int f0 = g_failures;
+    float g[512], u[512], y[512];
+    for (int i = 0; i < 512; i++) {
+        g[i] = frand(12.0f);
+        u[i] = frand(12.0f);
+    }
+    strata_swiglu_oai(y, g, u, 512, 1.702f, 7.0f);
+    for (int i = 0; i < 512; i++) {
+        const double x = g[i] < 7.0 ? g[i] : 7.0, v = fmax(-7.0, fmin(7.0, u[i]));
+        const double r = x / (1 + exp(-1.702 * x)) * (v + 1);
+        CHECK(fabs(y[i] - r) <= 1e-6 * (1 + fabs(r)), "swiglu_oai %d: %.9g vs %.9g", i, y[i], r);
+    }
+    case_result("swiglu_oai: clamped gate (above) and up (both sides), sigmoid(1.702 x), up + 1", f0);
+
+    f0 = g_failures;
+    for (int vl = 8; vl <= 16; vl += 8)
+        for (int n = 1; n <= 300; n += 23) {
+            float x[300], w[300], b[300], o[300];
+            for (int i = 0; i < n; i++) {
+                x[i] = frand(3.0f) + 0.5f;
+                w[i] = frand(1.0f);
+                b[i] = frand(1.0f);
+            }
+            const float eps = n % 2 ? 1e-6f : 0.0f;
+            strata_layernorm(o, x, w, b, (uint32_t)n, eps, vl);
+            double mean = 0, var = 0;
+            for (int i = 0; i < n; i++) mean += x[i];
+            mean /= n;
+            for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+            var /= n;
+            for (int i = 0; i < n && n > 1; i++) {
+                const double r = (x[i] - mean) / sqrt(var + eps) * w[i] + b[i];
+                CHECK(fabs(o[i] - r) <= 1e-5 * (1 + fabs(r)), "layernorm n %d i %d: %.9g vs %.9g", n, i, o[i], r);
+            }
+        }
+    case_result("layernorm: (x - mean) / sqrt(var + eps) * w + b, eps 0 as glm-dsa loads it", f0);
+
+    f0 = g_failures;
+    for (int vl = 8; vl <= 16; vl += 8)
+        for (int n = 1; n <= 70; n += 3) {
+            float x[70];
+            double r[70], s = 0, mx = -INFINITY;
+            for (int i = 0; i < n; i++) {
+                x[i] = frand(8.0f);
+                mx = fmax(mx, x[i]);
+            }
+            for (int i = 0; i < n; i++) s += (r[i] = exp(x[i] - mx));
+            strata_softmax_ggml(x, n, vl);
+            for (int i = 0; i < n; i++)
+                CHECK(fabs(x[i] - r[i] / s) <= 1e-6, "softmax vl %d n %d i %d: %.9g vs %.9g", vl, n, i, x[i], r[i] / s);
+        }
+    case_result("softmax in ggml's order (vl groups by the polynomial exp, the tail by libm)", f0);
+
+    f0 = g_failures;
+    {
+        enum { N = 128 };
+        static float h[N * N];
+        float x[N], y[N], z[N];
+        strata_hadamard_init(h, N);
+        for (int i = 0; i < N; i++) x[i] = frand(1.0f);
+        for (int rows = 1; rows <= 4; rows += 3) {
+            strata_hadamard_apply(y, x, h, N, rows, 16);
+            strata_hadamard_apply(z, y, h, N, rows, 8);
+            for (int i = 0; i < N; i++) CHECK(fabs(z[i] - x[i]) < 1e-5, "H H x != x at %d: %.9g vs %.9g", i, z[i], x[i]);
+            for (int i = 0; i < N; i++) {
+                double r = 0;
+                for (int j = 0; j < N; j++) r += (double)h[i * N + j] * x[j];
+                CHECK(fabs(y[i] - r) < 1e-5, "H x at %d: %.9g vs %.9g", i, y[i], r);
+            }
+        }
+        // entries +-1/sqrt(N): Walsh-Hadamard sign pattern (-1)^popcount(i & j)
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < N; j++) {
+                const double want = (__builtin_popcount((unsigned)(i & j)) % 2 ? -1.0 : 1.0) / sqrt((double)N);
+                CHECK(fabs(h[i * N + j] - want) < 1e-7, "h[%d][%d] %.9g vs %.9g", i, j, h[i * N + j], want);
+            }
+    }
+    case_result("hadamard: Walsh sign pattern, orthonormal, products in both ggml orders", f0);
+}
+
+// ---- the indexer ---------------------------------------------------------------------------
+
+static void test_indexer(void)
+{
+    const int f0 = g_failures;
+    enum { IH = 4, DI = 128, NKV = 400, TOPK = 32 };
+    float q[IH * DI], w[IH], score[NKV], tmp[NKV];
+    float *k = malloc(sizeof(float) * NKV * DI);
+    uint8_t sel[NKV];
+    for (int i = 0; i < IH * DI; i++) q[i] = frand(1.0f);
+    for (int i = 0; i < IH; i++) w[i] = frand(1.0f);
+    for (int i = 0; i < NKV * DI; i++) k[i] = frand(1.0f);
+    for (int vl = 8; vl <= 16; vl += 8) {
+        strata_indexer_scores(score, q, w, IH, DI, k, DI, NKV, vl);
+        for (int p = 0; p < NKV; p++) {
+            double r = 0;
+            for (int h = 0; h < IH; h++) {
+                double d = 0;
+                for (int i = 0; i < DI; i++) d += (double)q[h * DI + i] * k[p * DI + i];
+                r += (d > 0 ? d : 0) * w[h];
+            }
+            CHECK(fabs(score[p] - r) <= 1e-5 * (1 + fabs(r)), "indexer score %d: %.9g vs %.9g", p, score[p], r);
+        }
+    }
+    for (int n = 1; n <= NKV; n += 57) {
+        strata_top_k_mask(sel, score, n, TOPK, tmp);
+        int cnt = 0;
+        for (int p = 0; p < n; p++) cnt += sel[p];
+        CHECK(cnt == (n < TOPK ? n : TOPK), "n %d: %d selected", n, cnt);
+        // every selected score >= every unselected one
+        float min_sel = INFINITY, max_un = -INFINITY;
+        for (int p = 0; p < n; p++) {
+            if (sel[p]) min_sel = fminf(min_sel, score[p]);
+            else max_un = fmaxf(max_un, score[p]);
+        }
+        CHECK(min_sel >= max_un, "n %d: selected min %.9g < unselected max %.9g", n, min_sel, max_un);
+    }
+    // ties at the boundary go to the lower positions
+    for (int p = 0; p < 64; p++) score[p] = p < 10 ? 5.0f : 1.0f;
+    strata_top_k_mask(sel, score, 64, 20, tmp);
+    int low = 0;
+    for (int p = 10; p < 20; p++) low += sel[p];
+    CHECK(low == 10 && !sel[20], "ties: %d of positions 10..19 taken", low);
+    free(k);
+    case_result("indexer: sum of relu(q.k) * w per head, top-k mask (ties to the lower position)", f0);
+}
+
+// ---- routing --------------------------------------------------------------------------------
+
+// Reference in double: the same rules, as the model cards state them.
+static void route_ref(const struct strata_route_cfg *c, const float *logits, const float *bias, int32_t *ids,
+                      double *w, double *margin)
+{
+    const int X = (int)c->n_expert, K = (int)c->n_used;
+    double probs[256], sel[256];
+    double mx = -INFINITY, s = 0;
+    for (int e = 0; e < X; e++) mx = fmax(mx, logits[e]);
+    for (int e = 0; e < X; e++) {
+        if (c->gating == STRATA_GATING_SOFTMAX) s += exp(logits[e] - mx);
+        probs[e] = c->gating == STRATA_GATING_SIGMOID ? 1 / (1 + exp(-(double)logits[e])) : logits[e];
+    }
+    if (c->gating == STRATA_GATING_SOFTMAX)
+        for (int e = 0; e < X; e++) probs[e] = exp(logits[e] - mx) / s;
+    for (int e = 0; e < X; e++) sel[e] = probs[e] + (bias ? bias[e] : 0);
+    *margin = INFINITY;
+    if (c->n_groups > 1) {
+        const int G = (int)c->n_groups, per = X / G;
+        double gs[64];
+        for (int g = 0; g < G; g++) {
+            double a = -INFINITY, b = -INFINITY;
+            for (int e = 0; e < per; e++) {
+                const double v = sel[g * per + e];
+                if (v > a) {
+                    b = a;
+                    a = v;
+                } else if (v > b) {
+                    b = v;
+                }
+            }
+            gs[g] = a + b;
+        }
+        int keep[64] = {0};
+        for (uint32_t j = 0; j < c->n_group_used; j++) {
+            int best = -1;
+            for (int g = 0; g < G; g++)
+                if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+            keep[best] = 1;
+        }
+        double lo_kept = INFINITY, hi_drop = -INFINITY;
+        for (int g = 0; g < G; g++) {
+            if (keep[g]) lo_kept = fmin(lo_kept, gs[g]);
+            else hi_drop = fmax(hi_drop, gs[g]);
+        }
+        *margin = lo_kept - hi_drop;
+        for (int g = 0; g < G; g++)
+            if (!keep[g])
+                for (int e = 0; e < per; e++) sel[g * per + e] = -INFINITY;
+    }
+    int taken[256] = {0};
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < X; e++)
+            if (!taken[e] && (best < 0 || sel[e] > sel[best])) best = e;
+        taken[best] = 1;
+        ids[k] = best;
+    }
+    for (int k = 0; k + 1 < K; k++) *margin = fmin(*margin, sel[ids[k]] - sel[ids[k + 1]]);
+    double next = -INFINITY;
+    for (int e = 0; e < X; e++)
+        if (!taken[e]) next = fmax(next, sel[e]);
+    if (next > -INFINITY) *margin = fmin(*margin, sel[ids[K - 1]] - next);
+    double sum = 0, wmx = -INFINITY;
+    for (int k = 0; k < K; k++) {
+        w[k] = probs[ids[k]];
+        wmx = fmax(wmx, w[k]);
+    }
+    if (c->gating == STRATA_GATING_SOFTMAX_WEIGHT) {
+        double z = 0;
+        for (int k = 0; k < K; k++) z += exp(w[k] - wmx);
+        for (int k = 0; k < K; k++) w[k] = exp(w[k] - wmx) / z;
+    }
+    for (int k = 0; k < K; k++) sum += w[k];
+    for (int k = 0; k < K; k++) {
+        if (c->norm) w[k] /= sum;
+        if (c->scale != 0) w[k] *= c->scale;
+    }
+}
+
+static void test_routing(void)
+{
+    const int f0 = g_failures;
+    struct {
+        const char *name;
+        struct strata_route_cfg c;
+        int bias;
+    } cases[] = {
+        {"qwen softmax top-8 of 128", {128, 8, STRATA_GATING_SOFTMAX, 0, 0, true, 0, 16}, 0},
+        {"deepseek-v3 sigmoid+bias, 8 groups of 32 (4 used), top-8, x2.5",
+         {256, 8, STRATA_GATING_SIGMOID, 8, 4, true, 2.5f, 16}, 1},
+        {"tiny deepseek2: 4 groups of 4 (2 used), top-4", {16, 4, STRATA_GATING_SIGMOID, 4, 2, true, 2.5f, 8}, 1},
+        {"glm: sigmoid+bias top-8 of 160, no groups", {160, 8, STRATA_GATING_SIGMOID, 1, 1, true, 2.5f, 16}, 1},
+        {"gpt-oss: softmax over the top-4 of 32", {32, 4, STRATA_GATING_SOFTMAX_WEIGHT, 0, 0, false, 0, 16}, 0},
+    };
+    int compared = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const struct strata_route_cfg *cfg = &cases[c].c;
+        for (int rep = 0; rep < 200; rep++) {
+            float logits[256] = {0}, copy[256], bias[256] = {0}, scratch[512], w[16];
+            int32_t ids[16], rids[16];
+            double rw[16], margin;
+            for (uint32_t e = 0; e < cfg->n_expert; e++) {
+                logits[e] = frand(3.0f);
+                bias[e] = frand(0.2f);
+            }
+            memcpy(copy, logits, sizeof logits);
+            route_ref(cfg, copy, cases[c].bias ? bias : NULL, rids, rw, &margin);
+            strata_route_select(cfg, logits, cases[c].bias ? bias : NULL, ids, w, scratch);
+            if (margin < 1e-5) continue;  // a near tie: float and double may choose differently
+            compared++;
+            for (uint32_t k = 0; k < cfg->n_used; k++) {
+                CHECK(ids[k] == rids[k], "%s rep %d: expert %u is %d, want %d", cases[c].name, rep, k, ids[k], rids[k]);
+                CHECK(fabs(w[k] - rw[k]) <= 1e-6 * (1 + fabs(rw[k])), "%s rep %d: weight %u %.9g vs %.9g",
+                      cases[c].name, rep, k, w[k], rw[k]);
+            }
+        }
+    }
+    CHECK(compared > 900, "only %d routings compared (too many near ties)", compared);
+    printf("    %d routings compared\n", compared);
+    case_result("routing: softmax, sigmoid + bias, expert groups, softmax after top-k, norm, scale", f0);
+}
+
+int main(void)
+{
+    test_rope();
+    test_attention();
+    test_small_ops();
+    test_indexer();
+    test_routing();
+    printf("%s (%d failed checks)\n", g_failures ? "FAIL" : "ok", g_failures);
+    return g_failures ? 1 : 0;
+}
