@@ -711,6 +711,16 @@ static void test_chat(void)
         {"<｜User｜>{{x}}<｜Assistant｜>{{y}}<｜end▁of▁sentence｜>", "deepseek3",
          "You are helpful.\n\n<｜User｜>  Hi there  <｜Assistant｜>Hello!<｜end▁of▁sentence｜>"
          "<｜User｜>2+2?<｜Assistant｜>"},
+        // gpt-oss (Harmony) and Kimi-K2: the outputs are llama_chat_apply_template's (libllama of
+        // the oracle) for the same messages
+        {"{{- '<|start|>assistant<|channel|>final<|message|>' -}}", "gpt-oss",
+         "<|start|>system<|message|>You are helpful.<|end|><|start|>user<|message|>  Hi there  <|end|>"
+         "<|start|>assistant<|message|>Hello!<|return|><|start|>user<|message|>2+2?<|end|>"
+         "<|start|>assistant"},
+        {"{{'<|im_assistant|>assistant<|im_middle|>'}}", "kimi-k2",
+         "<|im_system|>system<|im_middle|>You are helpful.<|im_end|><|im_user|>user<|im_middle|>  Hi there  "
+         "<|im_end|><|im_assistant|>assistant<|im_middle|>Hello!<|im_end|><|im_user|>user<|im_middle|>2+2?"
+         "<|im_end|><|im_assistant|>assistant<|im_middle|>"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out = NULL;
@@ -731,10 +741,13 @@ static void test_chat(void)
           "unknown template refused");
     CHECK(strata_chat_apply("<|im_start|><|im_sep|>", msgs, 1, true, &out) == STRATA_EUNSUP,
           "phi4 is not chatml");
+    CHECK(strata_chat_apply("<|header_start|><|header_end|><|start|><|channel|>", msgs, 1, true, &out) ==
+              STRATA_EUNSUP && strstr(strata_last_error(), "llama4"),
+          "llama4 is tested before gpt-oss, as in llama.cpp");
     CHECK(strata_chat_apply(NULL, msgs, 0, false, &out) == 0 && strcmp(out, "") == 0,
           "empty conversation");
     free(out);
-    case_result("chat formatting (chatml, chatglm4, llama3, deepseek3, refusals)", before);
+    case_result("chat formatting (chatml, chatglm4, llama3, deepseek3, gpt-oss, kimi-k2, refusals)", before);
 }
 
 // ---- errors -------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ enum chat_family {
     CHAT_LLAMA3,
     CHAT_DEEPSEEK2,
     CHAT_DEEPSEEK3,
+    CHAT_HARMONY,      // gpt-oss (llama.cpp's "gpt-oss": the Harmony format without channels)
+    CHAT_KIMI_K2,
     CHAT_UNSUPPORTED,  // known to llama.cpp, not implemented here
 };
 
@@ -94,7 +96,8 @@ static struct detected detect(const char *tmpl)
         {CHAT_CHATML, "chatml"},       {CHAT_CHATGLM3, "chatglm3"},
         {CHAT_CHATGLM4, "chatglm4"},   {CHAT_GLMEDGE, "glmedge"},
         {CHAT_LLAMA3, "llama3"},       {CHAT_DEEPSEEK2, "deepseek2"},
-        {CHAT_DEEPSEEK3, "deepseek3"},
+        {CHAT_DEEPSEEK3, "deepseek3"}, {CHAT_HARMONY, "gpt-oss"},
+        {CHAT_KIMI_K2, "kimi-k2"},
     };
     for (size_t i = 0; i < sizeof(by_name) / sizeof(by_name[0]); i++) {
         if (strcmp(tmpl, by_name[i].name) == 0) {
@@ -165,6 +168,37 @@ static struct detected detect(const char *tmpl)
         has(tmpl, "<｜end▁of▁sentence｜>")) {
         return (struct detected){CHAT_DEEPSEEK3, "deepseek3"};
     }
+    // the families llama.cpp tests between deepseek3 and gpt-oss, so that their templates keep
+    // their own names
+    static const struct {
+        const char *a, *b;
+        const char *name;
+    } later[] = {
+        {"[|assistant|]", "[|endofturn|]", "exaone"},
+        {"rwkv-world", NULL, "rwkv-world"},
+        {"<|start_of_role|>", NULL, "granite"},
+        {"message['role'] + additional_special_tokens[0]", NULL, "gigachat"},
+        {"<|role_start|>", NULL, "megrez"},
+        {" Ассистент:", NULL, "yandex"},
+        {"<role>ASSISTANT</role>", NULL, "bailing"},
+        {"<|header_start|>", "<|header_end|>", "llama4"},
+        {"<|endofuserprompt|>", NULL, "dots1"},
+        {"<|extra_0|>", "<|extra_4|>", "hunyuan-moe"},
+    };
+    for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++) {
+        if (has(tmpl, later[i].a) && (!later[i].b || has(tmpl, later[i].b))) {
+            return (struct detected){CHAT_UNSUPPORTED, later[i].name};
+        }
+    }
+    if (has(tmpl, "<|start|>") && has(tmpl, "<|channel|>")) {
+        return (struct detected){CHAT_HARMONY, "gpt-oss"};
+    }
+    if (has(tmpl, "<｜hy_Assistant｜>")) {
+        return (struct detected){CHAT_UNSUPPORTED, "hunyuan"};
+    }
+    if (has(tmpl, "<|im_assistant|>assistant<|im_middle|>")) {
+        return (struct detected){CHAT_KIMI_K2, "kimi-k2"};
+    }
     return (struct detected){CHAT_UNKNOWN, "unknown"};
 }
 
@@ -215,7 +249,7 @@ int strata_chat_apply(const char *template_text, const struct strata_chat_msg *m
     if (d.family == CHAT_UNKNOWN || d.family == CHAT_UNSUPPORTED) {
         strata_log_error("strata_chat_apply: chat template family '%s' is not supported "
                          "(supported: chatml, chatglm3, chatglm4, glmedge, llama3, deepseek2, "
-                         "deepseek3)", d.name);
+                         "deepseek3, gpt-oss, kimi-k2)", d.name);
         return STRATA_EUNSUP;
     }
     for (size_t i = 0; i < n; i++) {
@@ -282,6 +316,34 @@ int strata_chat_apply(const char *template_text, const struct strata_chat_msg *m
         format_deepseek(&b, msgs, n, true);
         if (add_generation_prompt) {
             sb_add(&b, "<｜Assistant｜>");
+        }
+        break;
+    case CHAT_HARMONY:
+        // <|start|>ROLE<|message|>CONTENT<|end|>, an assistant turn closed by <|return|>
+        for (size_t i = 0; i < n; i++) {
+            sb_add(&b, "<|start|>");
+            sb_add(&b, msgs[i].role);
+            sb_add(&b, "<|message|>");
+            sb_add(&b, msgs[i].content);
+            sb_add(&b, strcmp(msgs[i].role, "assistant") == 0 ? "<|return|>" : "<|end|>");
+        }
+        if (add_generation_prompt) {
+            sb_add(&b, "<|start|>assistant");
+        }
+        break;
+    case CHAT_KIMI_K2:
+        for (size_t i = 0; i < n; i++) {
+            const char *role = msgs[i].role;
+            sb_add(&b, strcmp(role, "system") == 0      ? "<|im_system|>system<|im_middle|>"
+                       : strcmp(role, "user") == 0      ? "<|im_user|>user<|im_middle|>"
+                       : strcmp(role, "assistant") == 0 ? "<|im_assistant|>assistant<|im_middle|>"
+                       : strcmp(role, "tool") == 0      ? "<|im_system|>tool<|im_middle|>"
+                                                        : "");
+            sb_add(&b, msgs[i].content);
+            sb_add(&b, "<|im_end|>");
+        }
+        if (add_generation_prompt) {
+            sb_add(&b, "<|im_assistant|>assistant<|im_middle|>");
         }
         break;
     default:
