@@ -125,6 +125,17 @@ int strata_expert_layout_init(struct strata_expert_layout *lay, const struct ggu
     lay->layers = by_block;
     lay->n_layers = n;
     count_classes(lay);
+    // The nextn (multi-token prediction) blocks that follow the trunk in block_count are never
+    // run: their experts take no slots (glm4moe, glm-dsa, deepseek32 files carry one).
+    const char *arch;
+    uint32_t blocks, nextn;
+    char key[96];
+    if (gguf_get_str(f, "general.architecture", &arch) == 0 &&
+        snprintf(key, sizeof key, "%s.nextn_predict_layers", arch) < (int)sizeof key &&
+        gguf_get_u32(f, key, &nextn) == 0 && nextn > 0 &&
+        snprintf(key, sizeof key, "%s.block_count", arch) < (int)sizeof key &&
+        gguf_get_u32(f, key, &blocks) == 0 && nextn < blocks)
+        strata_expert_layout_limit(lay, blocks - nextn);
     return 0;
 }
 
@@ -135,6 +146,7 @@ void strata_expert_layout_limit(struct strata_expert_layout *lay, uint32_t n_blo
         for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
             lay->expert_bytes -= el->tensor[p]->n_bytes;
             lay->total_bytes -= el->tensor[p]->n_bytes;
+            lay->unused_expert_bytes += el->tensor[p]->n_bytes;
         }
     }
     count_classes(lay);

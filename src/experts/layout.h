@@ -29,6 +29,7 @@ struct strata_expert_layout {
     uint64_t expert_bytes;           // routed-expert tensor bytes
     uint64_t dense_bytes;            // everything else
     uint64_t full_residency_bytes;   // dense + n_expert * sum of slot_bytes (4 KiB-aligned slots)
+    uint64_t unused_expert_bytes;    // expert tensors of blocks never run (nextn), in no total
     uint32_t n_classes;              // distinct slot sizes
     uint64_t class_bytes[64];        // the distinct slot sizes, ascending (first 64)
 };
@@ -44,7 +45,8 @@ void strata_expert_part_offsets(const struct strata_expert_layer *el, uint32_t e
 
 // Find the expert tensors of every layer. A layer with only some of the three, or with
 // inconsistent expert counts, is an error (STRATA_EFORMAT, logged). A file without experts gives
-// n_layers = 0.
+// n_layers = 0. The blocks after block_count - nextn_predict_layers (the nextn / MTP blocks,
+// which decoding never runs) are left out as by strata_expert_layout_limit.
 int strata_expert_layout_init(struct strata_expert_layout *lay, const struct gguf_file *f);
 void strata_expert_layout_free(struct strata_expert_layout *lay);
 // Forget the MoE layers of blocks >= n_blocks (glm4moe's nextn blocks, which decoding never

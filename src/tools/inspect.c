@@ -154,7 +154,8 @@ static int inspect_json(const struct gguf_file *f, const struct strata_expert_la
         cJSON_AddItemToArray(ts, o);
     }
     cJSON *tot = cJSON_AddObjectToObject(root, "totals");
-    cJSON_AddNumberToObject(tot, "tensor_bytes", (double)lay->total_bytes);
+    cJSON_AddNumberToObject(tot, "tensor_bytes", (double)(lay->total_bytes + lay->unused_expert_bytes));
+    cJSON_AddNumberToObject(tot, "unused_expert_bytes", (double)lay->unused_expert_bytes);
     cJSON_AddNumberToObject(tot, "dense_bytes", (double)lay->dense_bytes);
     cJSON_AddNumberToObject(tot, "expert_bytes", (double)lay->expert_bytes);
     cJSON_AddNumberToObject(tot, "n_expert", lay->n_expert);
@@ -202,7 +203,10 @@ static void inspect_text(const struct gguf_file *f, const struct strata_expert_l
                 shape, t->file_offset, t->n_bytes);
     }
     fprintf(out, "\ntotals:\n");
-    fprintf(out, "  tensor bytes          %12.1f MiB\n", mib(lay->total_bytes));
+    fprintf(out, "  tensor bytes          %12.1f MiB\n", mib(lay->total_bytes + lay->unused_expert_bytes));
+    if (lay->unused_expert_bytes)
+        fprintf(out, "  nextn experts         %12.1f MiB  (blocks decoding never runs: no slots, not below)\n",
+                mib(lay->unused_expert_bytes));
     fprintf(out, "  dense (resident)      %12.1f MiB  (%.1f%%)\n", mib(lay->dense_bytes),
             lay->total_bytes ? 100.0 * lay->dense_bytes / lay->total_bytes : 0.0);
     fprintf(out, "  routed experts        %12.1f MiB  (%.1f%%), %u MoE layers x %u experts\n",
