@@ -14,6 +14,10 @@ enum strata_arch {
     STRATA_ARCH_GLM4MOE,
     STRATA_ARCH_QWEN3NEXT,
     STRATA_ARCH_QWEN35MOE,
+    STRATA_ARCH_DEEPSEEK2,     // DeepSeek-V2/V3/R1/V3.1, Kimi-K2: multi-head latent attention
+    STRATA_ARCH_DEEPSEEK32,    // DeepSeek-V3.2: deepseek2 + the sparse-attention indexer
+    STRATA_ARCH_GLM_DSA,       // GLM-5.x: MLA + indexer (GGUF spelling "glm-dsa")
+    STRATA_ARCH_GPT_OSS,       // gpt-oss (llama.cpp's openai-moe)
     STRATA_ARCH_COUNT
 };
 
@@ -54,10 +58,43 @@ struct strata_hparams {
     uint32_t ssm_d_inner;      // ssm.inner_size: value heads * state size
     uint32_t full_attn_interval; // full_attention_interval: every n-th block is full attention
     int32_t rope_sections[4];  // rope.dimension_sections (qwen35moe interleaved M-RoPE)
+    // RoPE scaling (rope.scaling.*): YaRN in deepseek2/deepseek32/gpt-oss.
+    bool rope_yarn;            // rope.scaling.type == "yarn"
+    float rope_scale;          // rope.scaling.factor (0: none)
+    uint32_t rope_n_ctx_orig;  // rope.scaling.original_context_length (0: n_ctx_train)
+    float rope_attn_factor;    // rope.scaling.attn_factor (0: 1)
+    float yarn_log_mul;        // rope.scaling.yarn_log_multiplier / 0.1 (deepseek2/deepseek32)
+    // Multi-head latent attention (deepseek2, deepseek32, glm-dsa): head_dim_k is then the
+    // cached key (kv_lora_rank + n_rot), head_dim_v the latent (kv_lora_rank), n_head_kv 1.
+    uint32_t q_lora_rank;      // attention.q_lora_rank (0: a plain attn_q, DeepSeek-V2-Lite)
+    uint32_t kv_lora_rank;     // attention.kv_lora_rank (0: not MLA)
+    uint32_t head_dim_k_mla;   // attention.key_length_mla: per-head no-rope + rope key width
+    uint32_t head_dim_v_mla;   // attention.value_length_mla: per-head value width
+    uint32_t n_expert_groups;  // expert_group_count (DeepSeek-V3: 8; 0 or 1: no groups)
+    uint32_t n_group_used;     // expert_group_used_count
+    // Sparse-attention indexer (deepseek32, glm-dsa).
+    uint32_t idx_n_head;       // attention.indexer.head_count (0: no indexer)
+    uint32_t idx_head_dim;     // attention.indexer.key_length (a power of two, >= 64)
+    uint32_t idx_top_k;        // attention.indexer.top_k
+    uint64_t idx_full[64];     // bit l: block l computes its own top-k (else reuses the last)
+    float norm_eps;            // LayerNorm eps of the indexer key (0 for glm-dsa, as llama.cpp)
+    // gpt-oss.
+    uint32_t n_swa;            // attention.sliding_window (0: none)
+    uint64_t swa_layers[64];   // bit l: block l is sliding-window
+    float rope_freq_base_swa;  // rope.freq_base_swa (default rope.freq_base)
 };
+
+
+static inline bool strata_hparams_bit(const uint64_t *bits, uint32_t l) { return l < 4096 && (bits[l / 64] >> (l % 64)) & 1; }
+
+// Bytes of KV cache per token over all blocks run, elem_bytes per cached value, as llama.cpp
+// sizes its cache: K and V for GQA blocks, only the latent + rope key for MLA blocks, plus the
+// indexer's key per token; sliding-window blocks counted as full ones (their ring is smaller).
+uint64_t strata_hparams_kv_bytes_per_token(const struct strata_hparams *hp, uint32_t elem_bytes);
 
 #define STRATA_GATING_SOFTMAX 1u
 #define STRATA_GATING_SIGMOID 2u
+#define STRATA_GATING_SOFTMAX_WEIGHT 3u  // gpt-oss: softmax over the chosen experts' logits
 
 // Whether block l of a hybrid model is a linear-attention (delta-net) block.
 bool strata_hparams_is_recurrent(const struct strata_hparams *hp, uint32_t l);

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define STRATA_GATING_SOFTMAX_WEIGHT 3u   // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT
+#include "model/arch.h"
 
 struct strata_route_cfg {
     uint32_t n_expert, n_used;

@@ -81,7 +81,7 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     const double GiB = 1073741824.0, MiB = 1048576.0;
     const int n_ctx = o->n_ctx > 0 ? o->n_ctx : 4096;
     const double mem = o->mem_gbs > 0 ? o->mem_gbs : 12.0;
-    const uint64_t kv = 2ull * hp.n_layer * (uint64_t)n_ctx * hp.n_head_kv * hp.head_dim_k * sizeof(float);
+    const uint64_t kv = strata_hparams_kv_bytes_per_token(&hp, sizeof(float)) * (uint64_t)n_ctx;
     // Chunk scratch of the forward pass at 512 tokens, and the runtime (roughly, rounded up).
     const uint64_t scratch = 512ull * (hp.n_embd * 8ull + (uint64_t)hp.n_expert_used * hp.n_ff_exp * 3 +
                                        hp.n_expert) * sizeof(float) + (16ull << 20);
