@@ -32,6 +32,7 @@ struct srv_request {
     bool stream, include_usage;
     int top_logprobs;                     // -1: no logprobs
     bool prefix_reuse;
+    bool ignore_eos;
 };
 
 // The outcome of a finished job in the API's terms.

@@ -289,6 +289,7 @@ static enum MHD_Result generate(struct conn *c, struct MHD_Connection *mc)
     }
     int status = srv_build_job(s, &c->req, ctx->cfg.max_tokens, &c->job, err, sizeof err);
     if (status) return send_error(c, mc, status, err);
+    if (ctx->cfg.no_prefix_reuse) c->job->prefix_reuse = false;
     c->tools = c->req.api != SRV_API_COMPLETIONS && c->req.tools_json &&
                strata_chat_tool_format(srv_sched_chat_template(s)) != STRATA_TOOLS_NONE;
     int rc = srv_sched_submit(s, c->job);

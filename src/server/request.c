@@ -118,6 +118,7 @@ int srv_get_sampling(const cJSON *o, struct srv_request *r, double temp_max, cha
         r->has_seed = true;
     }
     if (srv_get_bool(o, "cache_prompt", &r->prefix_reuse, err, errlen)) return 1;
+    if (srv_get_bool(o, "ignore_eos", &r->ignore_eos, err, errlen)) return 1;
     return 0;
 }
 
@@ -289,6 +290,7 @@ int srv_build_job(struct srv_sched *s, const struct srv_request *r, int max_toke
     }
     j->top_logprobs = r->top_logprobs;
     j->prefix_reuse = r->prefix_reuse;
+    j->ignore_eos = r->ignore_eos;
     for (int i = 0; i < r->n_stop; i++) {
         j->stop[i] = strdup(r->stop[i]);
         if (!j->stop[i]) {

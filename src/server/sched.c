@@ -213,7 +213,7 @@ static void slot_take_token(struct srv_sched *s, struct slot *sl, int32_t id)
     j->n_gen++;
     if (j->n_gen == 1) j->t_first = strata_now();
     pthread_mutex_unlock(&j->mu);
-    if (strata_token_is_eog(tok, id)) {
+    if (!j->ignore_eos && strata_token_is_eog(tok, id)) {
         slot_finish(s, sl, SRV_FINISH_EOG, NULL);
         return;
     }

@@ -73,6 +73,7 @@ struct srv_job {
     int n_stop;
     int top_logprobs;          // -1: no log-probabilities; 0..20 alternatives per token
     bool prefix_reuse;
+    bool ignore_eos;           // keep generating after an end-of-generation token
 
     atomic_bool cancel;        // set by the HTTP side when the client goes away
     atomic_int refs;           // HTTP side + scheduler; the last srv_job_unref frees

@@ -9,7 +9,7 @@ srv_start() {
     SRV_PID=$!
     local port="" i
     for i in $(seq 600); do
-        port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" 2>/dev/null | grep -o '[0-9]*$')
+        port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" 2>/dev/null | grep -o '[0-9]*$' || true)
         if [ -n "$port" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ]; then
             SRV_URL="http://127.0.0.1:$port"
             return 0
