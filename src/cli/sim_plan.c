@@ -23,7 +23,11 @@ static void sim_usage(FILE *out)
             "  --cache-classes on|off  as in strata run (default on)\n"
             "  --chunks on|off      replay prompt chunks as the engine fetched them (default on)\n"
             "  --sweep              table over cache sizes from top-k to all experts, and a plot\n"
-            "  --plot FILE          SVG of the sweep (default TRACE.svg)\n");
+            "  --plot FILE          SVG of the sweep (default TRACE.svg)\n"
+            "  --hot-share F        HOT: share of the slots kept for the hot set (default 0.5)\n"
+            "  --hot-from TRACE2    HOT: learn the hot set from TRACE2 (default: TRACE itself, in-sample)\n\n"
+            "policies: LRU (the engine's), LFU, LRFU, ARC, HOT (LRU around a learned pinned hot set),\n"
+            "Belady (the optimum)\n");
 }
 
 struct sim_row {
@@ -43,7 +47,8 @@ static int write_svg(const char *path, const struct sim_row *rows, int n, uint32
         fprintf(stderr, "strata sim: cannot write %s\n", path);
         return 1;
     }
-    static const char *const colors[STRATA_SIM_COUNT] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#444444"};
+    static const char *const colors[STRATA_SIM_COUNT] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                                         "#444444"};
     const double W = 640, H = 400, x0 = 60, y0 = 20, pw = 540, ph = 320;
     fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' font-family='sans-serif' "
                "font-size='12'>\n<rect width='100%%' height='100%%' fill='white'/>\n", W, H);
@@ -77,11 +82,13 @@ int cli_sim(int argc, char **argv)
         {"model", required_argument, 0, 'm'},     {"cache-classes", required_argument, 0, 'C'},
         {"chunks", required_argument, 0, 'k'},    {"sweep", no_argument, 0, 'S'},
         {"plot", required_argument, 0, 'p'},      {"help", no_argument, 0, 'h'},
+        {"hot-share", required_argument, 0, 'H'}, {"hot-from", required_argument, 0, 'F'},
         {0, 0, 0, 0}};
     int slots = 0, c;
     uint64_t cache_mib = 0;
-    const char *model = NULL, *plot = NULL;
+    const char *model = NULL, *plot = NULL, *hot_from = NULL;
     bool classes = true, chunks = true, sweep = false;
+    float hot_share = 0.5f;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -94,6 +101,8 @@ int cli_sim(int argc, char **argv)
         case 'k': chunks = strcmp(optarg, "off") != 0; break;
         case 'S': sweep = true; break;
         case 'p': plot = optarg; break;
+        case 'H': bad = cli_parse_float(optarg, "--hot-share", 0.01, 1, &hot_share); break;
+        case 'F': hot_from = optarg; break;
         case 'h': sim_usage(stdout); return 0;
         default:
             fprintf(stderr, "strata sim: bad option '%s' (see strata sim --help)\n", argv[optind - 1]);
@@ -114,8 +123,13 @@ int cli_sim(int argc, char **argv)
         fprintf(stderr, "strata sim: --cache-mib needs -m MODEL (its size classes turn MiB into slots)\n");
         return 2;
     }
-    struct strata_trace t;
+    struct strata_trace t, train = {0};
     if (strata_trace_load(&t, trace_path)) return 1;
+    if (hot_from && strata_trace_load(&train, hot_from)) {
+        strata_trace_free(&t);
+        return 1;
+    }
+    const struct strata_sim_opts so = {.chunks = chunks, .hot_share = hot_share, .hot_from = hot_from ? &train : NULL};
     struct gguf_file *f = NULL;
     struct strata_expert_layout lay = {0};
     int rc = 0;
@@ -137,6 +151,8 @@ int cli_sim(int argc, char **argv)
     }
     printf("trace: %s  model=%s layers=%u experts=%u topk=%u tokens=%llu\n", trace_path, t.model, t.n_layers,
            t.n_expert, t.topk, (unsigned long long)t.n_tokens);
+    printf("HOT: %.0f%% of the slots for the experts %s uses most%s\n", 100.0 * hot_share,
+           hot_from ? hot_from : "this trace", hot_from ? "" : " (in-sample: an optimistic bound)");
     struct sim_row rows[64];
     int n_rows = 0;
     if (rc == 0 && sweep) {
@@ -157,7 +173,7 @@ int cli_sim(int argc, char **argv)
     }
     for (int i = 0; i < n_rows && rc == 0; i++)
         for (int p = 0; p < STRATA_SIM_COUNT && rc == 0; p++)
-            rc = strata_sim_run(&t, (enum strata_sim_policy)p, rows[i].slots, chunks, &rows[i].r[p]);
+            rc = strata_sim_replay(&t, (enum strata_sim_policy)p, rows[i].slots, &so, &rows[i].r[p]);
     if (rc == 0) {
         printf("%8s %10s", "slots", model ? "cache_MiB" : "");
         for (int p = 0; p < STRATA_SIM_COUNT; p++)
@@ -193,6 +209,7 @@ int cli_sim(int argc, char **argv)
     strata_expert_layout_free(&lay);
     gguf_close(f);
     strata_trace_free(&t);
+    strata_trace_free(&train);
     return rc ? 1 : 0;
 }
 
@@ -203,9 +220,14 @@ int cli_plan(int argc, char **argv)
         {"trace", required_argument, 0, 't'},  {"disk-gbs", required_argument, 0, 'd'},
         {"mem-gbs", required_argument, 0, 'M'}, {"ctx", required_argument, 0, 'c'},
         {"reserve-gib", required_argument, 0, 'R'}, {"help", no_argument, 0, 'h'},
+        {"measure-disk", no_argument, 0, 'D'}, {"seconds", required_argument, 0, 'S'},
+        {"curve-out", required_argument, 0, 'o'}, {"disk-curve", required_argument, 0, 'k'},
+        {"cache-mib", required_argument, 0, 'b'}, {"io-threads", required_argument, 0, 'i'},
         {0, 0, 0, 0}};
     struct strata_plan_opts o = {.reserve_gib = 1.0};
-    float v;
+    float v, seconds = 1.0f;
+    bool measure = false;
+    const char *curve_out = NULL;
     int c;
     optind = 1;
     opterr = 0;
@@ -219,12 +241,24 @@ int cli_plan(int argc, char **argv)
         case 'M': bad = cli_parse_float(optarg, "--mem-gbs", 0.001, 100000, &v); o.mem_gbs = v; break;
         case 'c': bad = cli_parse_int(optarg, "--ctx", 1, 1 << 24, &o.n_ctx); break;
         case 'R': bad = cli_parse_float(optarg, "--reserve-gib", 0, 1 << 20, &v); o.reserve_gib = v; break;
+        case 'D': measure = true; break;
+        case 'S': bad = cli_parse_float(optarg, "--seconds", 0.01, 3600, &seconds); break;
+        case 'o': curve_out = optarg; break;
+        case 'k': o.disk_curve = optarg; break;
+        case 'b': bad = cli_parse_u64(optarg, "--cache-mib", &o.cache_mib); break;
+        case 'i': bad = cli_parse_int(optarg, "--io-threads", 1, 256, &o.io_depth); break;
         case 'h':
-            printf("usage: strata plan -m MODEL --ram-gib R [--trace TRACE] [--disk-gbs G] [--mem-gbs G]\n"
+            printf("usage: strata plan -m MODEL (--ram-gib R | --cache-mib N) [--trace TRACE]\n"
+                   "                   [--disk-gbs G | --disk-curve FILE] [--io-threads N] [--mem-gbs G]\n"
                    "                   [--ctx N] [--reserve-gib G]\n"
-                   "dense and expert bytes, full residency with size classes, the recommended --cache-mib,\n"
-                   "expected miss bytes per token (LRU replay of TRACE, else uniform routing) and the\n"
-                   "byte-floor tok/s (disk bandwidth measured with a short O_DIRECT read unless given)\n");
+                   "       strata plan -m FILE --measure-disk [--seconds S] [--curve-out FILE]\n"
+                   "dense and expert bytes, full residency with size classes, the recommended --cache-mib\n"
+                   "for R GiB of RAM (or the given one), expected miss bytes per token (LRU replay of TRACE,\n"
+                   "else uniform routing) and the predicted decode speed: resident bytes / memory GB/s +\n"
+                   "miss bytes / disk GB/s, the disk priced at the engine's read size and reads in flight\n"
+                   "from the curve, else from 2 s of such reads now.\n"
+                   "--measure-disk: the disk's random-read curve, GB/s of O_DIRECT reads of 64 KiB..4 MiB\n"
+                   "at 1..32 in flight, S seconds each (default 1), read from the second half of FILE\n");
             return 0;
         default:
             fprintf(stderr, "strata plan: bad option '%s' (see strata plan --help)\n", argv[optind - 1]);
@@ -232,8 +266,20 @@ int cli_plan(int argc, char **argv)
         }
         if (bad) return 2;
     }
-    if (!o.model || o.ram_gib <= 0) {
-        fprintf(stderr, "strata plan: -m MODEL and --ram-gib R are required\n");
+    if (measure) {
+        if (!o.model) {
+            fprintf(stderr, "strata plan: --measure-disk needs -m FILE (a large file on the disk to measure)\n");
+            return 2;
+        }
+        struct strata_disk_curve curve;
+        printf("# %s: random O_DIRECT reads, %.2f s per point\n%8s %5s %8s %8s\n", o.model, seconds, "read_kib",
+               "depth", "GB/s", "ms/read");
+        if (strata_disk_curve_measure(o.model, NULL, 0, NULL, 0, seconds, &curve, stdout)) return 1;
+        if (curve_out && strata_disk_curve_save(&curve, curve_out)) return 1;
+        return 0;
+    }
+    if (!o.model || (o.ram_gib <= 0 && !o.cache_mib)) {
+        fprintf(stderr, "strata plan: -m MODEL and --ram-gib R (or --cache-mib N) are required\n");
         return 2;
     }
     return strata_plan(&o, stdout) ? 1 : 0;

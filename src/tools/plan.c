@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,40 +20,175 @@
 #include "util/log.h"
 #include "util/time.h"
 
-int strata_plan_disk_gbs(const char *path, uint64_t max_bytes, double *gbs)
+int strata_disk_point(const char *path, uint64_t read_bytes, int depth, double seconds, struct strata_disk_point *out)
 {
-    const size_t chunk = 1 << 20;
+    memset(out, 0, sizeof *out);
+    if (read_bytes == 0 || read_bytes % 4096 || read_bytes > (64u << 20) || depth < 1 || depth > 256) {
+        strata_log_error("disk_point: read size %llu (a multiple of 4 KiB up to 64 MiB) / depth %d (1..256)",
+                         (unsigned long long)read_bytes, depth);
+        return STRATA_EARG;
+    }
     int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-    if (fd < 0) fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        strata_log_error("plan_disk_gbs: cannot open %s: %s", path, strerror(errno));
+        strata_log_error("disk_point: cannot open %s with O_DIRECT: %s", path, strerror(errno));
         return -errno;
     }
+    const off_t size = lseek(fd, 0, SEEK_END);
+    const uint64_t lo = (uint64_t)size / 2, span = (uint64_t)size - lo;
+    struct io_uring ring;
     void *buf = NULL;
-    if (posix_memalign(&buf, 4096, chunk)) {
+    int rc = 0;
+    if (span < read_bytes * 4) {
+        strata_log_error("disk_point: %s (%lld bytes) is too small for %llu-byte random reads", path,
+                         (long long)size, (unsigned long long)read_bytes);
+        close(fd);
+        return STRATA_EARG;
+    }
+    if (posix_memalign(&buf, 4096, (size_t)read_bytes * (size_t)depth)) {
         close(fd);
         return STRATA_ENOMEM;
     }
-    uint64_t got = 0;
+    if ((rc = io_uring_queue_init((unsigned)depth, &ring, 0)) < 0) {
+        strata_log_error("disk_point: io_uring_queue_init(%d): %s", depth, strerror(-rc));
+        free(buf);
+        close(fd);
+        return rc;
+    }
+    uint64_t x = 0x2545f4914f6cdd1dull ^ read_bytes ^ ((uint64_t)depth << 40);
+    double *started = calloc((size_t)depth, sizeof *started);
+    uint64_t n_done = 0, bytes = 0;
+    double lat = 0;
     const double t0 = strata_now();
-    // Start in the middle of the file: its head was just read for the metadata.
-    off_t size = lseek(fd, 0, SEEK_END);
-    off_t off = size > (off_t)(2 * max_bytes) ? (size / 2) & ~(off_t)4095 : 0;
-    while (got < max_bytes) {
-        ssize_t k = pread(fd, buf, chunk, off);
-        if (k <= 0) break;
-        got += (uint64_t)k;
-        off += k;
+    int in_flight = 0;
+    bool stop = false;
+    while (rc == 0 && (in_flight > 0 || !stop)) {
+        for (int b = 0; b < depth && !stop && in_flight < depth; b++) {
+            if (started[b] > 0) continue;
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const uint64_t off = (lo + x % (span - read_bytes)) & ~(uint64_t)4095;
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+            io_uring_prep_read(sqe, fd, (char *)buf + (size_t)b * read_bytes, (unsigned)read_bytes, off);
+            io_uring_sqe_set_data64(sqe, (uint64_t)b);
+            started[b] = strata_now();
+            in_flight++;
+        }
+        struct io_uring_cqe *cqe;
+        int e = io_uring_submit_and_wait(&ring, 1);
+        if (e < 0 && e != -EINTR) rc = e;
+        while (rc == 0 && io_uring_peek_cqe(&ring, &cqe) == 0) {
+            const int b = (int)io_uring_cqe_get_data64(cqe);
+            if (cqe->res < 0) rc = cqe->res;
+            else bytes += (uint64_t)cqe->res;
+            io_uring_cqe_seen(&ring, cqe);
+            lat += strata_now() - started[b];
+            started[b] = 0;
+            in_flight--;
+            n_done++;
+        }
+        stop = strata_now() - t0 >= seconds && n_done >= 3 * (uint64_t)depth;
     }
     const double dt = strata_now() - t0;
+    if (rc < 0) strata_log_error("disk_point: read of %s: %s", path, strerror(-rc));
+    io_uring_queue_exit(&ring);
+    free(started);
     free(buf);
     close(fd);
-    if (got == 0 || dt <= 0) {
-        strata_log_error("plan_disk_gbs: could not read %s", path);
+    if (rc) return rc;
+    *out = (struct strata_disk_point){read_bytes, depth, (double)bytes / dt / 1e9, 1e3 * lat / (double)n_done};
+    return 0;
+}
+
+int strata_disk_curve_measure(const char *path, const uint64_t *sizes, int n_sizes, const int *depths, int n_depths,
+                              double seconds, struct strata_disk_curve *c, FILE *progress)
+{
+    static const uint64_t def_sizes[] = {64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20};
+    static const int def_depths[] = {1, 2, 4, 8, 16, 32};
+    if (n_sizes <= 0) sizes = def_sizes, n_sizes = (int)(sizeof def_sizes / sizeof *def_sizes);
+    if (n_depths <= 0) depths = def_depths, n_depths = (int)(sizeof def_depths / sizeof *def_depths);
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < n_sizes; i++)
+        for (int j = 0; j < n_depths; j++) {
+            if (c->n == STRATA_DISK_CURVE_MAX) return STRATA_EARG;
+            int rc = strata_disk_point(path, sizes[i], depths[j], seconds, &c->p[c->n]);
+            if (rc) return rc;
+            if (progress)
+                fprintf(progress, "%8.0f %5d %8.3f %8.2f\n", sizes[i] / 1024.0, depths[j], c->p[c->n].gbs,
+                        c->p[c->n].ms);
+            c->n++;
+        }
+    return 0;
+}
+
+int strata_disk_curve_save(const struct strata_disk_curve *c, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        strata_log_error("disk_curve_save: cannot write %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    fprintf(f, "# read_kib depth gbs ms\n");
+    for (int i = 0; i < c->n; i++)
+        fprintf(f, "%.0f\t%d\t%.4f\t%.3f\n", c->p[i].read_bytes / 1024.0, c->p[i].depth, c->p[i].gbs, c->p[i].ms);
+    if (fclose(f)) {
+        strata_log_error("disk_curve_save: cannot write %s", path);
         return STRATA_EIO;
     }
-    *gbs = (double)got / dt / 1e9;
     return 0;
+}
+
+int strata_disk_curve_load(struct strata_disk_curve *c, const char *path)
+{
+    memset(c, 0, sizeof *c);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        strata_log_error("disk_curve_load: cannot open %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    char line[256];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        double kib, gbs, ms;
+        int depth;
+        if (sscanf(line, "%lf %d %lf %lf", &kib, &depth, &gbs, &ms) != 4 || kib < 4 || kib > 65536 || depth < 1 ||
+            depth > 256 || !(gbs > 0 && gbs < 1e4) || c->n == STRATA_DISK_CURVE_MAX) {
+            strata_log_error("disk_curve_load: %s:%d is not 'read_kib depth gbs ms' (or more than %d points)", path,
+                             lineno, STRATA_DISK_CURVE_MAX);
+            rc = STRATA_EFORMAT;
+            break;
+        }
+        c->p[c->n++] = (struct strata_disk_point){(uint64_t)(kib * 1024), depth, gbs, ms};
+    }
+    fclose(f);
+    if (rc == 0 && c->n == 0) {
+        strata_log_error("disk_curve_load: %s has no points", path);
+        rc = STRATA_EFORMAT;
+    }
+    return rc;
+}
+
+double strata_disk_curve_gbs(const struct strata_disk_curve *c, uint64_t read_bytes, int depth)
+{
+    // the depth: the largest measured one <= depth, else the smallest
+    int d = -1;
+    for (int i = 0; i < c->n; i++)
+        if (c->p[i].depth <= depth && c->p[i].depth > d) d = c->p[i].depth;
+    if (d < 0)
+        for (int i = 0; i < c->n; i++)
+            if (d < 0 || c->p[i].depth < d) d = c->p[i].depth;
+    const struct strata_disk_point *below = NULL, *above = NULL;
+    for (int i = 0; i < c->n; i++) {
+        const struct strata_disk_point *p = &c->p[i];
+        if (p->depth != d) continue;
+        if (p->read_bytes <= read_bytes && (!below || p->read_bytes > below->read_bytes)) below = p;
+        if (p->read_bytes >= read_bytes && (!above || p->read_bytes < above->read_bytes)) above = p;
+    }
+    if (!below) return above ? above->gbs : 0;
+    if (!above || above->read_bytes == below->read_bytes) return below->gbs;
+    const double t = (log2((double)read_bytes) - log2((double)below->read_bytes)) /
+                     (log2((double)above->read_bytes) - log2((double)below->read_bytes));
+    return below->gbs + t * (above->gbs - below->gbs);
 }
 
 int strata_plan(const struct strata_plan_opts *o, FILE *out)
@@ -75,8 +212,8 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
             rc = STRATA_EARG;
         }
     }
-    double disk = o->disk_gbs;
-    if (rc == 0 && disk <= 0) rc = strata_plan_disk_gbs(o->model, 256ull << 20, &disk);
+    struct strata_disk_curve curve = {0};
+    if (rc == 0 && o->disk_curve) rc = strata_disk_curve_load(&curve, o->disk_curve);
     if (rc) goto out;
     const double GiB = 1073741824.0, MiB = 1048576.0;
     const int n_ctx = o->n_ctx > 0 ? o->n_ctx : 4096;
@@ -90,7 +227,7 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     const uint64_t fixed = lay.dense_bytes + kv + scratch + reserve;
     struct strata_slot_plan full, plan;
     strata_expert_layout_plan(&lay, 0, true, &full);
-    const uint64_t budget = ram > fixed ? ram - fixed : 0;
+    const uint64_t budget = o->cache_mib ? o->cache_mib << 20 : ram > fixed ? ram - fixed : 0;
     // (a plan of budget 0 means full residency, so an empty budget is priced by hand)
     if (budget >= full.total_bytes) plan = full;
     else if (budget > 0) strata_expert_layout_plan(&lay, budget, true, &plan);
@@ -112,8 +249,9 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     fprintf(out, ")\n");
     fprintf(out, "  KV cache (ctx %d)      %10.1f MiB\n", n_ctx, kv / MiB);
     fprintf(out, "  scratch + runtime      %10.1f MiB\n", scratch / MiB);
-    fprintf(out, "machine: %.1f GiB RAM, %.1f GiB reserved, disk %.2f GB/s%s, memory %.1f GB/s\n", o->ram_gib,
-            reserve / GiB, disk, o->disk_gbs > 0 ? "" : " (measured)", mem);
+    if (o->cache_mib) fprintf(out, "machine: --cache-mib %llu given, memory %.1f GB/s\n",
+                              (unsigned long long)o->cache_mib, mem);
+    else fprintf(out, "machine: %.1f GiB RAM, %.1f GiB reserved, memory %.1f GB/s\n", o->ram_gib, reserve / GiB, mem);
     if (plan.n_slots < hp.n_expert_used) {
         fprintf(out, "plan: does not fit: %.1f MiB left for experts, the minimum is %.1f MiB (%u slots per layer)\n",
                 budget / MiB, strata_expert_layout_min_budget(&lay, hp.n_expert_used) / MiB, hp.n_expert_used);
@@ -134,7 +272,29 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
         miss_per_token = p_miss * hp.n_expert_used * lay.n_layers;
         miss_bytes = p_miss * (double)active;
     }
-    const double floor_s = (double)(dense_per_token + active) / (mem * 1e9) + miss_bytes / (disk * 1e9);
+    // The disk at the engine's reads: one request per expert part, as many in flight as the
+    // I/O depth allows and a layer's misses fill (3 parts per missed expert), never fewer than 1.
+    uint64_t part_sum = 0;
+    for (uint32_t l = 0; l < lay.n_layers; l++)
+        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) part_sum += lay.layers[l].part_bytes[p];
+    const uint64_t read_bytes = ((part_sum / (lay.n_layers * STRATA_EXPERT_PART_COUNT)) + 4095) & ~(uint64_t)4095;
+    const int io_depth = o->io_depth > 0 ? o->io_depth : 4;
+    const double reads_per_layer = STRATA_EXPERT_PART_COUNT * miss_per_token / lay.n_layers;
+    int depth = reads_per_layer < io_depth ? (int)(reads_per_layer + 0.5) : io_depth;
+    if (depth < 1) depth = 1;
+    double disk = o->disk_gbs;
+    const char *disk_src = "given";
+    if (disk <= 0 && curve.n) {
+        disk = strata_disk_curve_gbs(&curve, read_bytes, depth);
+        disk_src = "the measured curve";
+    } else if (disk <= 0 && miss_bytes > 0) {
+        struct strata_disk_point pt;
+        if ((rc = strata_disk_point(o->model, read_bytes, depth, 2.0, &pt))) goto out;
+        disk = pt.gbs;
+        disk_src = "measured now";
+    }
+    const double mem_s = (double)(dense_per_token + active) / (mem * 1e9);
+    const double io_s = miss_bytes > 0 ? miss_bytes / (disk * 1e9) : 0;
     char flag[32];
     if (plan.n_slots >= lay.n_expert) snprintf(flag, sizeof flag, "full");
     else snprintf(flag, sizeof flag, "%llu", (unsigned long long)(plan.total_bytes >> 20));
@@ -144,7 +304,13 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
             o->trace ? "LRU replay of the trace" : "uniform routing");
     fprintf(out, "  misses per token       %10.2f experts, %.1f MiB\n", miss_per_token, miss_bytes / MiB);
     fprintf(out, "  resident bytes / token %10.1f MiB\n", (dense_per_token + active) / MiB);
-    fprintf(out, "  byte floor             %10.2f tok/s\n", floor_s > 0 ? 1.0 / floor_s : 0);
+    if (miss_bytes > 0)
+        fprintf(out, "  disk                   %10.2f GB/s (%s: %.0f KiB reads, %d in flight)\n", disk, disk_src,
+                read_bytes / 1024.0, depth);
+    fprintf(out, "  time per token         %10.1f ms (memory %.1f + disk %.1f, not overlapped)\n",
+            1e3 * (mem_s + io_s), 1e3 * mem_s, 1e3 * io_s);
+    fprintf(out, "  byte floor             %10.2f tok/s (the predicted decode speed)\n",
+            mem_s + io_s > 0 ? 1.0 / (mem_s + io_s) : 0);
 out:
     strata_trace_free(&tr);
     strata_expert_layout_free(&lay);

@@ -20,7 +20,7 @@ struct groups {
 
 const char *strata_sim_policy_name(enum strata_sim_policy p)
 {
-    static const char *const names[STRATA_SIM_COUNT] = {"LRU", "LFU", "LRFU", "Belady"};
+    static const char *const names[STRATA_SIM_COUNT] = {"LRU", "LFU", "LRFU", "ARC", "HOT", "Belady"};
     return p < STRATA_SIM_COUNT ? names[p] : "?";
 }
 
@@ -95,10 +95,15 @@ static void free_groups(struct groups *g)
 }
 
 struct pstate {
-    uint8_t *resident, *pinned;
+    uint8_t *resident, *pinned, *hot;
     uint64_t *last, *freq, *next_use;
     double *crf;
+    uint8_t *list;       // ARC: which list an expert is on
+    double arc_p;        // ARC: target size of T1
+    uint32_t n_list[5];  // ARC: sizes of the lists
 };
+
+enum { ARC_NONE, ARC_T1, ARC_T2, ARC_B1, ARC_B2 };
 
 // Lower score = evicted first.
 static double score(enum strata_sim_policy p, const struct pstate *s, uint32_t e, uint64_t now)
@@ -107,14 +112,113 @@ static double score(enum strata_sim_policy p, const struct pstate *s, uint32_t e
     case STRATA_SIM_LRU: return (double)s->last[e];
     case STRATA_SIM_LFU: return (double)s->freq[e] + (double)s->last[e] / ((double)now + 2.0);
     case STRATA_SIM_LRFU: return s->crf[e] * pow(2.0, -LRFU_LAMBDA * (double)(now - s->last[e]));
+    case STRATA_SIM_HOT: return (double)s->last[e] + (s->hot[e] ? 1e30 : 0.0);
     case STRATA_SIM_BELADY: return s->next_use[e] == UINT64_MAX ? -HUGE_VAL : -(double)s->next_use[e];
     default: return 0;
     }
 }
 
+void strata_sim_hot_set(const struct strata_trace *t, uint32_t l, uint32_t n_hot, uint8_t *hot)
+{
+    const uint32_t X = t->n_expert, K = t->topk;
+    memset(hot, 0, X);
+    if (l >= t->n_layers) return;
+    uint64_t *count = calloc(X, sizeof *count);
+    if (!count) return;
+    for (uint64_t tok = 0; tok < t->n_tokens; tok++)
+        for (uint32_t k = 0; k < K; k++) count[t->ids[(tok * t->n_layers + l) * K + k]]++;
+    for (uint32_t h = 0; h < n_hot && h < X; h++) {
+        int64_t best = -1;
+        for (uint32_t e = 0; e < X; e++)
+            if (!hot[e] && (best < 0 || count[e] > count[best])) best = e;
+        hot[best] = 1;
+    }
+    free(count);
+}
+
+// ARC's least recently used unpinned expert of a list (-1 if none).
+static int64_t arc_lru(const struct pstate *s, uint32_t X, uint8_t list, bool skip_pinned)
+{
+    int64_t v = -1;
+    for (uint32_t e = 0; e < X; e++)
+        if (s->list[e] == list && !(skip_pinned && s->pinned[e]) && (v < 0 || s->last[e] < s->last[v])) v = e;
+    return v;
+}
+
+static void arc_move(struct pstate *s, uint32_t e, uint8_t to)
+{
+    s->n_list[s->list[e]]--;
+    s->list[e] = to;
+    s->n_list[to]++;
+    s->resident[e] = to == ARC_T1 || to == ARC_T2;
+}
+
+// ARC's REPLACE: evict from T1 to B1 or from T2 to B2 (skipping pinned experts).
+static void arc_replace(struct pstate *s, uint32_t X, bool in_b2)
+{
+    const double t1 = s->n_list[ARC_T1];
+    bool from_t1 = t1 >= 1 && ((in_b2 && t1 == s->arc_p) || t1 > s->arc_p);
+    int64_t v = arc_lru(s, X, from_t1 ? ARC_T1 : ARC_T2, true);
+    if (v < 0) {
+        from_t1 = !from_t1;
+        v = arc_lru(s, X, from_t1 ? ARC_T1 : ARC_T2, true);
+    }
+    STRATA_ASSERT(v >= 0);  // a group holds at most n_slots experts
+    arc_move(s, (uint32_t)v, from_t1 ? ARC_B1 : ARC_B2);
+}
+
+// One ARC request for e (cache of c): true on a hit.
+static bool arc_request(struct pstate *s, uint32_t X, uint32_t c, uint32_t e)
+{
+    const uint8_t where = s->list[e];
+    if (where == ARC_T1 || where == ARC_T2) {
+        arc_move(s, e, ARC_T2);
+        return true;
+    }
+    const uint32_t b1 = s->n_list[ARC_B1], b2 = s->n_list[ARC_B2];
+    const bool full = s->n_list[ARC_T1] + s->n_list[ARC_T2] >= c;
+    if (where == ARC_B1) {
+        s->arc_p = fmin((double)c, s->arc_p + fmax((double)b2 / b1, 1.0));
+        if (full) arc_replace(s, X, false);
+        arc_move(s, e, ARC_T2);
+        return false;
+    }
+    if (where == ARC_B2) {
+        s->arc_p = fmax(0.0, s->arc_p - fmax((double)b1 / b2, 1.0));
+        if (full) arc_replace(s, X, true);
+        arc_move(s, e, ARC_T2);
+        return false;
+    }
+    const uint32_t l1 = s->n_list[ARC_T1] + b1, total = l1 + s->n_list[ARC_T2] + b2;
+    if (l1 >= c) {
+        if (s->n_list[ARC_T1] < c) {
+            arc_move(s, (uint32_t)arc_lru(s, X, ARC_B1, false), ARC_NONE);
+            if (full) arc_replace(s, X, false);
+        } else {
+            int64_t v = arc_lru(s, X, ARC_T1, true);
+            if (v < 0) v = arc_lru(s, X, ARC_T2, true);
+            STRATA_ASSERT(v >= 0);
+            arc_move(s, (uint32_t)v, ARC_NONE);
+        }
+    } else if (total >= c) {
+        if (total >= 2 * c && b2 > 0) arc_move(s, (uint32_t)arc_lru(s, X, ARC_B2, false), ARC_NONE);
+        if (full) arc_replace(s, X, false);
+    }
+    arc_move(s, e, ARC_T1);
+    return false;
+}
+
 int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots, bool chunks,
                    struct strata_sim_result *r)
 {
+    const struct strata_sim_opts o = {.chunks = chunks};
+    return strata_sim_replay(t, p, n_slots, &o, r);
+}
+
+int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots,
+                      const struct strata_sim_opts *o, struct strata_sim_result *r)
+{
+    const bool chunks = o->chunks;
     memset(r, 0, sizeof *r);
     if (p >= STRATA_SIM_COUNT || n_slots < t->topk || t->n_expert == 0) {
         strata_log_error("sim_run: %u slots per layer is below top-k %u (or policy %d unknown)", n_slots, t->topk,
@@ -130,7 +234,18 @@ int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint3
     s.freq = malloc(X * sizeof *s.freq);
     s.next_use = malloc(X * sizeof *s.next_use);
     s.crf = malloc(X * sizeof *s.crf);
-    int rc = s.resident && s.pinned && s.last && s.freq && s.next_use && s.crf ? 0 : STRATA_ENOMEM;
+    s.hot = calloc(X, 1);
+    s.list = calloc(X, 1);
+    int rc = s.resident && s.pinned && s.last && s.freq && s.next_use && s.crf && s.hot && s.list ? 0 : STRATA_ENOMEM;
+    const struct strata_trace *hot_from = o->hot_from ? o->hot_from : t;
+    if (rc == 0 && p == STRATA_SIM_HOT && (hot_from->n_layers != t->n_layers || hot_from->n_expert != X)) {
+        strata_log_error("sim_run: the hot-set trace has %u layers x %u experts, the replayed one %u x %u",
+                         hot_from->n_layers, hot_from->n_expert, t->n_layers, X);
+        rc = STRATA_EARG;
+    }
+    const double share = o->hot_share > 0 ? o->hot_share : 0.5;
+    uint32_t n_hot = (uint32_t)(share * n_slots);
+    if (n_hot > n_slots - t->topk) n_hot = n_slots - t->topk;
     for (uint32_t l = 0; l < t->n_layers && rc == 0; l++) {
         struct groups g;
         if ((rc = build_groups(t, l, n_slots, chunks, &g))) {
@@ -142,6 +257,11 @@ int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint3
         memset(s.last, 0, X * sizeof *s.last);
         memset(s.freq, 0, X * sizeof *s.freq);
         memset(s.crf, 0, X * sizeof *s.crf);
+        memset(s.list, 0, X);
+        memset(s.n_list, 0, sizeof s.n_list);
+        s.n_list[ARC_NONE] = X;
+        s.arc_p = 0;
+        if (p == STRATA_SIM_HOT) strata_sim_hot_set(hot_from, l, n_hot, s.hot);
         uint32_t n_res = 0;
         uint64_t now = 0;
         for (uint64_t gi = 0; gi < g.n_groups; gi++) {
@@ -149,6 +269,13 @@ int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint3
             for (uint32_t i = a; i < b; i++) s.pinned[g.ids[i]] = 1;
             for (uint32_t i = a; i < b; i++) {
                 const uint32_t e = g.ids[i];
+                if (p == STRATA_SIM_ARC) {
+                    now++;
+                    s.last[e] = now;  // ARC orders its lists by this access
+                    if (arc_request(&s, X, n_slots, e)) r->hits++;
+                    else r->misses++;
+                    continue;
+                }
                 if (s.resident[e]) {
                     r->hits++;
                     continue;
@@ -175,6 +302,10 @@ int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint3
             // Recency, frequency, CRF and next use in the group's order, as the engine ticks.
             for (uint32_t i = a; i < b; i++) {
                 const uint32_t e = g.ids[i];
+                if (p == STRATA_SIM_ARC) {
+                    s.pinned[e] = 0;
+                    continue;
+                }
                 now++;
                 s.crf[e] = 1.0 + s.crf[e] * pow(2.0, -LRFU_LAMBDA * (double)(now - s.last[e]));
                 s.last[e] = now;
@@ -192,5 +323,7 @@ int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint3
     free(s.freq);
     free(s.next_use);
     free(s.crf);
+    free(s.hot);
+    free(s.list);
     return rc;
 }

@@ -17,8 +17,20 @@ enum strata_sim_policy {
     STRATA_SIM_LRU,     // least recently used
     STRATA_SIM_LFU,     // least frequently used over the whole trace so far, ties by recency
     STRATA_SIM_LRFU,    // combined recency/frequency, CRF decay 2^(-lambda * age), lambda = 0.05
+    STRATA_SIM_ARC,     // adaptive replacement cache: recent (T1) and frequent (T2) lists whose
+                        // split follows hits in their ghost lists (Megiddo & Modha), per layer
+    STRATA_SIM_HOT,     // LRU around a learned hot set: the hot_share x n_slots experts a trace
+                        // uses most in each layer stay once loaded (evicted only when every other
+                        // slot is pinned)
     STRATA_SIM_BELADY,  // evict the expert needed furthest in the future: the optimum
     STRATA_SIM_COUNT
+};
+
+struct strata_sim_opts {
+    bool chunks;                          // honour chunk markers
+    double hot_share;                     // HOT: share of the slots for the hot set (0: 0.5)
+    const struct strata_trace *hot_from;  // HOT: the trace that picks the hot set (NULL: the one
+                                          // replayed, an in-sample bound)
 };
 
 struct strata_sim_result {
@@ -27,8 +39,13 @@ struct strata_sim_result {
 };
 
 const char *strata_sim_policy_name(enum strata_sim_policy p);
-// Replay t at n_slots per layer (n_slots >= topk). chunks: honour chunk markers. 0 or negative.
+// Replay t at n_slots per layer (n_slots >= topk). 0 or negative.
+int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots,
+                      const struct strata_sim_opts *o, struct strata_sim_result *r);
+// The same with default options (in-sample hot set of half the slots). chunks: honour chunk markers.
 int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots, bool chunks,
                    struct strata_sim_result *r);
+// The hot set of layer l: hot[e] = 1 for the n_hot experts t uses most (ties: lower id).
+void strata_sim_hot_set(const struct strata_trace *t, uint32_t l, uint32_t n_hot, uint8_t *hot);
 
 #endif
