@@ -4,6 +4,7 @@
 // acquires at the slot limit, injected EIO and short reads (retried, then a clean error and no
 // cached garbage), route trace write/read round trip and malformed traces, and the simulator's
 // LRU against the store on the same access sequence.
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "experts/layout.h"
 #include "experts/trace.h"
 #include "gguf/gguf.h"
+#include "tools/plan.h"
 #include "tools/sim.h"
 #include "tools/synth.h"
 #include "util/log.h"
@@ -292,6 +294,39 @@ static void test_trace_and_sim(const char *path)
     gguf_close(gf);
 }
 
+// The disk curve: save / load round trip, interpolation in log2(size) at the nearest depth
+// below, malformed files refused, and one real point measured on a file.
+static void test_disk_curve(const char *model)
+{
+    struct strata_disk_curve c = {.n = 4};
+    c.p[0] = (struct strata_disk_point){256 << 10, 1, 0.5, 0.5};
+    c.p[1] = (struct strata_disk_point){1 << 20, 1, 1.0, 1.0};
+    c.p[2] = (struct strata_disk_point){256 << 10, 4, 1.0, 1.0};
+    c.p[3] = (struct strata_disk_point){1 << 20, 4, 2.0, 2.0};
+    char path[256];
+    snprintf(path, sizeof path, "%s/curve.tsv", g_dir);
+    CHECK(strata_disk_curve_save(&c, path) == 0, "save");
+    struct strata_disk_curve d;
+    CHECK(strata_disk_curve_load(&d, path) == 0 && d.n == 4, "load");
+    const double mid = strata_disk_curve_gbs(&d, 512 << 10, 4);
+    CHECK(mid > 1.49 && mid < 1.51, "512 KiB at 4 in flight: %.3f (halfway in log2 size)", mid);
+    CHECK(strata_disk_curve_gbs(&d, 512 << 10, 2) < 0.76, "depth 2 priced at depth 1");
+    CHECK(strata_disk_curve_gbs(&d, 8 << 20, 8) == 2.0 && strata_disk_curve_gbs(&d, 4096, 1) == 0.5, "clamped");
+    FILE *f = fopen(path, "w");
+    fputs("# read_kib depth gbs ms\n256 0 1.0 1.0\n", f);
+    fclose(f);
+    quiet(true);
+    CHECK(strata_disk_curve_load(&d, path) == STRATA_EFORMAT, "depth 0 refused");
+    quiet(false);
+    unlink(path);
+    struct strata_disk_point pt;
+    quiet(true);
+    const int rc = strata_disk_point(model, 64 << 10, 2, 0.01, &pt);
+    quiet(false);
+    // (a file system without O_DIRECT, like tmpfs, refuses with EINVAL)
+    CHECK((rc == 0 && pt.gbs > 0 && pt.ms > 0) || rc == -EINVAL, "one point measured: %d", rc);
+}
+
 int main(void)
 {
     if (!mkdtemp(g_dir)) return 1;
@@ -309,6 +344,7 @@ int main(void)
     test_full(mixed);
     for (int io = 0; io < STRATA_IO_COUNT; io++) test_faults(plain, (enum strata_io_engine)io);
     test_trace_and_sim(plain);
+    test_disk_curve(plain);
     unlink(plain);
     unlink(mixed);
     char tpath[256];
