@@ -32,14 +32,14 @@ static int parse_blocks(struct srv_request *r, size_t *cap, const char *role, co
         const char *text = srv_text_content(r, content, what, err, errlen);
         return text && add_turn(r, cap, role, text) ? 0 : (*err ? 1 : (snprintf(err, errlen, "out of memory"), 1));
     }
-    struct srv_buf text = {0};
-    srv_buf_put(&text, "", 0);
+    struct strata_strbuf text = {0};
+    strata_strbuf_put(&text, "", 0);
     size_t first_call = r->n_calls, k = 0;
     for (const cJSON *b = content->child; b; b = b->next, k++) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
         const char *ty = cJSON_IsString(type) ? type->valuestring : "";
         if (strcmp(ty, "text") == 0 && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(b, "text"))) {
-            srv_buf_puts(&text, cJSON_GetObjectItemCaseSensitive(b, "text")->valuestring);
+            strata_strbuf_puts(&text, cJSON_GetObjectItemCaseSensitive(b, "text")->valuestring);
         } else if (strcmp(ty, "tool_use") == 0 && strcmp(role, "assistant") == 0) {
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(b, "name");
             const cJSON *input = cJSON_GetObjectItemCaseSensitive(b, "input");
@@ -213,7 +213,7 @@ static void add_usage(cJSON *o, int input_tokens, int output_tokens, int cached)
 }
 
 static int respond(const struct srv_request *r, const struct srv_result *res, const char *model_id,
-                   const struct srv_job *j, const struct srv_sched *s, struct srv_buf *out)
+                   const struct srv_job *j, const struct srv_sched *s, struct strata_strbuf *out)
 {
     (void)r;
     (void)j;
@@ -237,12 +237,12 @@ static int respond(const struct srv_request *r, const struct srv_result *res, co
     if (res->stop_word) cJSON_AddStringToObject(o, "stop_sequence", res->stop_word);
     else cJSON_AddNullToObject(o, "stop_sequence");
     add_usage(o, res->prompt_tokens, res->completion_tokens, res->cached_tokens);
-    srv_buf_json(out, o);
+    srv_strbuf_json(out, o);
     cJSON_Delete(o);
     return out->oom ? -1 : 0;
 }
 
-static void event(struct srv_buf *out, const char *name, cJSON *o)
+static void event(struct strata_strbuf *out, const char *name, cJSON *o)
 {
     cJSON_AddStringToObject(o, "type", name);
     // "type" first, as Anthropic sends it
@@ -250,13 +250,13 @@ static void event(struct srv_buf *out, const char *name, cJSON *o)
     type->next = o->child;
     if (o->child) o->child->prev = type;
     o->child = type;
-    srv_buf_printf(out, "event: %s\ndata: ", name);
-    srv_buf_json(out, o);
-    srv_buf_puts(out, "\n\n");
+    strata_strbuf_printf(out, "event: %s\ndata: ", name);
+    srv_strbuf_json(out, o);
+    strata_strbuf_puts(out, "\n\n");
     cJSON_Delete(o);
 }
 
-static void block_start_text(struct srv_stream *st, struct srv_buf *out)
+static void block_start_text(struct srv_stream *st, struct strata_strbuf *out)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "index", st->block);
@@ -267,7 +267,7 @@ static void block_start_text(struct srv_stream *st, struct srv_buf *out)
     st->content_open = true;
 }
 
-static void block_stop(struct srv_stream *st, struct srv_buf *out)
+static void block_stop(struct srv_stream *st, struct strata_strbuf *out)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "index", st->block++);
@@ -276,7 +276,7 @@ static void block_stop(struct srv_stream *st, struct srv_buf *out)
 }
 
 static void stream_begin(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                         int prompt_tokens, struct srv_buf *out)
+                         int prompt_tokens, struct strata_strbuf *out)
 {
     (void)r;
     srv_make_id(st->id, sizeof st->id, "msg_");
@@ -296,7 +296,7 @@ static void stream_begin(const struct srv_request *r, struct srv_stream *st, con
 }
 
 static void stream_text(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                        const char *text, size_t n, struct srv_buf *out)
+                        const char *text, size_t n, struct strata_strbuf *out)
 {
     (void)r;
     (void)model_id;
@@ -312,7 +312,7 @@ static void stream_text(const struct srv_request *r, struct srv_stream *st, cons
 }
 
 static void stream_end(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                       const struct srv_result *res, struct srv_buf *out)
+                       const struct srv_result *res, struct strata_strbuf *out)
 {
     (void)r;
     (void)model_id;
@@ -341,7 +341,7 @@ static void stream_end(const struct srv_request *r, struct srv_stream *st, const
     event(out, "message_stop", cJSON_CreateObject());
 }
 
-static void error(int status, const char *message, struct srv_buf *out)
+static void error(int status, const char *message, struct strata_strbuf *out)
 {
     const char *type = status == 401 ? "authentication_error"
                        : status == 404 ? "not_found_error"
@@ -355,7 +355,7 @@ static void error(int status, const char *message, struct srv_buf *out)
     cJSON *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(e, "type", type);
     cJSON_AddStringToObject(e, "message", message);
-    srv_buf_json(out, o);
+    srv_strbuf_json(out, o);
     cJSON_Delete(o);
 }
 

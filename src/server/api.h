@@ -64,19 +64,19 @@ struct srv_api_ops {
     int (*parse)(const char *body, size_t len, struct srv_request *r, char *err, size_t errlen);
     // Complete response body for a finished job.
     int (*respond)(const struct srv_request *r, const struct srv_result *res, const char *model_id,
-                   const struct srv_job *j, const struct srv_sched *s, struct srv_buf *out);
+                   const struct srv_job *j, const struct srv_sched *s, struct strata_strbuf *out);
     void (*stream_begin)(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                         int prompt_tokens, struct srv_buf *out);
+                         int prompt_tokens, struct strata_strbuf *out);
     void (*stream_text)(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                        const char *text, size_t n, struct srv_buf *out);
+                        const char *text, size_t n, struct strata_strbuf *out);
     void (*stream_end)(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                       const struct srv_result *res, struct srv_buf *out);
+                       const struct srv_result *res, struct strata_strbuf *out);
     // Error body in the API's shape.
-    void (*error)(int status, const char *message, struct srv_buf *out);
+    void (*error)(int status, const char *message, struct strata_strbuf *out);
 };
 
 extern const struct srv_api_ops srv_openai_chat, srv_openai_completions, srv_anthropic_messages;
-void srv_openai_error(int status, const char *message, struct srv_buf *out);
+void srv_openai_error(int status, const char *message, struct strata_strbuf *out);
 
 // ---- request.c ----------------------------------------------------------------------------------
 
@@ -111,6 +111,6 @@ void srv_result_free(struct srv_result *res);
 // Random id with a prefix ("chatcmpl-", "msg_", "call_", "toolu_").
 void srv_make_id(char *out, size_t cap, const char *prefix);
 // The JSON text of a cJSON value, appended.
-void srv_buf_json(struct srv_buf *b, const cJSON *v);
+void srv_strbuf_json(struct strata_strbuf *b, const cJSON *v);
 
 #endif

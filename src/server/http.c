@@ -40,7 +40,7 @@ enum conn_phase { PHASE_BODY, PHASE_STREAM, PHASE_DONE };
 
 struct conn {
     struct srv_ctx *ctx;
-    struct srv_buf body;
+    struct strata_strbuf body;
     bool too_large;
     enum conn_phase phase;
     const struct srv_api_ops *api;
@@ -49,7 +49,7 @@ struct conn {
     struct srv_stream st;
     bool tools;              // split tool calls out of the output
     size_t seen;             // job text already looked at (final part)
-    struct srv_buf out;      // events not yet handed to libmicrohttpd
+    struct strata_strbuf out;      // events not yet handed to libmicrohttpd
     size_t out_pos;
     int fd;
 };
@@ -74,7 +74,7 @@ static enum MHD_Result send_body(struct conn *c, struct MHD_Connection *mc, int 
     return ret;
 }
 
-static enum MHD_Result send_json(struct conn *c, struct MHD_Connection *mc, int status, struct srv_buf *b)
+static enum MHD_Result send_json(struct conn *c, struct MHD_Connection *mc, int status, struct strata_strbuf *b)
 {
     if (b->oom) return send_body(c, mc, 500, "text/plain", "out of memory\n", 14);
     return send_body(c, mc, status, "application/json", b->s ? b->s : "{}", b->s ? b->len : 2);
@@ -82,7 +82,7 @@ static enum MHD_Result send_json(struct conn *c, struct MHD_Connection *mc, int 
 
 static enum MHD_Result send_error(struct conn *c, struct MHD_Connection *mc, int status, const char *msg)
 {
-    struct srv_buf b = {0};
+    struct strata_strbuf b = {0};
     (c->api ? c->api->error : srv_openai_error)(status, msg, &b);
     enum MHD_Result r = send_json(c, mc, status, &b);
     free(b.s);
@@ -126,8 +126,8 @@ static enum MHD_Result get_models(struct conn *c, struct MHD_Connection *mc)
     cJSON_AddBoolToObject(o, "has_more", false);
     cJSON_AddStringToObject(o, "first_id", c->ctx->model_id);
     cJSON_AddStringToObject(o, "last_id", c->ctx->model_id);
-    struct srv_buf b = {0};
-    srv_buf_json(&b, o);
+    struct strata_strbuf b = {0};
+    srv_strbuf_json(&b, o);
     cJSON_Delete(o);
     enum MHD_Result r = send_json(c, mc, 200, &b);
     free(b.s);
@@ -140,13 +140,13 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
     struct srv_sched *s = atomic_load(&ctx->sched);
     struct srv_sched_stats st = {0};
     if (s) srv_sched_stats(s, &st);
-    struct srv_buf b = {0};
-    srv_buf_printf(&b, "# TYPE strata_up gauge\nstrata_up %d\n", s != NULL);
-    srv_buf_puts(&b, "# TYPE strata_http_responses_total counter\n");
+    struct strata_strbuf b = {0};
+    strata_strbuf_printf(&b, "# TYPE strata_up gauge\nstrata_up %d\n", s != NULL);
+    strata_strbuf_puts(&b, "# TYPE strata_http_responses_total counter\n");
     for (int k = 1; k < 6; k++)
-        srv_buf_printf(&b, "strata_http_responses_total{class=\"%dxx\"} %llu\n", k,
+        strata_strbuf_printf(&b, "strata_http_responses_total{class=\"%dxx\"} %llu\n", k,
                        (unsigned long long)atomic_load(&ctx->by_status[k]));
-    srv_buf_printf(&b,
+    strata_strbuf_printf(&b,
                    "# TYPE strata_client_disconnects_total counter\nstrata_client_disconnects_total %llu\n"
                    "# TYPE strata_requests_total counter\nstrata_requests_total %llu\n"
                    "# TYPE strata_prompt_tokens_total counter\nstrata_prompt_tokens_total %llu\n"
@@ -163,7 +163,7 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
                    st.busy_s, st.decode_s > 0 ? st.generated_tokens / st.decode_s : 0.0, st.active,
                    st.queued);
     const struct strata_experts_stats *e = &st.experts;
-    srv_buf_printf(&b,
+    strata_strbuf_printf(&b,
                    "# TYPE strata_expert_hits_total counter\nstrata_expert_hits_total{tier=\"ram\"} %llu\n"
                    "# TYPE strata_expert_misses_total counter\nstrata_expert_misses_total{tier=\"ram\"} %llu\n"
                    "# TYPE strata_expert_evictions_total counter\nstrata_expert_evictions_total{tier=\"ram\"} %llu\n"
@@ -181,11 +181,11 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
 // ---- generation ---------------------------------------------------------------------------------
 
 // Under no lock: copy the job's final text and state.
-static void job_snapshot(struct srv_job *j, struct srv_buf *text, size_t *n_final, bool *done)
+static void job_snapshot(struct srv_job *j, struct strata_strbuf *text, size_t *n_final, bool *done)
 {
     pthread_mutex_lock(&j->mu);
     text->len = 0;
-    srv_buf_put(text, j->text ? j->text : "", j->n_final);
+    strata_strbuf_put(text, j->text ? j->text : "", j->n_final);
     *n_final = j->n_final;
     *done = j->done;
     pthread_mutex_unlock(&j->mu);
@@ -203,10 +203,10 @@ static size_t sendable(const struct conn *c, const char *text, size_t n)
 
 static void stream_error(struct conn *c, const char *msg)
 {
-    struct srv_buf e = {0};
+    struct strata_strbuf e = {0};
     c->api->error(500, msg, &e);
-    if (c->req.api == SRV_API_MESSAGES) srv_buf_printf(&c->out, "event: error\ndata: %s\n\n", e.s ? e.s : "{}");
-    else srv_buf_printf(&c->out, "data: %s\n\n", e.s ? e.s : "{}");
+    if (c->req.api == SRV_API_MESSAGES) strata_strbuf_printf(&c->out, "event: error\ndata: %s\n\n", e.s ? e.s : "{}");
+    else strata_strbuf_printf(&c->out, "data: %s\n\n", e.s ? e.s : "{}");
     free(e.s);
 }
 
@@ -215,7 +215,7 @@ static void stream_produce(struct conn *c)
 {
     struct srv_job *j = c->job;
     srv_job_wait(j, c->seen, 100);
-    struct srv_buf text = {0};
+    struct strata_strbuf text = {0};
     size_t n_final;
     bool done;
     job_snapshot(j, &text, &n_final, &done);
@@ -324,7 +324,7 @@ static enum MHD_Result generate(struct conn *c, struct MHD_Connection *mc)
     if (c->job->finish == SRV_FINISH_ERROR) return send_error(c, mc, 500, c->job->error[0] ? c->job->error : "generation failed");
     if (c->job->finish == SRV_FINISH_CANCELLED) return send_error(c, mc, 503, "the server is stopping");
     struct srv_result res;
-    struct srv_buf b = {0};
+    struct strata_strbuf b = {0};
     rc = srv_make_result(s, &c->req, c->job, &res);
     if (rc == 0) rc = c->api->respond(&c->req, &res, ctx->model_id, c->job, s, &b);
     srv_result_free(&res);
@@ -391,9 +391,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         if (!c->too_large && c->body.len + *upload_size > ctx->cfg.max_body) {
             c->too_large = true;
             free(c->body.s);
-            c->body = (struct srv_buf){0};
+            c->body = (struct strata_strbuf){0};
         }
-        if (!c->too_large) srv_buf_put(&c->body, upload, *upload_size);
+        if (!c->too_large) strata_strbuf_put(&c->body, upload, *upload_size);
         *upload_size = 0;
         return c->body.oom ? MHD_NO : MHD_YES;
     }

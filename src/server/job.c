@@ -1,7 +1,5 @@
-// Jobs (a request between an HTTP thread and the scheduler), stop-string scanning and the
-// growable string the response writers share.
+// Jobs (a request between an HTTP thread and the scheduler) and stop-string scanning.
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,57 +51,6 @@ void srv_job_wait(struct srv_job *j, size_t seen, int timeout_ms)
         if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) break;
     }
     pthread_mutex_unlock(&j->mu);
-}
-
-void srv_buf_put(struct srv_buf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-void srv_buf_puts(struct srv_buf *b, const char *s)
-{
-    srv_buf_put(b, s, strlen(s));
-}
-
-void srv_buf_printf(struct srv_buf *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = true;
-        return;
-    }
-    if ((size_t)n < sizeof small) {
-        srv_buf_put(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    srv_buf_put(b, big, (size_t)n);
-    free(big);
 }
 
 int srv_stop_find(char *const *stops, int n_stop, const char *text, size_t len, size_t from,

@@ -246,7 +246,7 @@ static cJSON *logprobs_json(const struct srv_job *j, const struct srv_sched *s)
 }
 
 static int respond(const struct srv_request *r, const struct srv_result *res, const char *model_id,
-                   const struct srv_job *j, const struct srv_sched *s, struct srv_buf *out)
+                   const struct srv_job *j, const struct srv_sched *s, struct strata_strbuf *out)
 {
     bool chat = r->api == SRV_API_CHAT;
     char id[48];
@@ -274,7 +274,7 @@ static int respond(const struct srv_request *r, const struct srv_result *res, co
     }
     cJSON_AddStringToObject(c, "finish_reason", finish_reason(res));
     add_usage(o, res);
-    srv_buf_json(out, o);
+    srv_strbuf_json(out, o);
     cJSON_Delete(o);
     return out->oom ? -1 : 0;
 }
@@ -297,16 +297,16 @@ static cJSON *chunk(const struct srv_request *r, const struct srv_stream *st, co
     return o;
 }
 
-static void emit(struct srv_buf *out, cJSON *o)
+static void emit(struct strata_strbuf *out, cJSON *o)
 {
-    srv_buf_puts(out, "data: ");
-    srv_buf_json(out, o);
-    srv_buf_puts(out, "\n\n");
+    strata_strbuf_puts(out, "data: ");
+    srv_strbuf_json(out, o);
+    strata_strbuf_puts(out, "\n\n");
     cJSON_Delete(o);
 }
 
 static void stream_text(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                        const char *text, size_t n, struct srv_buf *out)
+                        const char *text, size_t n, struct strata_strbuf *out)
 {
     cJSON *c;
     cJSON *o = chunk(r, st, model_id, &c);
@@ -325,7 +325,7 @@ static void stream_text(const struct srv_request *r, struct srv_stream *st, cons
 }
 
 static void stream_begin(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                         int prompt_tokens, struct srv_buf *out)
+                         int prompt_tokens, struct strata_strbuf *out)
 {
     (void)prompt_tokens;
     srv_make_id(st->id, sizeof st->id, r->api == SRV_API_CHAT ? "chatcmpl-" : "cmpl-");
@@ -342,7 +342,7 @@ static void stream_begin(const struct srv_request *r, struct srv_stream *st, con
 }
 
 static void stream_end(const struct srv_request *r, struct srv_stream *st, const char *model_id,
-                       const struct srv_result *res, struct srv_buf *out)
+                       const struct srv_result *res, struct strata_strbuf *out)
 {
     cJSON *c;
     if (res->n_calls) {
@@ -364,10 +364,10 @@ static void stream_end(const struct srv_request *r, struct srv_stream *st, const
         add_usage(o, res);
         emit(out, o);
     }
-    srv_buf_puts(out, "data: [DONE]\n\n");
+    strata_strbuf_puts(out, "data: [DONE]\n\n");
 }
 
-void srv_openai_error(int status, const char *message, struct srv_buf *out)
+void srv_openai_error(int status, const char *message, struct strata_strbuf *out)
 {
     const char *type = status == 401 ? "authentication_error"
                        : status == 404 ? "not_found_error"
@@ -381,7 +381,7 @@ void srv_openai_error(int status, const char *message, struct srv_buf *out)
     cJSON_AddNullToObject(e, "param");
     if (status == 401) cJSON_AddStringToObject(e, "code", "invalid_api_key");
     else cJSON_AddNullToObject(e, "code");
-    srv_buf_json(out, o);
+    srv_strbuf_json(out, o);
     cJSON_Delete(o);
 }
 

@@ -153,15 +153,15 @@ const char *srv_text_content(struct srv_request *r, const cJSON *content, const 
         snprintf(err, errlen, "%s: content must be a string or an array of text parts", what);
         return NULL;
     }
-    struct srv_buf b = {0};
-    srv_buf_put(&b, "", 0);
+    struct strata_strbuf b = {0};
+    strata_strbuf_put(&b, "", 0);
     for (const cJSON *p = content->child; p; p = p->next) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
         if (cJSON_IsString(p)) {
-            srv_buf_puts(&b, p->valuestring);
+            strata_strbuf_puts(&b, p->valuestring);
         } else if (cJSON_IsString(type) && strcmp(type->valuestring, "text") == 0 && cJSON_IsString(text)) {
-            srv_buf_puts(&b, text->valuestring);
+            strata_strbuf_puts(&b, text->valuestring);
         } else {
             snprintf(err, errlen, "%s: only text content parts are supported (got type '%s')", what,
                      cJSON_IsString(type) ? type->valuestring : "?");
@@ -200,14 +200,14 @@ void srv_make_id(char *out, size_t cap, const char *prefix)
     out[n < cap ? n : cap - 1] = '\0';
 }
 
-void srv_buf_json(struct srv_buf *b, const cJSON *v)
+void srv_strbuf_json(struct strata_strbuf *b, const cJSON *v)
 {
     char *s = cJSON_PrintUnformatted(v);
     if (!s) {
         b->oom = true;
         return;
     }
-    srv_buf_puts(b, s);
+    strata_strbuf_puts(b, s);
     free(s);
 }
 

@@ -22,6 +22,7 @@
 #include "experts/experts.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
+#include "util/strbuf.h"
 
 struct srv_config {
     const char *model_path;
@@ -128,16 +129,6 @@ int srv_sched_tokenize(const struct srv_sched *s, const char *text, int32_t **id
 int srv_sched_piece(const struct srv_sched *s, int32_t id, const char **piece, size_t *len);
 
 // ---- small shared helpers ----------------------------------------------------------------------
-
-// Growable string; all functions keep s NUL-terminated and set oom on failure.
-struct srv_buf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-};
-void srv_buf_put(struct srv_buf *b, const char *s, size_t n);
-void srv_buf_puts(struct srv_buf *b, const char *s);
-void srv_buf_printf(struct srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // Stop strings: the index of the first stop string found in text[from..len) (as a match that
 // may start before `from` but ends after it), its position in *at; -1 if none. *final_len gets

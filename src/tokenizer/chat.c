@@ -18,6 +18,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
+#include "util/strbuf.h"
 
 enum chat_family {
     CHAT_UNKNOWN,
@@ -38,42 +39,9 @@ struct detected {
     const char *name;
 };
 
-struct strbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-};
-
-static void sb_put(struct strbuf *b, const char *s, size_t n)
-{
-    if (b->oom) {
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) {
-            cap *= 2;
-        }
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_add(struct strbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
 
 // s without leading and trailing ASCII whitespace (as llama.cpp's trim()).
-static void sb_add_trimmed(struct strbuf *b, const char *s)
+static void sb_add_trimmed(struct strata_strbuf *b, const char *s)
 {
     size_t start = 0, end = strlen(s);
     while (start < end && isspace((unsigned char)s[start])) {
@@ -82,7 +50,7 @@ static void sb_add_trimmed(struct strbuf *b, const char *s)
     while (end > start && isspace((unsigned char)s[end - 1])) {
         end--;
     }
-    sb_put(b, s + start, end - start);
+    strata_strbuf_put(b, s + start, end - start);
 }
 
 static bool has(const char *tmpl, const char *marker)
@@ -202,36 +170,36 @@ static struct detected detect(const char *tmpl)
     return (struct detected){CHAT_UNKNOWN, "unknown"};
 }
 
-static void format_glm(struct strbuf *b, const struct strata_chat_msg *msgs, size_t n,
+static void format_glm(struct strata_strbuf *b, const struct strata_chat_msg *msgs, size_t n,
                        const char *sep)
 {
     for (size_t i = 0; i < n; i++) {
-        sb_add(b, "<|");
-        sb_add(b, msgs[i].role);
-        sb_add(b, "|>");
-        sb_add(b, sep);
-        sb_add(b, msgs[i].content);
+        strata_strbuf_puts(b, "<|");
+        strata_strbuf_puts(b, msgs[i].role);
+        strata_strbuf_puts(b, "|>");
+        strata_strbuf_puts(b, sep);
+        strata_strbuf_puts(b, msgs[i].content);
     }
 }
 
-static void format_deepseek(struct strbuf *b, const struct strata_chat_msg *msgs, size_t n,
+static void format_deepseek(struct strata_strbuf *b, const struct strata_chat_msg *msgs, size_t n,
                             bool v3)
 {
     for (size_t i = 0; i < n; i++) {
         const char *role = msgs[i].role;
         if (strcmp(role, "system") == 0) {
-            sb_add(b, msgs[i].content);
-            sb_add(b, "\n\n");
+            strata_strbuf_puts(b, msgs[i].content);
+            strata_strbuf_puts(b, "\n\n");
         } else if (strcmp(role, "user") == 0) {
-            sb_add(b, v3 ? "<｜User｜>" : "User: ");
-            sb_add(b, msgs[i].content);
+            strata_strbuf_puts(b, v3 ? "<｜User｜>" : "User: ");
+            strata_strbuf_puts(b, msgs[i].content);
             if (!v3) {
-                sb_add(b, "\n\n");
+                strata_strbuf_puts(b, "\n\n");
             }
         } else if (strcmp(role, "assistant") == 0) {
-            sb_add(b, v3 ? "<｜Assistant｜>" : "Assistant: ");
-            sb_add(b, msgs[i].content);
-            sb_add(b, "<｜end▁of▁sentence｜>");
+            strata_strbuf_puts(b, v3 ? "<｜Assistant｜>" : "Assistant: ");
+            strata_strbuf_puts(b, msgs[i].content);
+            strata_strbuf_puts(b, "<｜end▁of▁sentence｜>");
         }
     }
 }
@@ -259,91 +227,91 @@ int strata_chat_apply(const char *template_text, const struct strata_chat_msg *m
             return STRATA_EARG;
         }
     }
-    struct strbuf b = {NULL, 0, 0, false};
-    sb_put(&b, "", 0);  // an empty conversation still yields a string
+    struct strata_strbuf b = {NULL, 0, 0, false};
+    strata_strbuf_put(&b, "", 0);  // an empty conversation still yields a string
     switch (d.family) {
     case CHAT_CHATML:
         for (size_t i = 0; i < n; i++) {
-            sb_add(&b, "<|im_start|>");
-            sb_add(&b, msgs[i].role);
-            sb_add(&b, "\n");
-            sb_add(&b, msgs[i].content);
-            sb_add(&b, "<|im_end|>\n");
+            strata_strbuf_puts(&b, "<|im_start|>");
+            strata_strbuf_puts(&b, msgs[i].role);
+            strata_strbuf_puts(&b, "\n");
+            strata_strbuf_puts(&b, msgs[i].content);
+            strata_strbuf_puts(&b, "<|im_end|>\n");
         }
         if (add_generation_prompt) {
-            sb_add(&b, "<|im_start|>assistant\n");
+            strata_strbuf_puts(&b, "<|im_start|>assistant\n");
         }
         break;
     case CHAT_CHATGLM3:
-        sb_add(&b, "[gMASK]sop");
+        strata_strbuf_puts(&b, "[gMASK]sop");
         format_glm(&b, msgs, n, "\n ");
         if (add_generation_prompt) {
-            sb_add(&b, "<|assistant|>");
+            strata_strbuf_puts(&b, "<|assistant|>");
         }
         break;
     case CHAT_CHATGLM4:
-        sb_add(&b, "[gMASK]<sop>");
+        strata_strbuf_puts(&b, "[gMASK]<sop>");
         format_glm(&b, msgs, n, "\n");
         if (add_generation_prompt) {
-            sb_add(&b, "<|assistant|>\n");
+            strata_strbuf_puts(&b, "<|assistant|>\n");
         }
         break;
     case CHAT_GLMEDGE:
         format_glm(&b, msgs, n, "\n");
         if (add_generation_prompt) {
-            sb_add(&b, "<|assistant|>");
+            strata_strbuf_puts(&b, "<|assistant|>");
         }
         break;
     case CHAT_LLAMA3:
         for (size_t i = 0; i < n; i++) {
-            sb_add(&b, "<|start_header_id|>");
-            sb_add(&b, msgs[i].role);
-            sb_add(&b, "<|end_header_id|>\n\n");
+            strata_strbuf_puts(&b, "<|start_header_id|>");
+            strata_strbuf_puts(&b, msgs[i].role);
+            strata_strbuf_puts(&b, "<|end_header_id|>\n\n");
             sb_add_trimmed(&b, msgs[i].content);
-            sb_add(&b, "<|eot_id|>");
+            strata_strbuf_puts(&b, "<|eot_id|>");
         }
         if (add_generation_prompt) {
-            sb_add(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+            strata_strbuf_puts(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
         }
         break;
     case CHAT_DEEPSEEK2:
         format_deepseek(&b, msgs, n, false);
         if (add_generation_prompt) {
-            sb_add(&b, "Assistant:");
+            strata_strbuf_puts(&b, "Assistant:");
         }
         break;
     case CHAT_DEEPSEEK3:
         format_deepseek(&b, msgs, n, true);
         if (add_generation_prompt) {
-            sb_add(&b, "<｜Assistant｜>");
+            strata_strbuf_puts(&b, "<｜Assistant｜>");
         }
         break;
     case CHAT_HARMONY:
         // <|start|>ROLE<|message|>CONTENT<|end|>, an assistant turn closed by <|return|>
         for (size_t i = 0; i < n; i++) {
-            sb_add(&b, "<|start|>");
-            sb_add(&b, msgs[i].role);
-            sb_add(&b, "<|message|>");
-            sb_add(&b, msgs[i].content);
-            sb_add(&b, strcmp(msgs[i].role, "assistant") == 0 ? "<|return|>" : "<|end|>");
+            strata_strbuf_puts(&b, "<|start|>");
+            strata_strbuf_puts(&b, msgs[i].role);
+            strata_strbuf_puts(&b, "<|message|>");
+            strata_strbuf_puts(&b, msgs[i].content);
+            strata_strbuf_puts(&b, strcmp(msgs[i].role, "assistant") == 0 ? "<|return|>" : "<|end|>");
         }
         if (add_generation_prompt) {
-            sb_add(&b, "<|start|>assistant");
+            strata_strbuf_puts(&b, "<|start|>assistant");
         }
         break;
     case CHAT_KIMI_K2:
         for (size_t i = 0; i < n; i++) {
             const char *role = msgs[i].role;
-            sb_add(&b, strcmp(role, "system") == 0      ? "<|im_system|>system<|im_middle|>"
+            strata_strbuf_puts(&b, strcmp(role, "system") == 0      ? "<|im_system|>system<|im_middle|>"
                        : strcmp(role, "user") == 0      ? "<|im_user|>user<|im_middle|>"
                        : strcmp(role, "assistant") == 0 ? "<|im_assistant|>assistant<|im_middle|>"
                        : strcmp(role, "tool") == 0      ? "<|im_system|>tool<|im_middle|>"
                                                         : "");
-            sb_add(&b, msgs[i].content);
-            sb_add(&b, "<|im_end|>");
+            strata_strbuf_puts(&b, msgs[i].content);
+            strata_strbuf_puts(&b, "<|im_end|>");
         }
         if (add_generation_prompt) {
-            sb_add(&b, "<|im_assistant|>assistant<|im_middle|>");
+            strata_strbuf_puts(&b, "<|im_assistant|>assistant<|im_middle|>");
         }
         break;
     default:
@@ -377,32 +345,32 @@ enum strata_tool_format strata_chat_tool_format(const char *template_text)
 }
 
 // Python's json.dumps(x, ensure_ascii=False): what Jinja's tojson prints in HF templates.
-static void dump_py_string(struct strbuf *b, const char *s)
+static void dump_py_string(struct strata_strbuf *b, const char *s)
 {
-    sb_add(b, "\"");
+    strata_strbuf_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         switch (*p) {
-        case '"': sb_add(b, "\\\""); break;
-        case '\\': sb_add(b, "\\\\"); break;
-        case '\n': sb_add(b, "\\n"); break;
-        case '\r': sb_add(b, "\\r"); break;
-        case '\t': sb_add(b, "\\t"); break;
-        case '\b': sb_add(b, "\\b"); break;
-        case '\f': sb_add(b, "\\f"); break;
+        case '"': strata_strbuf_puts(b, "\\\""); break;
+        case '\\': strata_strbuf_puts(b, "\\\\"); break;
+        case '\n': strata_strbuf_puts(b, "\\n"); break;
+        case '\r': strata_strbuf_puts(b, "\\r"); break;
+        case '\t': strata_strbuf_puts(b, "\\t"); break;
+        case '\b': strata_strbuf_puts(b, "\\b"); break;
+        case '\f': strata_strbuf_puts(b, "\\f"); break;
         default:
             if (*p < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", *p);
-                sb_add(b, esc);
+                strata_strbuf_puts(b, esc);
             } else {
-                sb_put(b, (const char *)p, 1);
+                strata_strbuf_put(b, (const char *)p, 1);
             }
         }
     }
-    sb_add(b, "\"");
+    strata_strbuf_puts(b, "\"");
 }
 
-static void dump_py_number(struct strbuf *b, double v)
+static void dump_py_number(struct strata_strbuf *b, double v)
 {
     char num[40];
     if (v == (double)(long long)v && v > -9007199254740992.0 && v < 9007199254740992.0) {
@@ -416,33 +384,33 @@ static void dump_py_number(struct strbuf *b, double v)
             }
         }
     }
-    sb_add(b, num);
+    strata_strbuf_puts(b, num);
 }
 
-static void dump_py(struct strbuf *b, const cJSON *x)
+static void dump_py(struct strata_strbuf *b, const cJSON *x)
 {
     if (cJSON_IsObject(x) || cJSON_IsArray(x)) {
         bool obj = cJSON_IsObject(x);
-        sb_add(b, obj ? "{" : "[");
+        strata_strbuf_puts(b, obj ? "{" : "[");
         for (const cJSON *c = x->child; c; c = c->next) {
             if (obj) {
                 dump_py_string(b, c->string ? c->string : "");
-                sb_add(b, ": ");
+                strata_strbuf_puts(b, ": ");
             }
             dump_py(b, c);
             if (c->next) {
-                sb_add(b, ", ");
+                strata_strbuf_puts(b, ", ");
             }
         }
-        sb_add(b, obj ? "}" : "]");
+        strata_strbuf_puts(b, obj ? "}" : "]");
     } else if (cJSON_IsString(x)) {
         dump_py_string(b, x->valuestring);
     } else if (cJSON_IsNumber(x)) {
         dump_py_number(b, x->valuedouble);
     } else if (cJSON_IsBool(x)) {
-        sb_add(b, cJSON_IsTrue(x) ? "true" : "false");
+        strata_strbuf_puts(b, cJSON_IsTrue(x) ? "true" : "false");
     } else {
-        sb_add(b, "null");
+        strata_strbuf_puts(b, "null");
     }
 }
 
@@ -511,31 +479,31 @@ static int parse_tools(const char *tools_json, cJSON **tools)
     return 0;
 }
 
-static void render_qwen3(struct strbuf *b, const struct strata_chat_turn *m, size_t n,
+static void render_qwen3(struct strata_strbuf *b, const struct strata_chat_turn *m, size_t n,
                          const cJSON *tools, bool add_generation_prompt)
 {
     bool sys0 = n > 0 && strcmp(m[0].role, "system") == 0;
     if (cJSON_GetArraySize(tools) > 0) {
-        sb_add(b, "<|im_start|>system\n");
+        strata_strbuf_puts(b, "<|im_start|>system\n");
         if (sys0) {
-            sb_add(b, m[0].content);
-            sb_add(b, "\n\n");
+            strata_strbuf_puts(b, m[0].content);
+            strata_strbuf_puts(b, "\n\n");
         }
-        sb_add(b, "# Tools\n\nYou may call one or more functions to assist with the user query."
+        strata_strbuf_puts(b, "# Tools\n\nYou may call one or more functions to assist with the user query."
                   "\n\nYou are provided with function signatures within <tools></tools> XML tags:"
                   "\n<tools>");
         for (const cJSON *t = tools->child; t; t = t->next) {
-            sb_add(b, "\n");
+            strata_strbuf_puts(b, "\n");
             dump_py(b, t);
         }
-        sb_add(b, "\n</tools>\n\nFor each function call, return a json object with function name "
+        strata_strbuf_puts(b, "\n</tools>\n\nFor each function call, return a json object with function name "
                   "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
                   "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
                   "</tool_call><|im_end|>\n");
     } else if (sys0) {
-        sb_add(b, "<|im_start|>system\n");
-        sb_add(b, m[0].content);
-        sb_add(b, "<|im_end|>\n");
+        strata_strbuf_puts(b, "<|im_start|>system\n");
+        strata_strbuf_puts(b, m[0].content);
+        strata_strbuf_puts(b, "<|im_end|>\n");
     }
     // The last user turn that is not a wrapped tool response: reasoning is kept after it.
     size_t last_query = n ? n - 1 : 0;
@@ -552,65 +520,65 @@ static void render_qwen3(struct strbuf *b, const struct strata_chat_turn *m, siz
     for (size_t i = 0; i < n; i++) {
         const char *role = m[i].role;
         if (strcmp(role, "user") == 0 || (strcmp(role, "system") == 0 && i > 0)) {
-            sb_add(b, "<|im_start|>");
-            sb_add(b, role);
-            sb_add(b, "\n");
-            sb_add(b, m[i].content);
-            sb_add(b, "<|im_end|>\n");
+            strata_strbuf_puts(b, "<|im_start|>");
+            strata_strbuf_puts(b, role);
+            strata_strbuf_puts(b, "\n");
+            strata_strbuf_puts(b, m[i].content);
+            strata_strbuf_puts(b, "<|im_end|>\n");
         } else if (strcmp(role, "assistant") == 0) {
             struct think_split t = split_think(m[i].content);
-            sb_add(b, "<|im_start|>assistant\n");
+            strata_strbuf_puts(b, "<|im_start|>assistant\n");
             if (i > last_query && (i == n - 1 || t.reasoning_end > t.reasoning)) {
                 const char *rs = t.reasoning, *re = t.reasoning_end;
                 while (rs < re && *rs == '\n') rs++;
                 while (re > rs && re[-1] == '\n') re--;
-                sb_add(b, "<think>\n");
-                sb_put(b, rs, (size_t)(re - rs));
-                sb_add(b, "\n</think>\n\n");
+                strata_strbuf_puts(b, "<think>\n");
+                strata_strbuf_put(b, rs, (size_t)(re - rs));
+                strata_strbuf_puts(b, "\n</think>\n\n");
                 while (t.content < t.content_end && *t.content == '\n') t.content++;
             }
-            sb_put(b, t.content, (size_t)(t.content_end - t.content));
+            strata_strbuf_put(b, t.content, (size_t)(t.content_end - t.content));
             for (size_t j = 0; j < m[i].n_tool_calls; j++) {
                 if (j > 0 || t.content_end > t.content) {
-                    sb_add(b, "\n");
+                    strata_strbuf_puts(b, "\n");
                 }
-                sb_add(b, "<tool_call>\n{\"name\": \"");
-                sb_add(b, m[i].tool_calls[j].name);
-                sb_add(b, "\", \"arguments\": ");
-                sb_add(b, m[i].tool_calls[j].arguments);
-                sb_add(b, "}\n</tool_call>");
+                strata_strbuf_puts(b, "<tool_call>\n{\"name\": \"");
+                strata_strbuf_puts(b, m[i].tool_calls[j].name);
+                strata_strbuf_puts(b, "\", \"arguments\": ");
+                strata_strbuf_puts(b, m[i].tool_calls[j].arguments);
+                strata_strbuf_puts(b, "}\n</tool_call>");
             }
-            sb_add(b, "<|im_end|>\n");
+            strata_strbuf_puts(b, "<|im_end|>\n");
         } else if (strcmp(role, "tool") == 0) {
             if (i == 0 || strcmp(m[i - 1].role, "tool") != 0) {
-                sb_add(b, "<|im_start|>user");
+                strata_strbuf_puts(b, "<|im_start|>user");
             }
-            sb_add(b, "\n<tool_response>\n");
-            sb_add(b, m[i].content);
-            sb_add(b, "\n</tool_response>");
+            strata_strbuf_puts(b, "\n<tool_response>\n");
+            strata_strbuf_puts(b, m[i].content);
+            strata_strbuf_puts(b, "\n</tool_response>");
             if (i == n - 1 || strcmp(m[i + 1].role, "tool") != 0) {
-                sb_add(b, "<|im_end|>\n");
+                strata_strbuf_puts(b, "<|im_end|>\n");
             }
         }
     }
     if (add_generation_prompt) {
-        sb_add(b, "<|im_start|>assistant\n");
+        strata_strbuf_puts(b, "<|im_start|>assistant\n");
     }
 }
 
-static int render_glm45(struct strbuf *b, const struct strata_chat_turn *m, size_t n,
+static int render_glm45(struct strata_strbuf *b, const struct strata_chat_turn *m, size_t n,
                         const cJSON *tools, bool add_generation_prompt)
 {
-    sb_add(b, "[gMASK]<sop>");
+    strata_strbuf_puts(b, "[gMASK]<sop>");
     if (cJSON_GetArraySize(tools) > 0) {
-        sb_add(b, "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the "
+        strata_strbuf_puts(b, "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the "
                   "user query.\n\nYou are provided with function signatures within <tools></tools>"
                   " XML tags:\n<tools>\n");
         for (const cJSON *t = tools->child; t; t = t->next) {
             dump_py(b, t);
-            sb_add(b, "\n");
+            strata_strbuf_puts(b, "\n");
         }
-        sb_add(b, "</tools>\n\nFor each function call, output the function name and arguments "
+        strata_strbuf_puts(b, "</tools>\n\nFor each function call, output the function name and arguments "
                   "within the following XML format:\n<tool_call>{function-name}\n"
                   "<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n"
                   "<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n"
@@ -623,25 +591,25 @@ static int render_glm45(struct strbuf *b, const struct strata_chat_turn *m, size
     for (size_t i = 0; i < n; i++) {
         const char *role = m[i].role;
         if (strcmp(role, "user") == 0 || strcmp(role, "system") == 0) {
-            sb_add(b, role[0] == 'u' ? "<|user|>\n" : "<|system|>\n");
-            sb_add(b, m[i].content);
+            strata_strbuf_puts(b, role[0] == 'u' ? "<|user|>\n" : "<|system|>\n");
+            strata_strbuf_puts(b, m[i].content);
         } else if (strcmp(role, "assistant") == 0) {
             struct think_split t = split_think(m[i].content);
             const char *rs = t.reasoning, *re = t.reasoning_end;
             strip_ws(&rs, &re);
-            sb_add(b, "<|assistant|>");
+            strata_strbuf_puts(b, "<|assistant|>");
             if ((long)i > last_user && t.reasoning_end > t.reasoning) {
-                sb_add(b, "\n<think>");
-                sb_put(b, rs, (size_t)(re - rs));
-                sb_add(b, "</think>");
+                strata_strbuf_puts(b, "\n<think>");
+                strata_strbuf_put(b, rs, (size_t)(re - rs));
+                strata_strbuf_puts(b, "</think>");
             } else {
-                sb_add(b, "\n<think></think>");
+                strata_strbuf_puts(b, "\n<think></think>");
             }
             const char *cs = t.content, *ce = t.content_end;
             strip_ws(&cs, &ce);
             if (ce > cs) {
-                sb_add(b, "\n");
-                sb_put(b, cs, (size_t)(ce - cs));
+                strata_strbuf_puts(b, "\n");
+                strata_strbuf_put(b, cs, (size_t)(ce - cs));
             }
             for (size_t j = 0; j < m[i].n_tool_calls; j++) {
                 const struct strata_chat_tool_call *tc = &m[i].tool_calls[j];
@@ -652,34 +620,34 @@ static int render_glm45(struct strbuf *b, const struct strata_chat_turn *m, size
                                      "message %zu are not a JSON object", tc->name, i);
                     return STRATA_EARG;
                 }
-                sb_add(b, "\n<tool_call>");
-                sb_add(b, tc->name);
-                sb_add(b, "\n");
+                strata_strbuf_puts(b, "\n<tool_call>");
+                strata_strbuf_puts(b, tc->name);
+                strata_strbuf_puts(b, "\n");
                 for (const cJSON *a = args->child; a; a = a->next) {
-                    sb_add(b, "<arg_key>");
-                    sb_add(b, a->string);
-                    sb_add(b, "</arg_key>\n<arg_value>");
+                    strata_strbuf_puts(b, "<arg_key>");
+                    strata_strbuf_puts(b, a->string);
+                    strata_strbuf_puts(b, "</arg_key>\n<arg_value>");
                     if (cJSON_IsString(a)) {
-                        sb_add(b, a->valuestring);
+                        strata_strbuf_puts(b, a->valuestring);
                     } else {
                         dump_py(b, a);
                     }
-                    sb_add(b, "</arg_value>\n");
+                    strata_strbuf_puts(b, "</arg_value>\n");
                 }
-                sb_add(b, "</tool_call>");
+                strata_strbuf_puts(b, "</tool_call>");
                 cJSON_Delete(args);
             }
         } else if (strcmp(role, "tool") == 0) {
             if (i == 0 || strcmp(m[i - 1].role, "tool") != 0) {
-                sb_add(b, "<|observation|>");
+                strata_strbuf_puts(b, "<|observation|>");
             }
-            sb_add(b, "\n<tool_response>\n");
-            sb_add(b, m[i].content);
-            sb_add(b, "\n</tool_response>");
+            strata_strbuf_puts(b, "\n<tool_response>\n");
+            strata_strbuf_puts(b, m[i].content);
+            strata_strbuf_puts(b, "\n</tool_response>");
         }
     }
     if (add_generation_prompt) {
-        sb_add(b, "<|assistant|>");
+        strata_strbuf_puts(b, "<|assistant|>");
     }
     return 0;
 }
@@ -729,8 +697,8 @@ int strata_chat_apply_tools(const char *template_text, const struct strata_chat_
     if (rc) {
         return rc;
     }
-    struct strbuf b = {NULL, 0, 0, false};
-    sb_put(&b, "", 0);
+    struct strata_strbuf b = {NULL, 0, 0, false};
+    strata_strbuf_put(&b, "", 0);
     if (fmt == STRATA_TOOLS_QWEN3) {
         render_qwen3(&b, msgs, n, tools, add_generation_prompt);
     } else {
@@ -884,8 +852,8 @@ int strata_chat_parse_tools(enum strata_tool_format fmt, const char *text, size_
     *calls = NULL;
     *n_calls = 0;
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
-    struct strbuf b = {NULL, 0, 0, false};
-    sb_put(&b, "", 0);
+    struct strata_strbuf b = {NULL, 0, 0, false};
+    strata_strbuf_put(&b, "", 0);
     struct strata_tool_call_out *list = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
@@ -905,7 +873,7 @@ int strata_chat_parse_tools(enum strata_tool_format fmt, const char *text, size_
         }
         const char *next = close ? close + sizeof TOOL_CALL_CLOSE - 1 : end;
         if (r > 0) {  // not a well-formed call: it stays text, as the model wrote it
-            sb_put(&b, p, (size_t)(next - p));
+            strata_strbuf_put(&b, p, (size_t)(next - p));
             p = next;
             continue;
         }
@@ -921,10 +889,10 @@ int strata_chat_parse_tools(enum strata_tool_format fmt, const char *text, size_
             list = grown;
         }
         list[n++] = call;
-        sb_put(&b, p, (size_t)(open - p));
+        strata_strbuf_put(&b, p, (size_t)(open - p));
         p = next;
     }
-    sb_put(&b, p, (size_t)(end - p));
+    strata_strbuf_put(&b, p, (size_t)(end - p));
     cJSON_Delete(tools);
     if (rc == 0 && b.oom) rc = -ENOMEM;
     if (rc) {
