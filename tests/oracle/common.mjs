@@ -63,6 +63,7 @@ export function parseCommon(script, usage, extra = {}) {
                 ctx: { type: "string" },
                 batch: { type: "string" },
                 "flash-attn": { type: "boolean", default: false },
+                "swa-full": { type: "boolean", default: false },
                 verbose: { type: "boolean", default: false },
                 help: { type: "boolean", default: false },
                 ...extra
@@ -86,6 +87,7 @@ export function parseCommon(script, usage, extra = {}) {
         ctx: parseCount(script, "ctx", v.ctx, 1),
         batch: parseCount(script, "batch", v.batch, 1),
         flashAttn: v["flash-attn"],
+        swaFull: v["swa-full"],
         verbose: v.verbose,
         values: v,
         parseCount: (name, min) => parseCount(script, name, v[name], min),
@@ -112,6 +114,9 @@ export async function loadModel(opts) {
 
 // A context with one sequence, F32 K and V, and flash attention off unless asked (the plain
 // attention path is what strata computes). contextSize is rounded up by node-llama-cpp.
+// --swa-full keeps every position of a sliding-window block in its own cache cell (llama.cpp's
+// default is a ring of window + batch cells, whose cell order changes the float summation order
+// of the attention in the last bit; strata keeps lanes at absolute positions, as the full cache).
 export async function createContext(model, opts, minContext) {
     const contextSize = Math.max(opts.ctx ?? 0, minContext, 16);
     const batchSize = opts.batch ?? Math.min(contextSize, 512);
@@ -120,6 +125,7 @@ export async function createContext(model, opts, minContext) {
         batchSize,
         sequences: 1,
         flashAttention: opts.flashAttn,
+        ...(opts.swaFull ? { swaFullCache: true } : {}),
         ...(opts.threads ? { threads: { ideal: opts.threads, min: opts.threads } } : {}),
         experimentalKvCacheKeyType: "F32",
         experimentalKvCacheValueType: "F32",
