@@ -294,11 +294,13 @@ static int load_gpt_oss(struct strata_hparams *hp, const struct gguf_file *f)
 
 uint64_t strata_hparams_kv_bytes_per_token(const struct strata_hparams *hp, uint32_t elem_bytes)
 {
-    uint64_t per_layer = hp->kv_lora_rank ? (uint64_t)hp->kv_lora_rank + hp->n_rot + hp->idx_head_dim
-                                          : (uint64_t)hp->n_head_kv * (hp->head_dim_k + hp->head_dim_v);
+    const uint64_t per_layer = hp->kv_lora_rank ? (uint64_t)hp->kv_lora_rank + hp->n_rot
+                                                : (uint64_t)hp->n_head_kv * (hp->head_dim_k + hp->head_dim_v);
     uint64_t n = 0;
-    for (uint32_t l = 0; l < hp->n_layer; l++)
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
         if (!strata_hparams_is_recurrent(hp, l)) n += per_layer;
+        if (hp->idx_n_head && strata_hparams_bit(hp->idx_full, l)) n += hp->idx_head_dim;  // its own top-k only
+    }
     return n * elem_bytes;
 }
 

@@ -89,7 +89,8 @@ static inline bool strata_hparams_bit(const uint64_t *bits, uint32_t l) { return
 
 // Bytes of KV cache per token over all blocks run, elem_bytes per cached value, as llama.cpp
 // sizes its cache: K and V for GQA blocks, only the latent + rope key for MLA blocks, plus the
-// indexer's key per token; sliding-window blocks counted as full ones (their ring is smaller).
+// indexer's key in the blocks that compute their own top-k; sliding-window blocks counted as
+// full ones (llama.cpp's default ring for them is smaller).
 uint64_t strata_hparams_kv_bytes_per_token(const struct strata_hparams *hp, uint32_t elem_bytes);
 
 #define STRATA_GATING_SOFTMAX 1u
