@@ -113,48 +113,58 @@ void strata_indexer_scores(float *score, const float *q, const float *w, uint32_
     }
 }
 
-// The k-th largest of v[0..n) (1 <= k <= n) by quickselect on a copy; v is clobbered.
-static float kth_largest(float *v, int n, int k)
+// ggml_top_k is std::partial_sort over the positions with "a before b" = score[a] > score[b].
+// libstdc++ selects with a heap of the first k positions whose top is the weakest kept one; a
+// later position replaces the top only when strictly better. Which of several equal scores stay
+// therefore depends on the heap's layout (ReLU makes exact ties common: every score whose heads
+// are all negative is 0), so the same heap is rebuilt here: __make_heap, __adjust_heap,
+// __push_heap and __pop_heap of libstdc++'s stl_heap.h, on int indices.
+static inline bool topk_before(const float *sc, int32_t a, int32_t b) { return sc[a] > sc[b]; }
+
+static void heap_push(const float *sc, int32_t *h, int hole, int top, int32_t v)
 {
-    int lo = 0, hi = n - 1;
-    const int target = k - 1;
-    while (lo < hi) {
-        const float pivot = v[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] > pivot) i++;
-            while (v[j] < pivot) j--;
-            if (i <= j) {
-                const float t = v[i];
-                v[i] = v[j];
-                v[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (target <= j) hi = j;
-        else if (target >= i) lo = i;
-        else break;
+    int parent = (hole - 1) / 2;
+    while (hole > top && topk_before(sc, h[parent], v)) {
+        h[hole] = h[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
     }
-    return v[target];
+    h[hole] = v;
 }
 
-void strata_top_k_mask(uint8_t *sel, const float *score, int n, int top_k, float *tmp)
+static void heap_adjust(const float *sc, int32_t *h, int hole, int len, int32_t v)
+{
+    const int top = hole;
+    int child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (topk_before(sc, h[child], h[child - 1])) child--;
+        h[hole] = h[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        h[hole] = h[child - 1];
+        hole = child - 1;
+    }
+    heap_push(sc, h, hole, top, v);
+}
+
+void strata_top_k_mask(uint8_t *sel, const float *score, int n, int top_k, int32_t *heap)
 {
     if (n <= top_k) {
         memset(sel, 1, (size_t)n);
         return;
     }
-    memcpy(tmp, score, (size_t)n * sizeof *tmp);
-    const float kth = kth_largest(tmp, n, top_k);
-    int taken = 0;
-    for (int p = 0; p < n; p++) {
-        sel[p] = score[p] > kth;
-        taken += sel[p];
+    // __heap_select(first, first + k, first + n): make_heap of the first k, then each later
+    // position strictly better than the top pops it
+    for (int i = 0; i < top_k; i++) heap[i] = i;
+    for (int parent = (top_k - 2) / 2; top_k >= 2; parent--) {
+        heap_adjust(score, heap, parent, top_k, heap[parent]);
+        if (parent == 0) break;
     }
-    for (int p = 0; p < n && taken < top_k; p++)
-        if (score[p] == kth) {
-            sel[p] = 1;
-            taken++;
-        }
+    for (int32_t i = top_k; i < n; i++)
+        if (topk_before(score, i, heap[0])) heap_adjust(score, heap, 0, top_k, i);
+    memset(sel, 0, (size_t)n);
+    for (int i = 0; i < top_k; i++) sel[heap[i]] = 1;
 }

@@ -18,7 +18,8 @@
 //                indexer head), ggml_vec_dot_f32's when it has one (k: one key per token).
 //   indexer      ggml_lightning_indexer: per cached key, sum over heads of relu(q_h . k) * w_h
 //                in head order (ggml_vec_dot_f32 per head, the accumulation fused), plus the mask.
-//   top_k        the k largest of n scores (ggml_top_k), as a 0/1 mask of the positions.
+//   top_k        the k largest of n scores (ggml_top_k), as a 0/1 mask of the positions; equal
+//                scores at the boundary kept as libstdc++'s heap selection keeps them.
 #ifndef STRATA_OPS_EXT_H
 #define STRATA_OPS_EXT_H
 
@@ -48,8 +49,9 @@ void strata_hadamard_apply(float *y, const float *x, const float *h, uint32_t n,
 void strata_indexer_scores(float *score, const float *q, const float *w, uint32_t n_head, uint32_t d,
                            const float *k, size_t k_stride, int n_kv, int vl);
 
-// sel[p] = 1 for the top_k largest of score[0..n) (all of them when n <= top_k), else 0.
-// Ties at the boundary go to the lower position. tmp: n floats of scratch.
-void strata_top_k_mask(uint8_t *sel, const float *score, int n, int top_k, float *tmp);
+// sel[p] = 1 for the top_k largest of score[0..n) (all of them when n <= top_k), else 0, with
+// ties at the boundary resolved as ggml_top_k's std::partial_sort (libstdc++) resolves them.
+// heap: top_k ints of scratch.
+void strata_top_k_mask(uint8_t *sel, const float *score, int n, int top_k, int32_t *heap);
 
 #endif
