@@ -285,6 +285,26 @@ static void test_indexer(void)
             CHECK(fabs(score[p] - r) <= 1e-5 * (1 + fabs(r)), "indexer score %d: %.9g vs %.9g", p, score[p], r);
         }
     }
+    // the ISA-compiled variants equal the portable ones bit for bit, at the level this CPU has
+    {
+        const enum strata_isa top = strata_isa_detect();
+        float s1[NKV], s2[NKV], y1[DI], y2[DI];
+        static float hm[DI * DI];
+        strata_hadamard_init(hm, DI);
+        for (int isa = STRATA_ISA_AVX2; isa <= (int)top; isa++) {
+            const int vl = isa == STRATA_ISA_AVX512 ? 16 : 8;
+            strata_indexer_scores(s1, q, w, IH, DI, k, DI, NKV, vl);
+            strata_indexer_scores_isa((enum strata_isa)isa, s2, q, w, IH, DI, k, DI, NKV);
+            CHECK(memcmp(s1, s2, sizeof s1) == 0, "indexer scores of %s differ from the portable ones",
+                  strata_isa_name((enum strata_isa)isa));
+            for (int rows = 1; rows <= 2; rows++) {
+                strata_hadamard_apply(y1, q, hm, DI, rows, vl);
+                strata_hadamard_apply_isa((enum strata_isa)isa, y2, q, hm, DI, rows);
+                CHECK(memcmp(y1, y2, sizeof y1) == 0, "hadamard (%d rows) of %s differs from the portable one", rows,
+                      strata_isa_name((enum strata_isa)isa));
+            }
+        }
+    }
     for (int n = 1; n <= NKV; n += 57) {
         strata_top_k_mask(sel, score, n, TOPK, heap);
         int cnt = 0;

@@ -5,16 +5,13 @@
 #include <math.h>
 #include <string.h>
 
-#include "compute/attn_impl.h"
+#include "compute/ops_ext_impl.h"
 #include "util/log.h"
 
 float strata_dot_sgemm(const float *a, const float *b, uint32_t n, int vl)
 {
     STRATA_ASSERT(n % (uint32_t)vl == 0);
-    float acc[16] = {0};
-    for (uint32_t l = 0; l < n; l += (uint32_t)vl)
-        for (int j = 0; j < vl; j++) acc[j] = fmaf(a[l + j], b[l + j], acc[j]);
-    return attn_hsum(acc, vl);
+    return vl == 16 ? ops_ext_dot_sgemm(a, b, n, 16) : ops_ext_dot_sgemm(a, b, n, 8);
 }
 
 void strata_softmax_ggml(float *x, int n, int vl)
@@ -95,21 +92,36 @@ void strata_hadamard_init(float *h, uint32_t n)
 
 void strata_hadamard_apply(float *y, const float *x, const float *h, uint32_t n, int rows_per_slice, int vl)
 {
-    for (uint32_t i = 0; i < n; i++)
-        y[i] = rows_per_slice >= 2 ? strata_dot_sgemm(h + (size_t)i * n, x, n, vl) : attn_dot(h + (size_t)i * n, x, n, vl);
+    STRATA_ASSERT(n % (uint32_t)vl == 0);
+    if (vl == 16) ops_ext_hadamard_body(y, x, h, n, rows_per_slice, 16);
+    else ops_ext_hadamard_body(y, x, h, n, rows_per_slice, 8);
 }
 
 void strata_indexer_scores(float *score, const float *q, const float *w, uint32_t n_head, uint32_t d,
                            const float *k, size_t k_stride, int n_kv, int vl)
 {
-    for (int p = 0; p < n_kv; p++) {
-        const float *kp = k + (size_t)p * k_stride;
-        float sc = 0.0f;
-        for (uint32_t h = 0; h < n_head; h++) {
-            const float qk = attn_dot(q + (size_t)h * d, kp, d, vl);
-            sc = fmaf(qk > 0.0f ? qk : 0.0f, w[h], sc);
-        }
-        score[p] = sc;
+    if (vl == 16) ops_ext_indexer_body(score, q, w, n_head, d, k, k_stride, n_kv, 16);
+    else ops_ext_indexer_body(score, q, w, n_head, d, k, k_stride, n_kv, 8);
+}
+
+void strata_hadamard_apply_isa(enum strata_isa isa, float *y, const float *x, const float *h, uint32_t n,
+                               int rows_per_slice)
+{
+    STRATA_ASSERT(n % 16 == 0);
+    switch (isa) {
+    case STRATA_ISA_AVX512: strata_hadamard_apply_avx512(y, x, h, n, rows_per_slice); break;
+    case STRATA_ISA_AVX2: strata_hadamard_apply_avx2(y, x, h, n, rows_per_slice); break;
+    default: strata_hadamard_apply(y, x, h, n, rows_per_slice, 8); break;
+    }
+}
+
+void strata_indexer_scores_isa(enum strata_isa isa, float *score, const float *q, const float *w, uint32_t n_head,
+                               uint32_t d, const float *k, size_t k_stride, int n_kv)
+{
+    switch (isa) {
+    case STRATA_ISA_AVX512: strata_indexer_scores_avx512(score, q, w, n_head, d, k, k_stride, n_kv); break;
+    case STRATA_ISA_AVX2: strata_indexer_scores_avx2(score, q, w, n_head, d, k, k_stride, n_kv); break;
+    default: strata_indexer_scores(score, q, w, n_head, d, k, k_stride, n_kv, 8); break;
     }
 }
 

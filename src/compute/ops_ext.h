@@ -49,6 +49,20 @@ void strata_hadamard_apply(float *y, const float *x, const float *h, uint32_t n,
 void strata_indexer_scores(float *score, const float *q, const float *w, uint32_t n_head, uint32_t d,
                            const float *k, size_t k_stride, int n_kv, int vl);
 
+// The same two at the kernel level strata runs (`isa`: AVX512 follows the 16-lane ggml builds,
+// the others the 8-lane ones), compiled with that ISA's flags; bit-identical to the above.
+// hadamard's n must be a multiple of 16.
+void strata_hadamard_apply_isa(enum strata_isa isa, float *y, const float *x, const float *h, uint32_t n,
+                               int rows_per_slice);
+void strata_indexer_scores_isa(enum strata_isa isa, float *score, const float *q, const float *w, uint32_t n_head,
+                               uint32_t d, const float *k, size_t k_stride, int n_kv);
+void strata_hadamard_apply_avx2(float *y, const float *x, const float *h, uint32_t n, int rows_per_slice);
+void strata_hadamard_apply_avx512(float *y, const float *x, const float *h, uint32_t n, int rows_per_slice);
+void strata_indexer_scores_avx2(float *score, const float *q, const float *w, uint32_t n_head, uint32_t d,
+                                const float *k, size_t k_stride, int n_kv);
+void strata_indexer_scores_avx512(float *score, const float *q, const float *w, uint32_t n_head, uint32_t d,
+                                  const float *k, size_t k_stride, int n_kv);
+
 // sel[p] = 1 for the top_k largest of score[0..n) (all of them when n <= top_k), else 0, with
 // ties at the boundary resolved as ggml_top_k's std::partial_sort (libstdc++) resolves them.
 // heap: top_k ints of scratch.
