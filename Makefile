@@ -3,7 +3,7 @@
 #   make test       build and run every test; last line "N passed, N failed[, N skipped]"
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make test TSAN=1 the same under ThreadSanitizer (build-tsan/)
-#   make CUDA=1     also compile src/cuda/*.cu with nvcc (not yet present)
+#   make CUDA=1     also compile the CUDA backend: src/backend/cuda/*.cu with nvcc, its *.c with CC
 #   make CC=clang BUILD=build-clang   clang 14 build in its own folder
 
 CC      ?= gcc
@@ -25,7 +25,7 @@ OPT     := -O2 -g
 LDSAN   :=
 endif
 
-CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -pthread -Isrc $(EXTRA_CFLAGS)
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -pthread -Iinclude -Isrc $(EXTRA_CFLAGS)
 LDLIBS  := -lm -pthread -luring -lcjson -lmicrohttpd $(EXTRA_LDLIBS)
 
 # SIMD variants live in files named *_avx2.c / *_avx512.c and are compiled with their ISA flags;
@@ -33,7 +33,7 @@ LDLIBS  := -lm -pthread -luring -lcjson -lmicrohttpd $(EXTRA_LDLIBS)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 
-LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/cuda/*' ! -path 'src/cli/*' ! -path 'src/server/*'))
+LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' ! -path 'src/cli/*' ! -path 'src/server/*'))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := src/main.c $(sort $(wildcard src/cli/*.c))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -44,12 +44,13 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 ifeq ($(CUDA),1)
-NVCC     ?= nvcc
-CU_SRC   := $(sort $(wildcard src/cuda/*.cu))
-CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
+CUDA_HOME ?= /usr/local/cuda
+NVCC     ?= $(CUDA_HOME)/bin/nvcc
+CU_SRC   := $(sort $(wildcard src/backend/cuda/*.cu))
+CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o) $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/backend/cuda/*.c)))
 LIB_OBJ  += $(CU_OBJ)
 CFLAGS   += -DSTRATA_CUDA=1
-LDLIBS   += -L/usr/local/cuda/lib64 -lcudart
+LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart
 endif
 
 .PHONY: all test bench clean
@@ -79,7 +80,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -arch=sm_90 -Isrc -c -o $@ $<
+	$(NVCC) -O2 -arch=sm_90 -Iinclude -Isrc -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "compute/attn.h"
-#include "compute/ops_ext.h"
-#include "compute/rope_ext.h"
+#include "backend/cpu/attn.h"
+#include "backend/cpu/ops_ext.h"
+#include "backend/cpu/rope_ext.h"
 #include "model/arch.h"
 #include "model/routing.h"
 

@@ -45,13 +45,13 @@ static void synth(const char *path, int layers, int experts, const char *overrid
 }
 
 // The view must hold exactly the three file ranges of expert e of layer l.
-static int view_matches(struct gguf_file *f, const struct strata_expert_layout *lay, uint32_t l, uint32_t e,
+static int view_matches(struct strata_gguf_file *f, const struct strata_expert_layout *lay, uint32_t l, uint32_t e,
                         const struct strata_expert_view *v)
 {
     const struct strata_expert_layer *el = &lay->layers[l];
     for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
         char *want = malloc(el->part_bytes[p]);
-        if (gguf_read_tensor(f, el->tensor[p], e * el->part_bytes[p], want, el->part_bytes[p])) return 0;
+        if (strata_gguf_read_tensor(f, el->tensor[p], e * el->part_bytes[p], want, el->part_bytes[p])) return 0;
         const int same = memcmp(want, v->part[p], el->part_bytes[p]) == 0;
         free(want);
         if (!same) return 0;
@@ -61,9 +61,9 @@ static int view_matches(struct gguf_file *f, const struct strata_expert_layout *
 
 static void test_plan(const char *mixed)
 {
-    struct gguf_file *f;
+    struct strata_gguf_file *f;
     struct strata_expert_layout lay;
-    CHECK(gguf_open(&f, mixed) == 0, "open");
+    CHECK(strata_gguf_open(&f, mixed) == 0, "open");
     CHECK(strata_expert_layout_init(&lay, f) == 0, "layout");
     CHECK(lay.n_classes == 2, "two size classes, got %u", lay.n_classes);
     uint64_t sum = 0, max = 0;
@@ -85,15 +85,15 @@ static void test_plan(const char *mixed)
     CHECK(lay.full_residency_bytes == lay.dense_bytes + p.total_bytes, "full residency uses class sizes");
     CHECK(strata_expert_layout_min_budget(&lay, 2) == 2 * max * lay.n_layers, "min budget");
     strata_expert_layout_free(&lay);
-    gguf_close(f);
+    strata_gguf_close(f);
 }
 
 // LRU on layer 0 with 3 slots: hand-worked hits / misses / evictions.
 static void test_lru(const char *path, enum strata_io_engine io, int threads)
 {
-    struct gguf_file *f;
+    struct strata_gguf_file *f;
     struct strata_expert_layout lay;
-    CHECK(gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
+    CHECK(strata_gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
     const uint64_t budget = 3 * lay.layers[0].slot_bytes * lay.n_layers;
     struct strata_experts_config cfg = {.cache_bytes = budget, .io = io, .io_threads = threads};
     struct strata_experts *ex;
@@ -133,15 +133,15 @@ static void test_lru(const char *path, enum strata_io_engine io, int threads)
     CHECK(strata_experts_open(&ex, f, &lay, 2, &cfg) == STRATA_ENOMEM, "below minimum");
     quiet(false);
     strata_expert_layout_free(&lay);
-    gguf_close(f);
+    strata_gguf_close(f);
 }
 
 // Full residency preloads everything: all acquires hit and the bytes match.
 static void test_full(const char *path)
 {
-    struct gguf_file *f;
+    struct strata_gguf_file *f;
     struct strata_expert_layout lay;
-    CHECK(gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
+    CHECK(strata_gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
     struct strata_experts *ex;
     CHECK(strata_experts_open(&ex, f, &lay, 2, NULL) == 0, "open full");
     struct strata_experts_stats st;
@@ -159,16 +159,16 @@ static void test_full(const char *path)
     CHECK(st.misses == 0 && st.hits == (uint64_t)lay.n_expert * lay.n_layers, "all hits");
     strata_experts_close(ex);
     strata_expert_layout_free(&lay);
-    gguf_close(f);
+    strata_gguf_close(f);
 }
 
 // Injected faults: one failed attempt is retried; a lasting one fails the acquire cleanly, and the
 // expert is not left cached (the next acquire without faults reads it again).
 static void test_faults(const char *path, enum strata_io_engine io)
 {
-    struct gguf_file *f;
+    struct strata_gguf_file *f;
     struct strata_expert_layout lay;
-    CHECK(gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
+    CHECK(strata_gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
     struct strata_experts_config cfg = {.cache_bytes = 4 * lay.layers[0].slot_bytes * lay.n_layers, .io = io};
     struct strata_experts *ex;
     struct strata_experts_stats st;
@@ -202,7 +202,7 @@ static void test_faults(const char *path, enum strata_io_engine io)
     }
     unsetenv("STRATA_IO_FAULT");
     strata_expert_layout_free(&lay);
-    gguf_close(f);
+    strata_gguf_close(f);
 }
 
 // Trace round trip, chunk markers, malformed input; the simulator's LRU equals the store's.
@@ -246,9 +246,9 @@ static void test_trace_and_sim(const char *path)
     quiet(false);
 
     // A pseudo-random per-token trace replayed through the store and the simulator's LRU.
-    struct gguf_file *gf;
+    struct strata_gguf_file *gf;
     struct strata_expert_layout lay;
-    CHECK(gguf_open(&gf, path) == 0 && strata_expert_layout_init(&lay, gf) == 0, "open");
+    CHECK(strata_gguf_open(&gf, path) == 0 && strata_expert_layout_init(&lay, gf) == 0, "open");
     CHECK(strata_trace_open(&w, tpath, "rand", lay.n_layers, lay.n_expert, 2) == 0, "open");
     struct strata_experts_config cfg = {.cache_bytes = 5 * lay.layers[0].slot_bytes * lay.n_layers};
     struct strata_experts *ex;
@@ -291,7 +291,7 @@ static void test_trace_and_sim(const char *path)
     strata_trace_free(&t);
     strata_experts_close(ex);
     strata_expert_layout_free(&lay);
-    gguf_close(gf);
+    strata_gguf_close(gf);
 }
 
 // The disk curve: save / load round trip, interpolation in log2(size) at the nearest depth

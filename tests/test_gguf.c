@@ -94,7 +94,7 @@ static const char *const strs[] = {"a", "", "ünïcödé ✓", "with\ttab"};
 
 struct scalar_array {
     const char *key;
-    enum gguf_type type;
+    enum strata_gguf_type type;
     const void *items;
     uint64_t n;
     size_t elem;
@@ -113,21 +113,21 @@ static const struct scalar_array g_arrays[] = {
 
 // [[1, 2], [], [3]] of u32, and [[["x", "yz"]], []] of strings (depth 3).
 static const uint32_t inner_a[] = {1, 2}, inner_c[] = {3};
-static struct gguf_str inner_strs[] = {{"x", 1}, {"yz", 2}};
+static struct strata_gguf_str inner_strs[] = {{"x", 1}, {"yz", 2}};
 
-static void nested_values(struct gguf_value *two_level, struct gguf_value *three_level,
-                          struct gguf_value inner[3], struct gguf_value mid[2],
-                          struct gguf_value *leaf)
+static void nested_values(struct strata_gguf_value *two_level, struct strata_gguf_value *three_level,
+                          struct strata_gguf_value inner[3], struct strata_gguf_value mid[2],
+                          struct strata_gguf_value *leaf)
 {
-    const enum gguf_type array = GGUF_TYPE_ARRAY, u32 = GGUF_TYPE_UINT32;
-    inner[0] = (struct gguf_value){.type = array, .arr = {u32, 2, (void *)inner_a}};
-    inner[1] = (struct gguf_value){.type = array, .arr = {u32, 0, NULL}};
-    inner[2] = (struct gguf_value){.type = array, .arr = {u32, 1, (void *)inner_c}};
-    *two_level = (struct gguf_value){.type = array, .arr = {array, 3, inner}};
-    *leaf = (struct gguf_value){.type = array, .arr = {GGUF_TYPE_STRING, 2, inner_strs}};
-    mid[0] = (struct gguf_value){.type = array, .arr = {array, 1, leaf}};
-    mid[1] = (struct gguf_value){.type = array, .arr = {array, 0, NULL}};
-    *three_level = (struct gguf_value){.type = array, .arr = {array, 2, mid}};
+    const enum strata_gguf_type array = GGUF_TYPE_ARRAY, u32 = GGUF_TYPE_UINT32;
+    inner[0] = (struct strata_gguf_value){.type = array, .arr = {u32, 2, (void *)inner_a}};
+    inner[1] = (struct strata_gguf_value){.type = array, .arr = {u32, 0, NULL}};
+    inner[2] = (struct strata_gguf_value){.type = array, .arr = {u32, 1, (void *)inner_c}};
+    *two_level = (struct strata_gguf_value){.type = array, .arr = {array, 3, inner}};
+    *leaf = (struct strata_gguf_value){.type = array, .arr = {GGUF_TYPE_STRING, 2, inner_strs}};
+    mid[0] = (struct strata_gguf_value){.type = array, .arr = {array, 1, leaf}};
+    mid[1] = (struct strata_gguf_value){.type = array, .arr = {array, 0, NULL}};
+    *three_level = (struct strata_gguf_value){.type = array, .arr = {array, 2, mid}};
 }
 
 static uint8_t *tensor_bytes(int i, uint64_t n)
@@ -141,66 +141,66 @@ static uint8_t *tensor_bytes(int i, uint64_t n)
 // Writes the round-trip file; tensor data goes in uneven pieces to exercise the streaming.
 static int write_roundtrip(const char *path, uint32_t alignment, size_t n_tensors)
 {
-    struct gguf_writer *w = gguf_writer_new();
+    struct strata_gguf_writer *w = strata_gguf_writer_new();
     int rc = 0;
-    rc |= gguf_writer_set_str(w, "general.architecture", "test");
-    rc |= gguf_writer_set_u8(w, "s.u8", 200);
-    rc |= gguf_writer_set_i8(w, "s.i8", -100);
-    rc |= gguf_writer_set_u16(w, "s.u16", 60000);
-    rc |= gguf_writer_set_i16(w, "s.i16", -30000);
-    rc |= gguf_writer_set_u32(w, "s.replaced", 1);
-    rc |= gguf_writer_set_u32(w, "s.u32", 4000000000u);
-    rc |= gguf_writer_set_i32(w, "s.i32", -2000000000);
-    rc |= gguf_writer_set_u64(w, "s.u64", (1ull << 63) + 5);
-    rc |= gguf_writer_set_i64(w, "s.i64", -(1ll << 62));
-    rc |= gguf_writer_set_f32(w, "s.f32", 3.5f);
-    rc |= gguf_writer_set_f64(w, "s.f64", -1e300);
-    rc |= gguf_writer_set_bool(w, "s.true", true);
-    rc |= gguf_writer_set_bool(w, "s.false", false);
-    rc |= gguf_writer_set_str(w, "s.str", "hello");
-    rc |= gguf_writer_set_str(w, "s.empty", "");
-    rc |= gguf_writer_set_str(w, "s.utf8", "héllo wörld ✓ 日本語");
-    rc |= gguf_writer_set_u32(w, "s.replaced", 2);  // replaces, keeps its place
+    rc |= strata_gguf_writer_set_str(w, "general.architecture", "test");
+    rc |= strata_gguf_writer_set_u8(w, "s.u8", 200);
+    rc |= strata_gguf_writer_set_i8(w, "s.i8", -100);
+    rc |= strata_gguf_writer_set_u16(w, "s.u16", 60000);
+    rc |= strata_gguf_writer_set_i16(w, "s.i16", -30000);
+    rc |= strata_gguf_writer_set_u32(w, "s.replaced", 1);
+    rc |= strata_gguf_writer_set_u32(w, "s.u32", 4000000000u);
+    rc |= strata_gguf_writer_set_i32(w, "s.i32", -2000000000);
+    rc |= strata_gguf_writer_set_u64(w, "s.u64", (1ull << 63) + 5);
+    rc |= strata_gguf_writer_set_i64(w, "s.i64", -(1ll << 62));
+    rc |= strata_gguf_writer_set_f32(w, "s.f32", 3.5f);
+    rc |= strata_gguf_writer_set_f64(w, "s.f64", -1e300);
+    rc |= strata_gguf_writer_set_bool(w, "s.true", true);
+    rc |= strata_gguf_writer_set_bool(w, "s.false", false);
+    rc |= strata_gguf_writer_set_str(w, "s.str", "hello");
+    rc |= strata_gguf_writer_set_str(w, "s.empty", "");
+    rc |= strata_gguf_writer_set_str(w, "s.utf8", "héllo wörld ✓ 日本語");
+    rc |= strata_gguf_writer_set_u32(w, "s.replaced", 2);  // replaces, keeps its place
     for (size_t i = 0; i < N_ARRAYS; i++)
-        rc |= gguf_writer_set_arr(w, g_arrays[i].key, g_arrays[i].type, g_arrays[i].items,
+        rc |= strata_gguf_writer_set_arr(w, g_arrays[i].key, g_arrays[i].type, g_arrays[i].items,
                                   g_arrays[i].n);
-    rc |= gguf_writer_set_arr(w, "arr.empty", GGUF_TYPE_UINT32, NULL, 0);
-    rc |= gguf_writer_set_arr_str(w, "arr.str", strs, 4);
-    struct gguf_value two, three, inner[3], mid[2], leaf;
+    rc |= strata_gguf_writer_set_arr(w, "arr.empty", GGUF_TYPE_UINT32, NULL, 0);
+    rc |= strata_gguf_writer_set_arr_str(w, "arr.str", strs, 4);
+    struct strata_gguf_value two, three, inner[3], mid[2], leaf;
     nested_values(&two, &three, inner, mid, &leaf);
-    rc |= gguf_writer_set_value(w, "arr.nested2", &two);
-    rc |= gguf_writer_set_value(w, "arr.nested3", &three);
-    if (alignment != GGUF_DEFAULT_ALIGNMENT) rc |= gguf_writer_set_alignment(w, alignment);
+    rc |= strata_gguf_writer_set_value(w, "arr.nested2", &two);
+    rc |= strata_gguf_writer_set_value(w, "arr.nested3", &three);
+    if (alignment != GGUF_DEFAULT_ALIGNMENT) rc |= strata_gguf_writer_set_alignment(w, alignment);
     for (size_t i = 0; i < n_tensors; i++) {
         const struct tensor_spec *t = &g_tensors[i];
-        int index = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne);
+        int index = strata_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne);
         CHECK(index == (int)i, "add_tensor %s returned %d", t->name, index);
     }
     CHECK(rc == 0, "setting metadata failed: %s", strata_last_error());
-    rc = gguf_writer_open(w, path);
+    rc = strata_gguf_writer_open(w, path);
     for (size_t i = 0; i < n_tensors && !rc; i++) {
-        uint64_t n = gguf_writer_tensor_bytes(w, (int)i);
+        uint64_t n = strata_gguf_writer_tensor_bytes(w, (int)i);
         uint8_t *data = tensor_bytes((int)i, n);
-        rc = gguf_writer_tensor_begin(w, (int)i);
+        rc = strata_gguf_writer_tensor_begin(w, (int)i);
         uint64_t done = 0;
         for (uint64_t piece = 1; done < n && !rc; piece = piece * 3 + 1) {
             uint64_t k = n - done < piece ? n - done : piece;
             if (i == 5 && done == 0) k = n;  // one call bigger than the buffer
-            rc = gguf_writer_write(w, data + done, k);
+            rc = strata_gguf_writer_write(w, data + done, k);
             done += k;
         }
         free(data);
     }
-    if (!rc) rc = gguf_writer_finish(w);
-    gguf_writer_free(w);
+    if (!rc) rc = strata_gguf_writer_finish(w);
+    strata_gguf_writer_free(w);
     return rc;
 }
 
-static void check_scalars(const struct gguf_file *f)
+static void check_scalars(const struct strata_gguf_file *f)
 {
-    const struct gguf_kv *kv;
+    const struct strata_gguf_kv *kv;
 #define SCALAR(key, t, member, want)                                                      \
-    kv = gguf_find_kv(f, key);                                                            \
+    kv = strata_gguf_find_kv(f, key);                                                            \
     CHECK(kv && kv->value.type == t && kv->value.member == (want), "value of %s", key)
     SCALAR("s.u8", GGUF_TYPE_UINT8, u8, 200);
     SCALAR("s.i8", GGUF_TYPE_INT8, i8, -100);
@@ -217,34 +217,34 @@ static void check_scalars(const struct gguf_file *f)
     SCALAR("s.replaced", GGUF_TYPE_UINT32, u32, 2);
 #undef SCALAR
     const char *s = NULL;
-    CHECK(gguf_get_str(f, "s.str", &s) == 0 && strcmp(s, "hello") == 0, "s.str");
-    CHECK(gguf_get_str(f, "s.empty", &s) == 0 && strcmp(s, "") == 0, "s.empty");
-    CHECK(gguf_get_str(f, "s.utf8", &s) == 0 && strcmp(s, "héllo wörld ✓ 日本語") == 0,
+    CHECK(strata_gguf_get_str(f, "s.str", &s) == 0 && strcmp(s, "hello") == 0, "s.str");
+    CHECK(strata_gguf_get_str(f, "s.empty", &s) == 0 && strcmp(s, "") == 0, "s.empty");
+    CHECK(strata_gguf_get_str(f, "s.utf8", &s) == 0 && strcmp(s, "héllo wörld ✓ 日本語") == 0,
           "s.utf8");
-    kv = gguf_find_kv(f, "s.utf8");
+    kv = strata_gguf_find_kv(f, "s.utf8");
     CHECK(kv && kv->value.str.len == strlen("héllo wörld ✓ 日本語"), "utf8 length");
 }
 
-static void check_arrays(const struct gguf_file *f)
+static void check_arrays(const struct strata_gguf_file *f)
 {
     const void *items;
     uint64_t n;
     for (size_t i = 0; i < N_ARRAYS; i++) {
         const struct scalar_array *a = &g_arrays[i];
-        int rc = gguf_get_arr(f, a->key, a->type, &items, &n);
+        int rc = strata_gguf_get_arr(f, a->key, a->type, &items, &n);
         CHECK(rc == 0 && n == a->n && memcmp(items, a->items, n * a->elem) == 0, "array %s",
               a->key);
     }
-    CHECK(gguf_get_arr(f, "arr.empty", GGUF_TYPE_UINT32, &items, &n) == 0 && n == 0, "empty");
-    CHECK(gguf_get_arr(f, "arr.str", GGUF_TYPE_STRING, &items, &n) == 0 && n == 4, "arr.str");
+    CHECK(strata_gguf_get_arr(f, "arr.empty", GGUF_TYPE_UINT32, &items, &n) == 0 && n == 0, "empty");
+    CHECK(strata_gguf_get_arr(f, "arr.str", GGUF_TYPE_STRING, &items, &n) == 0 && n == 4, "arr.str");
     for (uint64_t i = 0; i < 4 && n == 4; i++) {
-        const struct gguf_str *s = &((const struct gguf_str *)items)[i];
+        const struct strata_gguf_str *s = &((const struct strata_gguf_str *)items)[i];
         CHECK(s->len == strlen(strs[i]) && strcmp(s->s, strs[i]) == 0, "arr.str[%d]", (int)i);
     }
     // [[1, 2], [], [3]]
-    CHECK(gguf_get_arr(f, "arr.nested2", GGUF_TYPE_ARRAY, &items, &n) == 0 && n == 3, "nested2");
+    CHECK(strata_gguf_get_arr(f, "arr.nested2", GGUF_TYPE_ARRAY, &items, &n) == 0 && n == 3, "nested2");
     if (n == 3) {
-        const struct gguf_value *v = items;
+        const struct strata_gguf_value *v = items;
         CHECK(v[0].type == GGUF_TYPE_ARRAY && v[0].arr.type == GGUF_TYPE_UINT32 &&
                   v[0].arr.n == 2 && memcmp(v[0].arr.items, inner_a, 8) == 0,
               "nested2[0]");
@@ -252,14 +252,14 @@ static void check_arrays(const struct gguf_file *f)
         CHECK(v[2].arr.n == 1 && ((const uint32_t *)v[2].arr.items)[0] == 3, "nested2[2]");
     }
     // [[["x", "yz"]], []]
-    CHECK(gguf_get_arr(f, "arr.nested3", GGUF_TYPE_ARRAY, &items, &n) == 0 && n == 2, "nested3");
+    CHECK(strata_gguf_get_arr(f, "arr.nested3", GGUF_TYPE_ARRAY, &items, &n) == 0 && n == 2, "nested3");
     if (n == 2) {
-        const struct gguf_value *v = items;
+        const struct strata_gguf_value *v = items;
         CHECK(v[0].arr.type == GGUF_TYPE_ARRAY && v[0].arr.n == 1 && v[1].arr.n == 0,
               "nested3 middle");
         if (v[0].arr.n == 1) {
-            const struct gguf_value *leaf = v[0].arr.items;
-            const struct gguf_str *ls = leaf->arr.items;
+            const struct strata_gguf_value *leaf = v[0].arr.items;
+            const struct strata_gguf_str *ls = leaf->arr.items;
             CHECK(leaf->arr.type == GGUF_TYPE_STRING && leaf->arr.n == 2 &&
                       strcmp(ls[0].s, "x") == 0 && strcmp(ls[1].s, "yz") == 0,
                   "nested3 leaf");
@@ -267,15 +267,15 @@ static void check_arrays(const struct gguf_file *f)
     }
 }
 
-static void check_tensors(struct gguf_file *f, uint32_t alignment, size_t n_tensors)
+static void check_tensors(struct strata_gguf_file *f, uint32_t alignment, size_t n_tensors)
 {
     CHECK(f->n_tensors == n_tensors, "n_tensors %llu", (unsigned long long)f->n_tensors);
     CHECK(f->data_offset % alignment == 0, "data offset %llu", (unsigned long long)f->data_offset);
-    const uint8_t *map = gguf_map(f);
-    CHECK(map != NULL, "gguf_map: %s", strata_last_error());
+    const uint8_t *map = strata_gguf_map(f);
+    CHECK(map != NULL, "strata_gguf_map: %s", strata_last_error());
     for (size_t i = 0; i < n_tensors && i < f->n_tensors; i++) {
         const struct tensor_spec *spec = &g_tensors[i];
-        const struct gguf_tensor *t = gguf_find_tensor(f, spec->name);
+        const struct strata_gguf_tensor *t = strata_gguf_find_tensor(f, spec->name);
         CHECK(t == &f->tensors[i], "find_tensor %s", spec->name);
         if (!t) continue;
         uint64_t want_bytes = strata_type_row_bytes(spec->type, spec->ne[0]);
@@ -288,14 +288,14 @@ static void check_tensors(struct gguf_file *f, uint32_t alignment, size_t n_tens
               "%s offset", spec->name);
         uint8_t *want = tensor_bytes((int)i, t->n_bytes);
         uint8_t *got = malloc(t->n_bytes);
-        CHECK(gguf_read_tensor(f, t, 0, got, t->n_bytes) == 0 &&
+        CHECK(strata_gguf_read_tensor(f, t, 0, got, t->n_bytes) == 0 &&
                   memcmp(got, want, t->n_bytes) == 0,
               "read_tensor %s", spec->name);
         uint64_t off = t->n_bytes / 3, len = t->n_bytes / 2;
         memset(got, 0, t->n_bytes);
-        CHECK(gguf_read_tensor(f, t, off, got, len) == 0 && memcmp(got, want + off, len) == 0,
+        CHECK(strata_gguf_read_tensor(f, t, off, got, len) == 0 && memcmp(got, want + off, len) == 0,
               "partial read_tensor %s", spec->name);
-        const uint8_t *data = gguf_tensor_data(f, t);
+        const uint8_t *data = strata_gguf_tensor_data(f, t);
         CHECK(data && data == map + t->file_offset && memcmp(data, want, t->n_bytes) == 0 &&
                   (uintptr_t)data % alignment == 0,
               "tensor_data %s", spec->name);
@@ -310,8 +310,8 @@ static void test_roundtrip(uint32_t alignment)
     const char *path = tmp_path("roundtrip.gguf");
     int rc = write_roundtrip(path, alignment, N_TENSORS);
     CHECK(rc == 0, "write: %s", strata_last_error());
-    struct gguf_file *f = NULL;
-    rc = gguf_open(&f, path);
+    struct strata_gguf_file *f = NULL;
+    rc = strata_gguf_open(&f, path);
     CHECK(rc == 0 && f, "open: %s", strata_last_error());
     if (f) {
         struct stat st;
@@ -327,12 +327,12 @@ static void test_roundtrip(uint32_t alignment)
                   strcmp(f->kv[5].key.s, "s.replaced") == 0,
               "key order");
         uint32_t a = 0;
-        CHECK((gguf_get_u32(f, "general.alignment", &a) == 0) == (alignment != 32),
+        CHECK((strata_gguf_get_u32(f, "general.alignment", &a) == 0) == (alignment != 32),
               "general.alignment is written only when not the default");
         check_scalars(f);
         check_arrays(f);
         check_tensors(f, alignment, N_TENSORS);
-        gguf_close(f);
+        strata_gguf_close(f);
     }
     char name[64];
     snprintf(name, sizeof name, "round trip (alignment %u)", alignment);
@@ -347,15 +347,15 @@ static void expect_fail(const char *name, const struct bytes *b, const char *wor
     int before = g_failures;
     const char *path = tmp_path("broken.gguf");
     write_file(path, b->p, b->n);
-    struct gguf_file *f = (struct gguf_file *)1;
+    struct strata_gguf_file *f = (struct strata_gguf_file *)1;
     strata_log_set_sink(quiet_sink, NULL);
-    int rc = gguf_open(&f, path);
+    int rc = strata_gguf_open(&f, path);
     strata_log_set_sink(NULL, NULL);
     const char *err = strata_last_error();
     CHECK(rc < 0 && f == NULL, "opened (rc %d)", rc);
     CHECK(strstr(err, path) != NULL, "message does not name the file: %s", err);
     CHECK(strstr(err, word) != NULL, "message lacks \"%s\": %s", word, err);
-    if (rc == 0) gguf_close(f);
+    if (rc == 0) strata_gguf_close(f);
     char label[128];
     snprintf(label, sizeof label, "reject %s", name);
     case_result(label, before);
@@ -390,23 +390,23 @@ static void test_accepts(void)
     int before = g_failures;
     struct bytes b = {0};
     const char *path = tmp_path("valid.gguf");
-    struct gguf_file *f = NULL;
+    struct strata_gguf_file *f = NULL;
     for (uint32_t version = 2; version <= 3; version++) {
         b_basic(&b, version);
         write_file(path, b.p, b.n);
-        int rc = gguf_open(&f, path);
+        int rc = strata_gguf_open(&f, path);
         CHECK(rc == 0 && f->version == version && f->n_tensors == 1 && f->data_offset % 32 == 0,
               "v%u: %s", version, strata_last_error());
-        if (!rc) gguf_close(f);
+        if (!rc) strata_gguf_close(f);
     }
     // No tensors and no padding after the metadata: valid (vocab-only files look like this).
     b.n = 0;
     b_header(&b, 3, 0, 1);
     b_kv_str(&b, "general.architecture", "x");
     write_file(path, b.p, b.n);
-    int rc = gguf_open(&f, path);
+    int rc = strata_gguf_open(&f, path);
     CHECK(rc == 0 && f->n_tensors == 0, "no tensors: %s", strata_last_error());
-    if (!rc) gguf_close(f);
+    if (!rc) strata_gguf_close(f);
     free(b.p);
     case_result("accept hand-made v2, v3 and tensor-less files", before);
 }
@@ -581,25 +581,25 @@ static void read_whole(const char *path, struct bytes *b)
 // a last tensor whose size is a multiple of the alignment so no prefix is a valid file.
 static void write_small(const char *path)
 {
-    struct gguf_writer *w = gguf_writer_new();
-    int rc = gguf_writer_set_str(w, "general.architecture", "tiny");
-    rc |= gguf_writer_set_u32(w, "n", 3);
-    rc |= gguf_writer_set_f32(w, "eps", 1e-5f);
-    rc |= gguf_writer_set_bool(w, "flag", true);
-    rc |= gguf_writer_set_arr_str(w, "tokens", strs, 4);
-    rc |= gguf_writer_set_arr(w, "scores", GGUF_TYPE_FLOAT32, f32s, 3);
-    struct gguf_value two, three, inner[3], mid[2], leaf;
+    struct strata_gguf_writer *w = strata_gguf_writer_new();
+    int rc = strata_gguf_writer_set_str(w, "general.architecture", "tiny");
+    rc |= strata_gguf_writer_set_u32(w, "n", 3);
+    rc |= strata_gguf_writer_set_f32(w, "eps", 1e-5f);
+    rc |= strata_gguf_writer_set_bool(w, "flag", true);
+    rc |= strata_gguf_writer_set_arr_str(w, "tokens", strs, 4);
+    rc |= strata_gguf_writer_set_arr(w, "scores", GGUF_TYPE_FLOAT32, f32s, 3);
+    struct strata_gguf_value two, three, inner[3], mid[2], leaf;
     nested_values(&two, &three, inner, mid, &leaf);
-    rc |= gguf_writer_set_value(w, "nested", &three);
-    rc |= gguf_writer_add_tensor(w, "a", STRATA_TYPE_F16, 1, (const uint64_t[]){6}) < 0;
-    rc |= gguf_writer_add_tensor(w, "b", STRATA_TYPE_F32, 2, (const uint64_t[]){4, 2}) < 0;
-    rc |= gguf_writer_open(w, path);
+    rc |= strata_gguf_writer_set_value(w, "nested", &three);
+    rc |= strata_gguf_writer_add_tensor(w, "a", STRATA_TYPE_F16, 1, (const uint64_t[]){6}) < 0;
+    rc |= strata_gguf_writer_add_tensor(w, "b", STRATA_TYPE_F32, 2, (const uint64_t[]){4, 2}) < 0;
+    rc |= strata_gguf_writer_open(w, path);
     uint8_t data[32];
     fill(data, sizeof data, 7);
-    rc |= gguf_writer_tensor_begin(w, 0) | gguf_writer_write(w, data, 12);
-    rc |= gguf_writer_tensor_begin(w, 1) | gguf_writer_write(w, data, 32);
-    rc |= gguf_writer_finish(w);
-    gguf_writer_free(w);
+    rc |= strata_gguf_writer_tensor_begin(w, 0) | strata_gguf_writer_write(w, data, 12);
+    rc |= strata_gguf_writer_tensor_begin(w, 1) | strata_gguf_writer_write(w, data, 32);
+    rc |= strata_gguf_writer_finish(w);
+    strata_gguf_writer_free(w);
     CHECK(rc == 0, "writing the small file: %s", strata_last_error());
 }
 
@@ -610,18 +610,18 @@ static void test_truncation(void)
     write_small(path);
     struct bytes b = {0};
     read_whole(path, &b);
-    struct gguf_file *f = NULL;
-    int rc = gguf_open(&f, path);
+    struct strata_gguf_file *f = NULL;
+    int rc = strata_gguf_open(&f, path);
     CHECK(rc == 0, "the full file opens: %s", strata_last_error());
-    if (!rc) gguf_close(f);
+    if (!rc) strata_gguf_close(f);
     strata_log_set_sink(quiet_sink, NULL);
     size_t opened = 0, unnamed = 0;
     for (size_t len = b.n; len-- > 0;) {
         if (truncate(path, (off_t)len) != 0) break;
-        rc = gguf_open(&f, path);
+        rc = strata_gguf_open(&f, path);
         if (rc == 0) {
             opened++;
-            gguf_close(f);
+            strata_gguf_close(f);
         } else if (!strstr(strata_last_error(), path) ||
                    !(strstr(strata_last_error(), "end of file") ||
                      strstr(strata_last_error(), "ends at"))) {
@@ -639,23 +639,23 @@ static void test_truncation(void)
 }
 
 // Touches everything an opened file exposes, so ASan sees any bad pointer or length.
-static uint64_t walk(struct gguf_file *f)
+static uint64_t walk(struct strata_gguf_file *f)
 {
     uint64_t sum = 0;
     for (uint64_t i = 0; i < f->n_kv; i++) {
-        const struct gguf_value *v = &f->kv[i].value;
+        const struct strata_gguf_value *v = &f->kv[i].value;
         sum += strlen(f->kv[i].key.s) + v->type;
         if (v->type == GGUF_TYPE_ARRAY && v->arr.type == GGUF_TYPE_STRING)
             for (uint64_t j = 0; j < v->arr.n; j++)
-                sum += strlen(((const struct gguf_str *)v->arr.items)[j].s);
+                sum += strlen(((const struct strata_gguf_str *)v->arr.items)[j].s);
     }
-    const uint8_t *map = gguf_map(f);
+    const uint8_t *map = strata_gguf_map(f);
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const struct gguf_tensor *t = &f->tensors[i];
-        sum += gguf_find_tensor(f, t->name) == t;
+        const struct strata_gguf_tensor *t = &f->tensors[i];
+        sum += strata_gguf_find_tensor(f, t->name) == t;
         if (t->n_bytes > 1u << 20) continue;
         uint8_t *buf = malloc(t->n_bytes);
-        if (buf && gguf_read_tensor(f, t, 0, buf, t->n_bytes) == 0) sum += buf[t->n_bytes - 1];
+        if (buf && strata_gguf_read_tensor(f, t, 0, buf, t->n_bytes) == 0) sum += buf[t->n_bytes - 1];
         free(buf);
         if (map) sum += map[t->file_offset + t->n_bytes - 1];
     }
@@ -687,12 +687,12 @@ static void test_fuzz(void)
                 b.p[pos] ^= (uint8_t)(1u << (r >> 32 & 7));
         }
         write_file(path, b.p, b.n);
-        struct gguf_file *f = NULL;
-        int rc = gguf_open(&f, path);
+        struct strata_gguf_file *f = NULL;
+        int rc = strata_gguf_open(&f, path);
         if (rc == 0) {
             opened++;
             sum += walk(f);
-            gguf_close(f);
+            strata_gguf_close(f);
         } else {
             rejected++;
             silent += strata_last_error()[0] == '\0';
@@ -714,31 +714,31 @@ static void test_getters(void)
 {
     int before = g_failures;
     const char *path = tmp_path("getters.gguf");
-    struct gguf_writer *w = gguf_writer_new();
-    int rc = gguf_writer_set_u8(w, "u8", 200);
-    rc |= gguf_writer_set_i8(w, "i8", -5);
-    rc |= gguf_writer_set_u64(w, "u64.big", 1ull << 40);
-    rc |= gguf_writer_set_u64(w, "u64.small", 7);
-    rc |= gguf_writer_set_u32(w, "u32.big", 4000000000u);
-    rc |= gguf_writer_set_i64(w, "i64.neg", -1);
-    rc |= gguf_writer_set_i64(w, "i64.min32", INT32_MIN);
-    rc |= gguf_writer_set_i64(w, "i64.below32", (int64_t)INT32_MIN - 1);
-    rc |= gguf_writer_set_u64(w, "u64.max32", INT32_MAX);
-    rc |= gguf_writer_set_f32(w, "f32", 0.25f);
-    rc |= gguf_writer_set_f64(w, "f64", 0.5);
-    rc |= gguf_writer_set_f64(w, "f64.huge", 1e300);
-    rc |= gguf_writer_set_f64(w, "f64.inf", INFINITY);
-    rc |= gguf_writer_set_bool(w, "bool", true);
-    rc |= gguf_writer_set_str(w, "str", "s");
-    rc |= gguf_writer_set_arr(w, "arr", GGUF_TYPE_INT32, i32s, 3);
-    rc |= gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, (const uint64_t[]){4}) < 0;
-    rc |= gguf_writer_open(w, path);
-    rc |= gguf_writer_tensor_begin(w, 0) | gguf_writer_write(w, f32s, 12);
-    rc |= gguf_writer_write(w, f32s, 4) | gguf_writer_finish(w);
-    gguf_writer_free(w);
+    struct strata_gguf_writer *w = strata_gguf_writer_new();
+    int rc = strata_gguf_writer_set_u8(w, "u8", 200);
+    rc |= strata_gguf_writer_set_i8(w, "i8", -5);
+    rc |= strata_gguf_writer_set_u64(w, "u64.big", 1ull << 40);
+    rc |= strata_gguf_writer_set_u64(w, "u64.small", 7);
+    rc |= strata_gguf_writer_set_u32(w, "u32.big", 4000000000u);
+    rc |= strata_gguf_writer_set_i64(w, "i64.neg", -1);
+    rc |= strata_gguf_writer_set_i64(w, "i64.min32", INT32_MIN);
+    rc |= strata_gguf_writer_set_i64(w, "i64.below32", (int64_t)INT32_MIN - 1);
+    rc |= strata_gguf_writer_set_u64(w, "u64.max32", INT32_MAX);
+    rc |= strata_gguf_writer_set_f32(w, "f32", 0.25f);
+    rc |= strata_gguf_writer_set_f64(w, "f64", 0.5);
+    rc |= strata_gguf_writer_set_f64(w, "f64.huge", 1e300);
+    rc |= strata_gguf_writer_set_f64(w, "f64.inf", INFINITY);
+    rc |= strata_gguf_writer_set_bool(w, "bool", true);
+    rc |= strata_gguf_writer_set_str(w, "str", "s");
+    rc |= strata_gguf_writer_set_arr(w, "arr", GGUF_TYPE_INT32, i32s, 3);
+    rc |= strata_gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, (const uint64_t[]){4}) < 0;
+    rc |= strata_gguf_writer_open(w, path);
+    rc |= strata_gguf_writer_tensor_begin(w, 0) | strata_gguf_writer_write(w, f32s, 12);
+    rc |= strata_gguf_writer_write(w, f32s, 4) | strata_gguf_writer_finish(w);
+    strata_gguf_writer_free(w);
     CHECK(rc == 0, "write: %s", strata_last_error());
-    struct gguf_file *f = NULL;
-    if (gguf_open(&f, path) != 0) {
+    struct strata_gguf_file *f = NULL;
+    if (strata_gguf_open(&f, path) != 0) {
         CHECK(0, "open: %s", strata_last_error());
         case_result("typed getters", before);
         return;
@@ -756,58 +756,58 @@ static void test_getters(void)
 #define BAD(call, word)                                                                    \
     CHECK((call) == STRATA_EFORMAT && strstr(strata_last_error(), word), "%s -> %s", #call, \
           strata_last_error())
-    OK(gguf_get_u32(f, "u8", &u32), u32 == 200);
-    OK(gguf_get_u32(f, "u64.small", &u32), u32 == 7);
-    OK(gguf_get_u32(f, "u32.big", &u32), u32 == 4000000000u);
-    BAD(gguf_get_u32(f, "i8", &u32), "-5");
-    BAD(gguf_get_u32(f, "u64.big", &u32), "fit");
-    BAD(gguf_get_u32(f, "f32", &u32), "type");
-    BAD(gguf_get_u32(f, "str", &u32), "type");
-    BAD(gguf_get_u32(f, "bool", &u32), "type");
-    OK(gguf_get_u64(f, "u64.big", &u64), u64 == 1ull << 40);
-    OK(gguf_get_u64(f, "u8", &u64), u64 == 200);
-    BAD(gguf_get_u64(f, "i64.neg", &u64), "fit");
-    OK(gguf_get_i32(f, "i8", &i32), i32 == -5);
-    OK(gguf_get_i32(f, "i64.min32", &i32), i32 == INT32_MIN);
-    OK(gguf_get_i32(f, "u64.max32", &i32), i32 == INT32_MAX);
-    BAD(gguf_get_i32(f, "i64.below32", &i32), "fit");
-    BAD(gguf_get_i32(f, "u32.big", &i32), "fit");
-    OK(gguf_get_f32(f, "f32", &f32), f32 == 0.25f);
-    OK(gguf_get_f32(f, "f64", &f32), f32 == 0.5f);
-    OK(gguf_get_f32(f, "f64.inf", &f32), isinf(f32));
-    BAD(gguf_get_f32(f, "f64.huge", &f32), "fit");
-    BAD(gguf_get_f32(f, "u8", &f32), "type");
-    OK(gguf_get_bool(f, "bool", &b), b);
-    BAD(gguf_get_bool(f, "u8", &b), "type");
-    OK(gguf_get_str(f, "str", &s), strcmp(s, "s") == 0);
-    BAD(gguf_get_str(f, "arr", &s), "type");
-    OK(gguf_get_arr(f, "arr", GGUF_TYPE_INT32, &items, &n), n == 3);
-    BAD(gguf_get_arr(f, "arr", GGUF_TYPE_UINT32, &items, &n), "array");
-    BAD(gguf_get_arr(f, "str", GGUF_TYPE_STRING, &items, &n), "array");
+    OK(strata_gguf_get_u32(f, "u8", &u32), u32 == 200);
+    OK(strata_gguf_get_u32(f, "u64.small", &u32), u32 == 7);
+    OK(strata_gguf_get_u32(f, "u32.big", &u32), u32 == 4000000000u);
+    BAD(strata_gguf_get_u32(f, "i8", &u32), "-5");
+    BAD(strata_gguf_get_u32(f, "u64.big", &u32), "fit");
+    BAD(strata_gguf_get_u32(f, "f32", &u32), "type");
+    BAD(strata_gguf_get_u32(f, "str", &u32), "type");
+    BAD(strata_gguf_get_u32(f, "bool", &u32), "type");
+    OK(strata_gguf_get_u64(f, "u64.big", &u64), u64 == 1ull << 40);
+    OK(strata_gguf_get_u64(f, "u8", &u64), u64 == 200);
+    BAD(strata_gguf_get_u64(f, "i64.neg", &u64), "fit");
+    OK(strata_gguf_get_i32(f, "i8", &i32), i32 == -5);
+    OK(strata_gguf_get_i32(f, "i64.min32", &i32), i32 == INT32_MIN);
+    OK(strata_gguf_get_i32(f, "u64.max32", &i32), i32 == INT32_MAX);
+    BAD(strata_gguf_get_i32(f, "i64.below32", &i32), "fit");
+    BAD(strata_gguf_get_i32(f, "u32.big", &i32), "fit");
+    OK(strata_gguf_get_f32(f, "f32", &f32), f32 == 0.25f);
+    OK(strata_gguf_get_f32(f, "f64", &f32), f32 == 0.5f);
+    OK(strata_gguf_get_f32(f, "f64.inf", &f32), isinf(f32));
+    BAD(strata_gguf_get_f32(f, "f64.huge", &f32), "fit");
+    BAD(strata_gguf_get_f32(f, "u8", &f32), "type");
+    OK(strata_gguf_get_bool(f, "bool", &b), b);
+    BAD(strata_gguf_get_bool(f, "u8", &b), "type");
+    OK(strata_gguf_get_str(f, "str", &s), strcmp(s, "s") == 0);
+    BAD(strata_gguf_get_str(f, "arr", &s), "type");
+    OK(strata_gguf_get_arr(f, "arr", GGUF_TYPE_INT32, &items, &n), n == 3);
+    BAD(strata_gguf_get_arr(f, "arr", GGUF_TYPE_UINT32, &items, &n), "array");
+    BAD(strata_gguf_get_arr(f, "str", GGUF_TYPE_STRING, &items, &n), "array");
     // absent: -ENOENT and no new error line
     strata_log_error("marker");
-    CHECK(gguf_get_u32(f, "missing", &u32) == -ENOENT &&
-              gguf_get_str(f, "missing", &s) == -ENOENT &&
-              gguf_get_arr(f, "missing", GGUF_TYPE_UINT8, &items, &n) == -ENOENT &&
+    CHECK(strata_gguf_get_u32(f, "missing", &u32) == -ENOENT &&
+              strata_gguf_get_str(f, "missing", &s) == -ENOENT &&
+              strata_gguf_get_arr(f, "missing", GGUF_TYPE_UINT8, &items, &n) == -ENOENT &&
               strcmp(strata_last_error(), "marker") == 0,
           "absent keys");
-    CHECK(!gguf_find_kv(f, "missing") && !gguf_find_tensor(f, "missing") &&
-              gguf_find_tensor(f, "t") == &f->tensors[0],
+    CHECK(!strata_gguf_find_kv(f, "missing") && !strata_gguf_find_tensor(f, "missing") &&
+              strata_gguf_find_tensor(f, "t") == &f->tensors[0],
           "find");
-    const struct gguf_tensor *t = &f->tensors[0];
+    const struct strata_gguf_tensor *t = &f->tensors[0];
     uint8_t buf[32];
-    CHECK(gguf_read_tensor(f, t, 8, buf, 9) == STRATA_EARG && strstr(strata_last_error(), "'t'"),
+    CHECK(strata_gguf_read_tensor(f, t, 8, buf, 9) == STRATA_EARG && strstr(strata_last_error(), "'t'"),
           "read past the tensor: %s", strata_last_error());
-    CHECK(gguf_read_tensor(f, t, UINT64_MAX, buf, 2) == STRATA_EARG, "offset overflow");
-    CHECK(gguf_read_tensor(f, t, 16, buf, 0) == 0, "empty read at the end");
-    CHECK(gguf_pread(f, f->file_size - 4, buf, 5) == STRATA_EARG &&
-              gguf_pread(f, UINT64_MAX - 1, buf, 4) == STRATA_EARG &&
-              gguf_pread(f, f->file_size - 4, buf, 4) == 0,
+    CHECK(strata_gguf_read_tensor(f, t, UINT64_MAX, buf, 2) == STRATA_EARG, "offset overflow");
+    CHECK(strata_gguf_read_tensor(f, t, 16, buf, 0) == 0, "empty read at the end");
+    CHECK(strata_gguf_pread(f, f->file_size - 4, buf, 5) == STRATA_EARG &&
+              strata_gguf_pread(f, UINT64_MAX - 1, buf, 4) == STRATA_EARG &&
+              strata_gguf_pread(f, f->file_size - 4, buf, 4) == 0,
           "pread bounds");
     strata_log_set_sink(NULL, NULL);
 #undef OK
 #undef BAD
-    gguf_close(f);
+    strata_gguf_close(f);
     case_result("typed getters, lookups and read bounds", before);
 }
 
@@ -818,91 +818,91 @@ static void test_writer_errors(void)
     int before = g_failures;
     const uint64_t ne[] = {32};
     strata_log_set_sink(quiet_sink, NULL);
-    struct gguf_writer *w = gguf_writer_new();
-    CHECK(gguf_writer_write(w, "x", 1) == STRATA_EARG, "write before open");
-    CHECK(gguf_writer_set_alignment(w, 3) == STRATA_EARG, "alignment 3");
-    CHECK(gguf_writer_set_alignment(w, 0) == STRATA_EARG, "alignment 0");
-    CHECK(gguf_writer_set_u64(w, "general.alignment", 64) == STRATA_EARG, "u64 alignment key");
-    CHECK(gguf_writer_set_u32(w, "general.alignment", 48) == STRATA_EARG, "alignment key 48");
-    CHECK(gguf_writer_set_u32(w, "", 1) == STRATA_EARG, "empty key");
-    CHECK(gguf_writer_set_arr(w, "k", GGUF_TYPE_STRING, strs, 1) == STRATA_EARG, "arr of str");
-    struct gguf_value bad = {.type = GGUF_TYPE_COUNT};
-    CHECK(gguf_writer_set_value(w, "k", &bad) == STRATA_EARG, "bad value type");
-    struct gguf_value chain[10];  // 10 nested levels, one past the limit
+    struct strata_gguf_writer *w = strata_gguf_writer_new();
+    CHECK(strata_gguf_writer_write(w, "x", 1) == STRATA_EARG, "write before open");
+    CHECK(strata_gguf_writer_set_alignment(w, 3) == STRATA_EARG, "alignment 3");
+    CHECK(strata_gguf_writer_set_alignment(w, 0) == STRATA_EARG, "alignment 0");
+    CHECK(strata_gguf_writer_set_u64(w, "general.alignment", 64) == STRATA_EARG, "u64 alignment key");
+    CHECK(strata_gguf_writer_set_u32(w, "general.alignment", 48) == STRATA_EARG, "alignment key 48");
+    CHECK(strata_gguf_writer_set_u32(w, "", 1) == STRATA_EARG, "empty key");
+    CHECK(strata_gguf_writer_set_arr(w, "k", GGUF_TYPE_STRING, strs, 1) == STRATA_EARG, "arr of str");
+    struct strata_gguf_value bad = {.type = GGUF_TYPE_COUNT};
+    CHECK(strata_gguf_writer_set_value(w, "k", &bad) == STRATA_EARG, "bad value type");
+    struct strata_gguf_value chain[10];  // 10 nested levels, one past the limit
     for (int d = 0; d < 10; d++)
-        chain[d] = (struct gguf_value){.type = GGUF_TYPE_ARRAY,
+        chain[d] = (struct strata_gguf_value){.type = GGUF_TYPE_ARRAY,
                                        .arr = {d < 9 ? GGUF_TYPE_ARRAY : GGUF_TYPE_UINT8,
                                                d < 9 ? 1 : 0, d < 9 ? &chain[d + 1] : NULL}};
-    CHECK(gguf_writer_set_value(w, "deep", &chain[0]) == STRATA_EARG, "too deep");
-    CHECK(gguf_writer_set_value(w, "deep8", &chain[2]) == 0, "8 levels: %s", strata_last_error());
-    CHECK(gguf_writer_add_tensor(w, "t", 4, 1, ne) == STRATA_EARG, "retired type");
-    CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 5, ne) == STRATA_EARG, "n_dims 5");
-    CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_Q4_K, 1, ne) == STRATA_EARG, "block size");
+    CHECK(strata_gguf_writer_set_value(w, "deep", &chain[0]) == STRATA_EARG, "too deep");
+    CHECK(strata_gguf_writer_set_value(w, "deep8", &chain[2]) == 0, "8 levels: %s", strata_last_error());
+    CHECK(strata_gguf_writer_add_tensor(w, "t", 4, 1, ne) == STRATA_EARG, "retired type");
+    CHECK(strata_gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 5, ne) == STRATA_EARG, "n_dims 5");
+    CHECK(strata_gguf_writer_add_tensor(w, "t", STRATA_TYPE_Q4_K, 1, ne) == STRATA_EARG, "block size");
     const uint64_t ne_overflow[] = {1ull << 40, 1ull << 40};
-    CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 2, ne_overflow) == STRATA_EARG,
+    CHECK(strata_gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 2, ne_overflow) == STRATA_EARG,
           "element overflow");
-    CHECK(gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, (const uint64_t[]){1ull << 62}) ==
+    CHECK(strata_gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, (const uint64_t[]){1ull << 62}) ==
               STRATA_EARG,
           "byte size overflow");
     char long_name[65];
     memset(long_name, 'x', 64);
     long_name[64] = '\0';
-    CHECK(gguf_writer_add_tensor(w, long_name, STRATA_TYPE_F32, 1, ne) == STRATA_EARG,
+    CHECK(strata_gguf_writer_add_tensor(w, long_name, STRATA_TYPE_F32, 1, ne) == STRATA_EARG,
           "64-byte name");
-    CHECK(gguf_writer_add_tensor(w, "t0", STRATA_TYPE_F32, 1, ne) == 0, "t0");
-    CHECK(gguf_writer_add_tensor(w, "t0", STRATA_TYPE_F32, 1, ne) == STRATA_EARG, "dup");
-    CHECK(gguf_writer_add_tensor(w, "t1", STRATA_TYPE_F32, 1, ne) == 1, "t1");
-    CHECK(gguf_writer_add_tensor(w, "t2", STRATA_TYPE_F32, 1, ne) == 2, "t2");
-    CHECK(gguf_writer_tensor_bytes(w, 1) == 128 && gguf_writer_tensor_bytes(w, 3) == 0, "bytes");
-    CHECK(gguf_writer_open(w, tmp_path("nodir/x.gguf")) == -ENOENT, "open in a missing dir");
+    CHECK(strata_gguf_writer_add_tensor(w, "t0", STRATA_TYPE_F32, 1, ne) == 0, "t0");
+    CHECK(strata_gguf_writer_add_tensor(w, "t0", STRATA_TYPE_F32, 1, ne) == STRATA_EARG, "dup");
+    CHECK(strata_gguf_writer_add_tensor(w, "t1", STRATA_TYPE_F32, 1, ne) == 1, "t1");
+    CHECK(strata_gguf_writer_add_tensor(w, "t2", STRATA_TYPE_F32, 1, ne) == 2, "t2");
+    CHECK(strata_gguf_writer_tensor_bytes(w, 1) == 128 && strata_gguf_writer_tensor_bytes(w, 3) == 0, "bytes");
+    CHECK(strata_gguf_writer_open(w, tmp_path("nodir/x.gguf")) == -ENOENT, "open in a missing dir");
     const char *path = tmp_path("misuse.gguf");
-    CHECK(gguf_writer_open(w, path) == 0, "open: %s", strata_last_error());
-    CHECK(gguf_writer_set_u32(w, "late", 1) == STRATA_EARG, "set after open");
-    CHECK(gguf_writer_add_tensor(w, "late", STRATA_TYPE_F32, 1, ne) == STRATA_EARG,
+    CHECK(strata_gguf_writer_open(w, path) == 0, "open: %s", strata_last_error());
+    CHECK(strata_gguf_writer_set_u32(w, "late", 1) == STRATA_EARG, "set after open");
+    CHECK(strata_gguf_writer_add_tensor(w, "late", STRATA_TYPE_F32, 1, ne) == STRATA_EARG,
           "add after open");
-    CHECK(gguf_writer_write(w, "x", 1) == STRATA_EARG, "write before begin");
-    CHECK(gguf_writer_tensor_begin(w, 1) == STRATA_EARG, "out of order");
+    CHECK(strata_gguf_writer_write(w, "x", 1) == STRATA_EARG, "write before begin");
+    CHECK(strata_gguf_writer_tensor_begin(w, 1) == STRATA_EARG, "out of order");
     uint8_t data[256] = {0};
-    CHECK(gguf_writer_tensor_begin(w, 0) == 0 && gguf_writer_write(w, data, 100) == 0, "t0 part");
-    CHECK(gguf_writer_tensor_begin(w, 1) == STRATA_EARG &&
+    CHECK(strata_gguf_writer_tensor_begin(w, 0) == 0 && strata_gguf_writer_write(w, data, 100) == 0, "t0 part");
+    CHECK(strata_gguf_writer_tensor_begin(w, 1) == STRATA_EARG &&
               strstr(strata_last_error(), "100 of its 128"),
           "begin with previous incomplete: %s", strata_last_error());
-    CHECK(gguf_writer_write(w, data, 29) == STRATA_EARG, "too many bytes");
-    CHECK(gguf_writer_finish(w) == STRATA_EARG, "finish incomplete");
-    CHECK(gguf_writer_write(w, data, 28) == 0 && gguf_writer_tensor_begin(w, 1) == 0 &&
-              gguf_writer_write(w, data, 128) == 0,
+    CHECK(strata_gguf_writer_write(w, data, 29) == STRATA_EARG, "too many bytes");
+    CHECK(strata_gguf_writer_finish(w) == STRATA_EARG, "finish incomplete");
+    CHECK(strata_gguf_writer_write(w, data, 28) == 0 && strata_gguf_writer_tensor_begin(w, 1) == 0 &&
+              strata_gguf_writer_write(w, data, 128) == 0,
           "t0, t1");
-    CHECK(gguf_writer_finish(w) == STRATA_EARG && strstr(strata_last_error(), "'t2'"),
+    CHECK(strata_gguf_writer_finish(w) == STRATA_EARG && strstr(strata_last_error(), "'t2'"),
           "finish with a tensor missing: %s", strata_last_error());
-    CHECK(gguf_writer_tensor_begin(w, 2) == 0 && gguf_writer_write(w, data, 128) == 0 &&
-              gguf_writer_tensor_begin(w, 3) == STRATA_EARG && gguf_writer_finish(w) == 0,
+    CHECK(strata_gguf_writer_tensor_begin(w, 2) == 0 && strata_gguf_writer_write(w, data, 128) == 0 &&
+              strata_gguf_writer_tensor_begin(w, 3) == STRATA_EARG && strata_gguf_writer_finish(w) == 0,
           "complete: %s", strata_last_error());
-    CHECK(gguf_writer_finish(w) == STRATA_EARG, "finish twice");
-    gguf_writer_free(w);
-    struct gguf_file *f = NULL;
-    CHECK(gguf_open(&f, path) == 0 && f->n_tensors == 3, "misuse file opens: %s",
+    CHECK(strata_gguf_writer_finish(w) == STRATA_EARG, "finish twice");
+    strata_gguf_writer_free(w);
+    struct strata_gguf_file *f = NULL;
+    CHECK(strata_gguf_open(&f, path) == 0 && f->n_tensors == 3, "misuse file opens: %s",
           strata_last_error());
-    if (f) gguf_close(f);
-    gguf_writer_free(gguf_writer_new());  // freeing an unused writer
-    w = gguf_writer_new();                // freeing a writer abandoned mid-tensor
-    gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, ne);
-    if (gguf_writer_open(w, path) == 0) gguf_writer_tensor_begin(w, 0);
-    gguf_writer_free(w);
+    if (f) strata_gguf_close(f);
+    strata_gguf_writer_free(strata_gguf_writer_new());  // freeing an unused writer
+    w = strata_gguf_writer_new();                // freeing a writer abandoned mid-tensor
+    strata_gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, ne);
+    if (strata_gguf_writer_open(w, path) == 0) strata_gguf_writer_tensor_begin(w, 0);
+    strata_gguf_writer_free(w);
     if (access("/dev/full", W_OK) == 0) {  // every write fails with ENOSPC
-        w = gguf_writer_new();
-        gguf_writer_set_str(w, "general.architecture", "x");
-        gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, (const uint64_t[]){1 << 22});
+        w = strata_gguf_writer_new();
+        strata_gguf_writer_set_str(w, "general.architecture", "x");
+        strata_gguf_writer_add_tensor(w, "t", STRATA_TYPE_F32, 1, (const uint64_t[]){1 << 22});
         static uint8_t big[1 << 24];
-        int rc = gguf_writer_open(w, "/dev/full");
-        if (!rc) rc = gguf_writer_tensor_begin(w, 0);
-        if (!rc) rc = gguf_writer_write(w, big, sizeof big);
-        if (!rc) rc = gguf_writer_finish(w);
+        int rc = strata_gguf_writer_open(w, "/dev/full");
+        if (!rc) rc = strata_gguf_writer_tensor_begin(w, 0);
+        if (!rc) rc = strata_gguf_writer_write(w, big, sizeof big);
+        if (!rc) rc = strata_gguf_writer_finish(w);
         CHECK(rc == -ENOSPC && strstr(strata_last_error(), "/dev/full") &&
                   strstr(strata_last_error(), "No space"),
               "ENOSPC: rc %d %s", rc, strata_last_error());
         printf("       -> %s\n", strata_last_error());
-        CHECK(gguf_writer_finish(w) == -ENOSPC, "error is sticky");
-        gguf_writer_free(w);
+        CHECK(strata_gguf_writer_finish(w) == -ENOSPC, "error is sticky");
+        strata_gguf_writer_free(w);
     }
     strata_log_set_sink(NULL, NULL);
     case_result("writer misuse and write errors", before);
@@ -923,27 +923,27 @@ static void test_open_speed(void)
         snprintf(tokens[i], 24, "tok%d_%x", i, i * 2654435761u);
         types[i] = 1;
     }
-    struct gguf_writer *w = gguf_writer_new();
+    struct strata_gguf_writer *w = strata_gguf_writer_new();
     const char *const *token_list = (const char *const *)tokens;
-    int rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", token_list, N_VOCAB);
-    rc |= gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", token_list, N_VOCAB);
-    rc |= gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, N_VOCAB);
+    int rc = strata_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", token_list, N_VOCAB);
+    rc |= strata_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", token_list, N_VOCAB);
+    rc |= strata_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, N_VOCAB);
     char name[64];
     for (int i = 0; i < N_TENSORS_BIG; i++) {
         snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", i);
-        rc |= gguf_writer_add_tensor(w, name, STRATA_TYPE_Q8_0, 1, (const uint64_t[]){32}) < 0;
+        rc |= strata_gguf_writer_add_tensor(w, name, STRATA_TYPE_Q8_0, 1, (const uint64_t[]){32}) < 0;
     }
-    rc |= gguf_writer_open(w, path);
+    rc |= strata_gguf_writer_open(w, path);
     uint8_t block[34] = {0};
     for (int i = 0; i < N_TENSORS_BIG && !rc; i++)
-        rc = gguf_writer_tensor_begin(w, i) | gguf_writer_write(w, block, sizeof block);
-    if (!rc) rc = gguf_writer_finish(w);
-    gguf_writer_free(w);
+        rc = strata_gguf_writer_tensor_begin(w, i) | strata_gguf_writer_write(w, block, sizeof block);
+    if (!rc) rc = strata_gguf_writer_finish(w);
+    strata_gguf_writer_free(w);
     CHECK(rc == 0, "write: %s", strata_last_error());
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    struct gguf_file *f = NULL;
-    rc = gguf_open(&f, path);
+    struct strata_gguf_file *f = NULL;
+    rc = strata_gguf_open(&f, path);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     CHECK(rc == 0, "open: %s", strata_last_error());
@@ -951,17 +951,17 @@ static void test_open_speed(void)
         int found = 0;
         for (int i = 0; i < N_TENSORS_BIG; i++) {
             snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", i);
-            const struct gguf_tensor *t = gguf_find_tensor(f, name);
+            const struct strata_gguf_tensor *t = strata_gguf_find_tensor(f, name);
             found += t && strcmp(t->name, name) == 0;
         }
         const void *items;
         uint64_t n;
         CHECK(found == N_TENSORS_BIG, "found %d tensors", found);
-        CHECK(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &items, &n) == 0 &&
+        CHECK(strata_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &items, &n) == 0 &&
                   n == N_VOCAB &&
-                  strcmp(((const struct gguf_str *)items)[N_VOCAB - 1].s, tokens[N_VOCAB - 1]) == 0,
+                  strcmp(((const struct strata_gguf_str *)items)[N_VOCAB - 1].s, tokens[N_VOCAB - 1]) == 0,
               "tokens");
-        gguf_close(f);
+        strata_gguf_close(f);
     }
     CHECK(ms < 1500, "open took %.1f ms", ms);  // a few ms normally; generous for ASan
     free(tokens);
@@ -980,9 +980,9 @@ int main(void)
         printf("test_gguf: mkdtemp failed: %s\n", strerror(errno));
         return 1;
     }
-    struct gguf_file *f = NULL;
+    struct strata_gguf_file *f = NULL;
     strata_log_set_sink(quiet_sink, NULL);
-    int rc = gguf_open(&f, tmp_path("does-not-exist.gguf"));
+    int rc = strata_gguf_open(&f, tmp_path("does-not-exist.gguf"));
     strata_log_set_sink(NULL, NULL);
     int before = g_failures;
     CHECK(rc == -ENOENT && f == NULL, "missing file: rc %d", rc);

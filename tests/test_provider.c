@@ -104,7 +104,7 @@ static void *work(void *arg)
     return NULL;
 }
 
-static void test_threads(const char *path, struct gguf_file *f, const struct strata_expert_layout *lay,
+static void test_threads(const char *path, struct strata_gguf_file *f, const struct strata_expert_layout *lay,
                          const struct ref *ref, enum strata_io_engine io, int depth)
 {
     const int before = g_failures;
@@ -141,7 +141,7 @@ static void test_threads(const char *path, struct gguf_file *f, const struct str
 }
 
 // Pin counts and prefetch, single-threaded and exact.
-static void test_pins_and_prefetch(struct gguf_file *f, const struct strata_expert_layout *lay,
+static void test_pins_and_prefetch(struct strata_gguf_file *f, const struct strata_expert_layout *lay,
                                    const struct ref *ref, enum strata_io_engine io)
 {
     const int before = g_failures;
@@ -199,7 +199,7 @@ static void *fault_work(void *arg)
 }
 
 // A lasting fault: every thread wanting the experts gets STRATA_EIO, none gets a view.
-static void test_fault_threads(struct gguf_file *f, const struct strata_expert_layout *lay, enum strata_io_engine io)
+static void test_fault_threads(struct strata_gguf_file *f, const struct strata_expert_layout *lay, enum strata_io_engine io)
 {
     const int before = g_failures;
     setenv("STRATA_IO_FAULT", "1:eio:1000000", 1);
@@ -232,15 +232,15 @@ int main(void)
     struct strata_synth_opts o = {.arch = "qwen3moe", .preset = "tiny", .out_path = path, .seed = 11,
                                   .type = -1, .n_layer = 3, .n_expert = 32};
     if (strata_synth(&o)) return 1;
-    struct gguf_file *f;
+    struct strata_gguf_file *f;
     struct strata_expert_layout lay;
-    if (gguf_open(&f, path) || strata_expert_layout_init(&lay, f)) return 1;
+    if (strata_gguf_open(&f, path) || strata_expert_layout_init(&lay, f)) return 1;
     struct ref ref = {&lay, calloc((size_t)lay.n_layers * STRATA_EXPERT_PART_COUNT, sizeof(char *))};
     for (uint32_t l = 0; l < lay.n_layers; l++)
         for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
-            const struct gguf_tensor *t = lay.layers[l].tensor[p];
+            const struct strata_gguf_tensor *t = lay.layers[l].tensor[p];
             char *b = malloc(t->n_bytes);
-            if (!b || gguf_read_tensor(f, t, 0, b, t->n_bytes)) return 1;
+            if (!b || strata_gguf_read_tensor(f, t, 0, b, t->n_bytes)) return 1;
             ref.part[l * STRATA_EXPERT_PART_COUNT + p] = b;
         }
     for (int io = 0; io < STRATA_IO_COUNT; io++) {
@@ -251,7 +251,7 @@ int main(void)
     for (uint32_t i = 0; i < lay.n_layers * STRATA_EXPERT_PART_COUNT; i++) free(ref.part[i]);
     free(ref.part);
     strata_expert_layout_free(&lay);
-    gguf_close(f);
+    strata_gguf_close(f);
     unlink(path);
     rmdir(g_dir);
     if (g_failures) {

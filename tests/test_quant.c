@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "quant/fp16.h"
+#include "backend/cpu/kernels.h"
 #include "quant/quant.h"
 #include "util/log.h"
 

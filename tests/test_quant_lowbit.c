@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/cpu/kernels.h"
 #include "quant/quant.h"
 
 static int g_failures;

@@ -417,14 +417,14 @@ enum vocab_kind { VOCAB_HF, VOCAB_BUILTIN, VOCAB_ODD };
 static int write_vocab_gguf(const char *path, enum vocab_kind kind, const char *json,
                             const char *config, const char *pre, uint32_t builtin_n)
 {
-    struct gguf_writer *w = gguf_writer_new();
+    struct strata_gguf_writer *w = strata_gguf_writer_new();
     if (!w) {
         return -ENOMEM;
     }
     uint32_t n_vocab = builtin_n;
-    int rc = gguf_writer_set_str(w, "general.architecture", "qwen3moe");
+    int rc = strata_gguf_writer_set_str(w, "general.architecture", "qwen3moe");
     if (rc == 0) {
-        rc = gguf_writer_set_str(w, "general.name", "strata tokenizer test");
+        rc = strata_gguf_writer_set_str(w, "general.name", "strata tokenizer test");
     }
     // node-llama-cpp reads the hyper-parameters even for a vocabulary-only load
     static const struct {
@@ -436,10 +436,10 @@ static int write_vocab_gguf(const char *path, enum vocab_kind kind, const char *
         {"qwen3moe.expert_count", 4},      {"qwen3moe.expert_used_count", 2},
     };
     for (size_t i = 0; rc == 0 && i < sizeof(hparams) / sizeof(hparams[0]); i++) {
-        rc = gguf_writer_set_u32(w, hparams[i].key, hparams[i].value);
+        rc = strata_gguf_writer_set_u32(w, hparams[i].key, hparams[i].value);
     }
     if (rc == 0) {
-        rc = gguf_writer_set_f32(w, "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
+        rc = strata_gguf_writer_set_f32(w, "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
     }
     if (rc == 0 && kind == VOCAB_HF) {
         struct strata_hf_import_opts opts = {pre, 0};
@@ -455,24 +455,24 @@ static int write_vocab_gguf(const char *path, enum vocab_kind kind, const char *
         strata_vocab_free(&v);
     }
     if (rc == 0) {
-        rc = gguf_writer_open(w, path);
+        rc = strata_gguf_writer_open(w, path);
     }
     if (rc == 0) {
-        rc = gguf_writer_finish(w);
+        rc = strata_gguf_writer_finish(w);
     }
-    gguf_writer_free(w);
+    strata_gguf_writer_free(w);
     return rc;
 }
 
 static int load_gguf_tokenizer(const char *path, struct strata_tokenizer **t)
 {
-    struct gguf_file *f;
-    int rc = gguf_open(&f, path);
+    struct strata_gguf_file *f;
+    int rc = strata_gguf_open(&f, path);
     if (rc < 0) {
         return rc;
     }
     rc = strata_tokenizer_load(t, f);
-    gguf_close(f);
+    strata_gguf_close(f);
     return rc;
 }
 
@@ -844,10 +844,10 @@ static void test_qwen3(void)
     CHECK(rc == 0, "load: %d", rc);
     // the stored Qwen3 template is recognised as ChatML, as llama.cpp does (output checked
     // against llama_chat_apply_template of libllama with the same messages)
-    struct gguf_file *f;
-    if (rc == 0 && gguf_open(&f, path) == 0) {
+    struct strata_gguf_file *f;
+    if (rc == 0 && strata_gguf_open(&f, path) == 0) {
         const char *tmpl = NULL;
-        CHECK(gguf_get_str(f, "tokenizer.chat_template", &tmpl) == 0 && strstr(tmpl, "<think>"),
+        CHECK(strata_gguf_get_str(f, "tokenizer.chat_template", &tmpl) == 0 && strstr(tmpl, "<think>"),
               "chat template stored");
         const struct strata_chat_msg msgs[] = {
             {"system", "You are helpful."}, {"user", "  Hi there  "}, {"assistant", "Hello!"}};
@@ -857,14 +857,14 @@ static void test_qwen3(void)
                           "  Hi there  <|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
                           "<|im_start|>assistant\n") == 0, "Qwen3 chat: '%s'", out ? out : "");
         free(out);
-        gguf_close(f);
+        strata_gguf_close(f);
     }
     unlink(path);
     if (!t) {
         case_result("Qwen3 vocabulary", before);
         return;
     }
-    printf("    Qwen3: import + write %.0f ms, gguf_open + strata_tokenizer_load %.0f ms\n",
+    printf("    Qwen3: import + write %.0f ms, strata_gguf_open + strata_tokenizer_load %.0f ms\n",
            t1 - t0, t2 - t1);
     const struct strata_tokenizer_info *in = strata_tokenizer_get_info(t);
     CHECK(in->n_vocab == 151669 && in->eos == 151645 && in->bos == 151643 &&

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "backend/cpu/kernels.h"
 #include "quant/quant.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -133,13 +134,13 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 
 // Prompt -> token ids: chat template, bos, special tokens parsed.
 static int tokenize_prompt(const struct run_opts *o, const struct strata_tokenizer *tok,
-                           const struct gguf_file *f, int32_t **ids, int *n)
+                           const struct strata_gguf_file *f, int32_t **ids, int *n)
 {
     if (o->prompt_tokens) return cli_parse_ids(o->prompt_tokens, "--prompt-tokens", ids, n) ? STRATA_EARG : 0;
     char *text = NULL;
     if (o->chat) {
         const char *tmpl = NULL;
-        gguf_get_str(f, "tokenizer.chat_template", &tmpl);
+        strata_gguf_get_str(f, "tokenizer.chat_template", &tmpl);
         struct strata_chat_msg msg = {"user", o->prompt};
         int rc = strata_chat_apply(tmpl, &msg, 1, true, &text);
         if (rc) return rc;

@@ -130,11 +130,11 @@ int cli_sim(int argc, char **argv)
         return 1;
     }
     const struct strata_sim_opts so = {.chunks = chunks, .hot_share = hot_share, .hot_from = hot_from ? &train : NULL};
-    struct gguf_file *f = NULL;
+    struct strata_gguf_file *f = NULL;
     struct strata_expert_layout lay = {0};
     int rc = 0;
     if (model) {
-        rc = gguf_open(&f, model);
+        rc = strata_gguf_open(&f, model);
         if (rc == 0) rc = strata_expert_layout_init(&lay, f);
         if (rc == 0 && (lay.n_layers != t.n_layers || lay.n_expert != t.n_expert)) {
             fprintf(stderr, "strata sim: the trace has %u layers x %u experts, %s has %u x %u\n", t.n_layers,
@@ -207,7 +207,7 @@ int cli_sim(int argc, char **argv)
         }
     }
     strata_expert_layout_free(&lay);
-    gguf_close(f);
+    strata_gguf_close(f);
     strata_trace_free(&t);
     strata_trace_free(&train);
     return rc ? 1 : 0;

@@ -11,11 +11,11 @@
 #include "experts/provider.h"
 #include "experts/store.h"
 
-struct gguf_file;
+struct strata_gguf_file;
 struct strata_experts;
 
 // As strata_store_open.
-int strata_experts_open(struct strata_experts **out, struct gguf_file *f,
+int strata_experts_open(struct strata_experts **out, struct strata_gguf_file *f,
                         const struct strata_expert_layout *lay, uint32_t n_expert_used,
                         const struct strata_experts_config *cfg);
 void strata_experts_close(struct strata_experts *ex);

@@ -63,7 +63,7 @@ void strata_expert_layout_free(struct strata_expert_layout *lay)
     memset(lay, 0, sizeof *lay);
 }
 
-int strata_expert_layout_init(struct strata_expert_layout *lay, const struct gguf_file *f)
+int strata_expert_layout_init(struct strata_expert_layout *lay, const struct strata_gguf_file *f)
 {
     memset(lay, 0, sizeof *lay);
     int max_layer = -1;
@@ -99,7 +99,7 @@ int strata_expert_layout_init(struct strata_expert_layout *lay, const struct ggu
             break;
         }
         for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
-            const struct gguf_tensor *t = el->tensor[p];
+            const struct strata_gguf_tensor *t = el->tensor[p];
             uint64_t x = t->n_dims == 3 ? t->ne[2] : 0;
             if (x == 0 || x > 65536 || (lay->n_expert && x != lay->n_expert)) {
                 strata_log_error("expert_layout: %s: tensor '%s' has %llu experts, expected %u",
@@ -130,11 +130,11 @@ int strata_expert_layout_init(struct strata_expert_layout *lay, const struct ggu
     const char *arch;
     uint32_t blocks, nextn;
     char key[96];
-    if (gguf_get_str(f, "general.architecture", &arch) == 0 &&
+    if (strata_gguf_get_str(f, "general.architecture", &arch) == 0 &&
         snprintf(key, sizeof key, "%s.nextn_predict_layers", arch) < (int)sizeof key &&
-        gguf_get_u32(f, key, &nextn) == 0 && nextn > 0 &&
+        strata_gguf_get_u32(f, key, &nextn) == 0 && nextn > 0 &&
         snprintf(key, sizeof key, "%s.block_count", arch) < (int)sizeof key &&
-        gguf_get_u32(f, key, &blocks) == 0 && nextn < blocks)
+        strata_gguf_get_u32(f, key, &blocks) == 0 && nextn < blocks)
         strata_expert_layout_limit(lay, blocks - nextn);
     return 0;
 }

@@ -7,14 +7,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct gguf_file;
-struct gguf_tensor;
+struct strata_gguf_file;
+struct strata_gguf_tensor;
 
 enum strata_expert_part { STRATA_EXPERT_GATE, STRATA_EXPERT_UP, STRATA_EXPERT_DOWN, STRATA_EXPERT_PART_COUNT };
 
 struct strata_expert_layer {
     int layer;                                                  // block index
-    const struct gguf_tensor *tensor[STRATA_EXPERT_PART_COUNT]; // borrowed from the gguf_file
+    const struct strata_gguf_tensor *tensor[STRATA_EXPERT_PART_COUNT]; // borrowed from the strata_gguf_file
     uint64_t part_bytes[STRATA_EXPERT_PART_COUNT];              // bytes of one expert's slice
     uint64_t triplet_bytes;                                     // sum of the three slices
     uint64_t slot_bytes;                                        // a slot of this layer, 4 KiB pages
@@ -47,7 +47,7 @@ void strata_expert_part_offsets(const struct strata_expert_layer *el, uint32_t e
 // inconsistent expert counts, is an error (STRATA_EFORMAT, logged). A file without experts gives
 // n_layers = 0. The blocks after block_count - nextn_predict_layers (the nextn / MTP blocks,
 // which decoding never runs) are left out as by strata_expert_layout_limit.
-int strata_expert_layout_init(struct strata_expert_layout *lay, const struct gguf_file *f);
+int strata_expert_layout_init(struct strata_expert_layout *lay, const struct strata_gguf_file *f);
 void strata_expert_layout_free(struct strata_expert_layout *lay);
 // Forget the MoE layers of blocks >= n_blocks (glm4moe's nextn blocks, which decoding never
 // runs): their experts get no slots and leave expert_bytes, total_bytes and the classes.

@@ -14,7 +14,7 @@ struct strata_experts {
     int *n_held;                      // [n_layers]
 };
 
-int strata_experts_open(struct strata_experts **out, struct gguf_file *f,
+int strata_experts_open(struct strata_experts **out, struct strata_gguf_file *f,
                         const struct strata_expert_layout *lay, uint32_t n_expert_used,
                         const struct strata_experts_config *cfg)
 {

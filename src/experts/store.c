@@ -457,7 +457,7 @@ static int preload(struct strata_store *st)
     return rc;
 }
 
-int strata_store_open(struct strata_store **out, struct gguf_file *f, const struct strata_expert_layout *lay,
+int strata_store_open(struct strata_store **out, struct strata_gguf_file *f, const struct strata_expert_layout *lay,
                       uint32_t n_expert_used, const struct strata_experts_config *cfg)
 {
     *out = NULL;

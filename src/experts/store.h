@@ -16,7 +16,7 @@
 #include "experts/layout.h"
 #include "experts/provider.h"
 
-struct gguf_file;
+struct strata_gguf_file;
 
 struct strata_experts_config {
     uint64_t cache_bytes;       // budget for expert slots; 0 = full residency
@@ -32,7 +32,7 @@ struct strata_store;
 // Prepare the store for f as described by lay (both borrowed; they must outlive the store).
 // cfg may be NULL (full residency, pread). STRATA_ENOMEM with a log line when the budget holds
 // fewer than n_expert_used slots per layer (the minimum; the line gives the minimum MiB).
-int strata_store_open(struct strata_store **out, struct gguf_file *f, const struct strata_expert_layout *lay,
+int strata_store_open(struct strata_store **out, struct strata_gguf_file *f, const struct strata_expert_layout *lay,
                       uint32_t n_expert_used, const struct strata_experts_config *cfg);
 // Waits for reads still in flight (prefetches), then frees everything. No view may be held.
 void strata_store_close(struct strata_store *st);

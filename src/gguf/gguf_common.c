@@ -15,8 +15,8 @@
 // token array does not waste the rest of a shared chunk.
 #define GGUF_ARENA_CHUNK (1u << 20)
 
-struct gguf_arena_chunk {
-    struct gguf_arena_chunk *next;
+struct strata_gguf_arena_chunk {
+    struct strata_gguf_arena_chunk *next;
     uint64_t used;
     uint64_t cap;
     uint64_t pad;  // keeps the payload after the header 16-byte aligned
@@ -35,26 +35,26 @@ static const struct {
     [GGUF_TYPE_FLOAT64] = {"f64", 8},
 };
 
-const char *gguf_type_name(enum gguf_type t)
+const char *strata_gguf_type_name(enum strata_gguf_type t)
 {
     if ((unsigned)t >= GGUF_TYPE_COUNT) return "?";
     return g_value_types[t].name;
 }
 
-size_t gguf_scalar_size(enum gguf_type t)
+size_t strata_gguf_scalar_size(enum strata_gguf_type t)
 {
     if ((unsigned)t >= GGUF_TYPE_COUNT) return 0;
     return g_value_types[t].size;
 }
 
-uint64_t gguf_min_elem_bytes(enum gguf_type t)
+uint64_t strata_gguf_min_elem_bytes(enum strata_gguf_type t)
 {
     if (t == GGUF_TYPE_STRING) return 8;
     if (t == GGUF_TYPE_ARRAY) return 4 + 8;
-    return gguf_scalar_size(t);
+    return strata_gguf_scalar_size(t);
 }
 
-const char *gguf_fmt_bytes(char buf[32], uint64_t n)
+const char *strata_gguf_fmt_bytes(char buf[32], uint64_t n)
 {
     if (n < (1ull << 20))
         snprintf(buf, 32, "%llu bytes", (unsigned long long)n);
@@ -74,7 +74,7 @@ static uint64_t name_hash(const char *s, uint64_t len)
     return h;
 }
 
-int gguf_index_init(struct gguf_name_index *ix, uint64_t n)
+int strata_gguf_index_init(struct strata_gguf_name_index *ix, uint64_t n)
 {
     uint64_t cap = 16;
     while (cap / 2 < n) {
@@ -87,7 +87,7 @@ int gguf_index_init(struct gguf_name_index *ix, uint64_t n)
     return 0;
 }
 
-void gguf_index_free(struct gguf_name_index *ix)
+void strata_gguf_index_free(struct strata_gguf_name_index *ix)
 {
     free(ix->slots);
     ix->slots = NULL;
@@ -95,38 +95,38 @@ void gguf_index_free(struct gguf_name_index *ix)
 }
 
 // Slot holding the name, or the empty slot where it would go.
-static struct gguf_name_slot *index_probe(const struct gguf_name_index *ix, const char *s,
+static struct strata_gguf_name_slot *index_probe(const struct strata_gguf_name_index *ix, const char *s,
                                           uint64_t len, uint64_t hash)
 {
     for (uint64_t i = hash & ix->mask;; i = (i + 1) & ix->mask) {
-        struct gguf_name_slot *slot = &ix->slots[i];
+        struct strata_gguf_name_slot *slot = &ix->slots[i];
         if (!slot->s) return slot;
         if (slot->hash == hash && slot->len == len && memcmp(slot->s, s, len) == 0) return slot;
     }
 }
 
-int64_t gguf_index_insert(struct gguf_name_index *ix, const char *s, uint64_t len, uint64_t id)
+int64_t strata_gguf_index_insert(struct strata_gguf_name_index *ix, const char *s, uint64_t len, uint64_t id)
 {
     uint64_t hash = name_hash(s, len);
-    struct gguf_name_slot *slot = index_probe(ix, s, len, hash);
+    struct strata_gguf_name_slot *slot = index_probe(ix, s, len, hash);
     if (slot->s) return (int64_t)slot->id;
-    *slot = (struct gguf_name_slot){s, len, hash, id};
+    *slot = (struct strata_gguf_name_slot){s, len, hash, id};
     return -1;
 }
 
-int64_t gguf_index_find(const struct gguf_name_index *ix, const char *s, uint64_t len)
+int64_t strata_gguf_index_find(const struct strata_gguf_name_index *ix, const char *s, uint64_t len)
 {
     if (!ix->slots) return -1;
-    const struct gguf_name_slot *slot = index_probe(ix, s, len, name_hash(s, len));
+    const struct strata_gguf_name_slot *slot = index_probe(ix, s, len, name_hash(s, len));
     return slot->s ? (int64_t)slot->id : -1;
 }
 
 // ---- arena ---------------------------------------------------------------------------------
 
-static struct gguf_arena_chunk *chunk_new(uint64_t cap)
+static struct strata_gguf_arena_chunk *chunk_new(uint64_t cap)
 {
-    if (cap > SIZE_MAX - sizeof(struct gguf_arena_chunk)) return NULL;
-    struct gguf_arena_chunk *c = malloc(sizeof *c + cap);
+    if (cap > SIZE_MAX - sizeof(struct strata_gguf_arena_chunk)) return NULL;
+    struct strata_gguf_arena_chunk *c = malloc(sizeof *c + cap);
     if (!c) return NULL;
     c->next = NULL;
     c->used = 0;
@@ -134,13 +134,13 @@ static struct gguf_arena_chunk *chunk_new(uint64_t cap)
     return c;
 }
 
-void *gguf_arena_alloc(struct gguf_arena *a, uint64_t size)
+void *strata_gguf_arena_alloc(struct strata_gguf_arena *a, uint64_t size)
 {
     if (size > UINT64_MAX - 8) return NULL;
     size = (size + 7) & ~7ull;
     if (size == 0) size = 8;
     if (size > GGUF_ARENA_CHUNK / 4) {
-        struct gguf_arena_chunk *c = chunk_new(size);
+        struct strata_gguf_arena_chunk *c = chunk_new(size);
         if (!c) return NULL;
         c->used = size;
         if (a->head) {
@@ -152,7 +152,7 @@ void *gguf_arena_alloc(struct gguf_arena *a, uint64_t size)
         return c + 1;
     }
     if (!a->head || a->head->cap - a->head->used < size) {
-        struct gguf_arena_chunk *c = chunk_new(GGUF_ARENA_CHUNK);
+        struct strata_gguf_arena_chunk *c = chunk_new(GGUF_ARENA_CHUNK);
         if (!c) return NULL;
         c->next = a->head;
         a->head = c;
@@ -162,11 +162,11 @@ void *gguf_arena_alloc(struct gguf_arena *a, uint64_t size)
     return p;
 }
 
-void gguf_arena_free(struct gguf_arena *a)
+void strata_gguf_arena_free(struct strata_gguf_arena *a)
 {
-    struct gguf_arena_chunk *c = a->head;
+    struct strata_gguf_arena_chunk *c = a->head;
     while (c) {
-        struct gguf_arena_chunk *next = c->next;
+        struct strata_gguf_arena_chunk *next = c->next;
         free(c);
         c = next;
     }
@@ -175,7 +175,7 @@ void gguf_arena_free(struct gguf_arena *a)
 
 // ---- I/O -----------------------------------------------------------------------------------
 
-int gguf_pread_full(int fd, const char *fn, const char *path, uint64_t off, void *dst,
+int strata_gguf_pread_full(int fd, const char *fn, const char *path, uint64_t off, void *dst,
                     uint64_t len)
 {
     char *p = dst;

@@ -10,17 +10,17 @@
 #include <string.h>
 #include <sys/mman.h>
 
-const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key)
+const struct strata_gguf_kv *strata_gguf_find_kv(const struct strata_gguf_file *f, const char *key)
 {
-    const struct gguf_file_private *priv = f->index;
-    int64_t i = gguf_index_find(&priv->keys, key, strlen(key));
+    const struct strata_gguf_file_private *priv = f->index;
+    int64_t i = strata_gguf_index_find(&priv->keys, key, strlen(key));
     return i < 0 ? NULL : &f->kv[i];
 }
 
-const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name)
+const struct strata_gguf_tensor *strata_gguf_find_tensor(const struct strata_gguf_file *f, const char *name)
 {
-    const struct gguf_file_private *priv = f->index;
-    int64_t i = gguf_index_find(&priv->tensors, name, strlen(name));
+    const struct strata_gguf_file_private *priv = f->index;
+    int64_t i = strata_gguf_index_find(&priv->tensors, name, strlen(name));
     return i < 0 ? NULL : &f->tensors[i];
 }
 
@@ -34,7 +34,7 @@ struct int_value {
     uint64_t u;
 };
 
-static bool as_int(const struct gguf_value *v, struct int_value *out)
+static bool as_int(const struct strata_gguf_value *v, struct int_value *out)
 {
     int64_t s = 0;
     uint64_t u = 0;
@@ -57,21 +57,21 @@ static bool as_int(const struct gguf_value *v, struct int_value *out)
 }
 
 // The key's value, or NULL: absent keys are not logged, optional keys are common.
-static const struct gguf_value *lookup(const struct gguf_file *f, const char *key)
+static const struct strata_gguf_value *lookup(const struct strata_gguf_file *f, const char *key)
 {
-    const struct gguf_kv *kv = gguf_find_kv(f, key);
+    const struct strata_gguf_kv *kv = strata_gguf_find_kv(f, key);
     return kv ? &kv->value : NULL;
 }
 
-static int wrong_type(const struct gguf_file *f, const char *fn, const char *key,
-                      const struct gguf_value *v, const char *want)
+static int wrong_type(const struct strata_gguf_file *f, const char *fn, const char *key,
+                      const struct strata_gguf_value *v, const char *want)
 {
     strata_log_error("%s: %s: key '%s' has type %s, expected %s", fn, f->path, key,
-                     gguf_type_name(v->type), want);
+                     strata_gguf_type_name(v->type), want);
     return STRATA_EFORMAT;
 }
 
-static int out_of_range(const struct gguf_file *f, const char *fn, const char *key,
+static int out_of_range(const struct strata_gguf_file *f, const char *fn, const char *key,
                         const struct int_value *iv, const char *want)
 {
     if (iv->negative)
@@ -83,9 +83,9 @@ static int out_of_range(const struct gguf_file *f, const char *fn, const char *k
     return STRATA_EFORMAT;
 }
 
-int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out)
+int strata_gguf_get_u32(const struct strata_gguf_file *f, const char *key, uint32_t *out)
 {
-    const struct gguf_value *v = lookup(f, key);
+    const struct strata_gguf_value *v = lookup(f, key);
     struct int_value iv;
     if (!v) return -ENOENT;
     if (!as_int(v, &iv)) return wrong_type(f, __func__, key, v, "an integer");
@@ -94,9 +94,9 @@ int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out)
     return 0;
 }
 
-int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out)
+int strata_gguf_get_u64(const struct strata_gguf_file *f, const char *key, uint64_t *out)
 {
-    const struct gguf_value *v = lookup(f, key);
+    const struct strata_gguf_value *v = lookup(f, key);
     struct int_value iv;
     if (!v) return -ENOENT;
     if (!as_int(v, &iv)) return wrong_type(f, __func__, key, v, "an integer");
@@ -105,9 +105,9 @@ int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out)
     return 0;
 }
 
-int gguf_get_i32(const struct gguf_file *f, const char *key, int32_t *out)
+int strata_gguf_get_i32(const struct strata_gguf_file *f, const char *key, int32_t *out)
 {
-    const struct gguf_value *v = lookup(f, key);
+    const struct strata_gguf_value *v = lookup(f, key);
     struct int_value iv;
     if (!v) return -ENOENT;
     if (!as_int(v, &iv)) return wrong_type(f, __func__, key, v, "an integer");
@@ -117,9 +117,9 @@ int gguf_get_i32(const struct gguf_file *f, const char *key, int32_t *out)
     return 0;
 }
 
-int gguf_get_f32(const struct gguf_file *f, const char *key, float *out)
+int strata_gguf_get_f32(const struct strata_gguf_file *f, const char *key, float *out)
 {
-    const struct gguf_value *v = lookup(f, key);
+    const struct strata_gguf_value *v = lookup(f, key);
     if (!v) return -ENOENT;
     if (v->type == GGUF_TYPE_FLOAT32) {
         *out = v->f32;
@@ -135,35 +135,35 @@ int gguf_get_f32(const struct gguf_file *f, const char *key, float *out)
     return 0;
 }
 
-int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out)
+int strata_gguf_get_bool(const struct strata_gguf_file *f, const char *key, bool *out)
 {
-    const struct gguf_value *v = lookup(f, key);
+    const struct strata_gguf_value *v = lookup(f, key);
     if (!v) return -ENOENT;
     if (v->type != GGUF_TYPE_BOOL) return wrong_type(f, __func__, key, v, "bool");
     *out = v->b;
     return 0;
 }
 
-int gguf_get_str(const struct gguf_file *f, const char *key, const char **out)
+int strata_gguf_get_str(const struct strata_gguf_file *f, const char *key, const char **out)
 {
-    const struct gguf_value *v = lookup(f, key);
+    const struct strata_gguf_value *v = lookup(f, key);
     if (!v) return -ENOENT;
     if (v->type != GGUF_TYPE_STRING) return wrong_type(f, __func__, key, v, "str");
     *out = v->str.s;
     return 0;
 }
 
-int gguf_get_arr(const struct gguf_file *f, const char *key, enum gguf_type type,
+int strata_gguf_get_arr(const struct strata_gguf_file *f, const char *key, enum strata_gguf_type type,
                  const void **items, uint64_t *n)
 {
-    const struct gguf_value *v = lookup(f, key);
+    const struct strata_gguf_value *v = lookup(f, key);
     if (!v) return -ENOENT;
     if (v->type != GGUF_TYPE_ARRAY || v->arr.type != type) {
         strata_log_error("%s: %s: key '%s' is %s%s%s, expected an array of %s", __func__,
                          f->path, key, v->type == GGUF_TYPE_ARRAY ? "an array of " : "",
-                         gguf_type_name(v->type == GGUF_TYPE_ARRAY ? v->arr.type : v->type),
+                         strata_gguf_type_name(v->type == GGUF_TYPE_ARRAY ? v->arr.type : v->type),
                          v->type == GGUF_TYPE_ARRAY ? "" : " (not an array)",
-                         gguf_type_name(type));
+                         strata_gguf_type_name(type));
         return STRATA_EFORMAT;
     }
     *items = v->arr.items;
@@ -173,42 +173,42 @@ int gguf_get_arr(const struct gguf_file *f, const char *key, enum gguf_type type
 
 // ---- tensor data ---------------------------------------------------------------------------
 
-int gguf_pread(const struct gguf_file *f, uint64_t file_off, void *dst, uint64_t len)
+int strata_gguf_pread(const struct strata_gguf_file *f, uint64_t file_off, void *dst, uint64_t len)
 {
     if (file_off > f->file_size || len > f->file_size - file_off) {
-        strata_log_error("gguf_pread: %s: range of %llu bytes at offset %llu is past the end "
+        strata_log_error("strata_gguf_pread: %s: range of %llu bytes at offset %llu is past the end "
                          "of file (%llu bytes)",
                          f->path, (unsigned long long)len, (unsigned long long)file_off,
                          (unsigned long long)f->file_size);
         return STRATA_EARG;
     }
-    return gguf_pread_full(f->fd, "gguf_pread", f->path, file_off, dst, len);
+    return strata_gguf_pread_full(f->fd, "strata_gguf_pread", f->path, file_off, dst, len);
 }
 
-int gguf_read_tensor(const struct gguf_file *f, const struct gguf_tensor *t, uint64_t off,
+int strata_gguf_read_tensor(const struct strata_gguf_file *f, const struct strata_gguf_tensor *t, uint64_t off,
                      void *dst, uint64_t len)
 {
     if (off > t->n_bytes || len > t->n_bytes - off) {
-        strata_log_error("gguf_read_tensor: %s: range of %llu bytes at offset %llu is outside "
+        strata_log_error("strata_gguf_read_tensor: %s: range of %llu bytes at offset %llu is outside "
                          "tensor '%s' (%llu bytes)",
                          f->path, (unsigned long long)len, (unsigned long long)off, t->name,
                          (unsigned long long)t->n_bytes);
         return STRATA_EARG;
     }
-    return gguf_pread_full(f->fd, "gguf_read_tensor", f->path, t->file_offset + off, dst, len);
+    return strata_gguf_pread_full(f->fd, "strata_gguf_read_tensor", f->path, t->file_offset + off, dst, len);
 }
 
-const void *gguf_map(struct gguf_file *f)
+const void *strata_gguf_map(struct strata_gguf_file *f)
 {
     if (f->map) return f->map;
     if (f->file_size > SIZE_MAX) {
-        strata_log_error("gguf_map: %s: %llu bytes do not fit the address space", f->path,
+        strata_log_error("strata_gguf_map: %s: %llu bytes do not fit the address space", f->path,
                          (unsigned long long)f->file_size);
         return NULL;
     }
     void *p = mmap(NULL, (size_t)f->file_size, PROT_READ, MAP_SHARED, f->fd, 0);
     if (p == MAP_FAILED) {
-        strata_log_error("gguf_map: %s: mmap of %llu bytes failed: %s", f->path,
+        strata_log_error("strata_gguf_map: %s: mmap of %llu bytes failed: %s", f->path,
                          (unsigned long long)f->file_size, strerror(errno));
         return NULL;
     }
@@ -216,8 +216,8 @@ const void *gguf_map(struct gguf_file *f)
     return p;
 }
 
-const void *gguf_tensor_data(struct gguf_file *f, const struct gguf_tensor *t)
+const void *strata_gguf_tensor_data(struct strata_gguf_file *f, const struct strata_gguf_tensor *t)
 {
-    const uint8_t *base = gguf_map(f);
+    const uint8_t *base = strata_gguf_map(f);
     return base ? base + t->file_offset : NULL;
 }

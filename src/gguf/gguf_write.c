@@ -1,4 +1,4 @@
-// Streaming GGUF v3 writer. Metadata and tensor infos are collected in memory; gguf_writer_open
+// Streaming GGUF v3 writer. Metadata and tensor infos are collected in memory; strata_gguf_writer_open
 // lays out the data section (each tensor at the next multiple of the alignment, the order they
 // were added) and writes the header; tensor bytes then stream through an 8 MiB buffer, so a
 // model far larger than RAM can be written. The file ends padded to the alignment, as
@@ -23,7 +23,7 @@
 
 struct writer_kv {
     char *key;
-    struct gguf_value value;  // deep-owned: strings and items are malloc'd
+    struct strata_gguf_value value;  // deep-owned: strings and items are malloc'd
 };
 
 struct writer_tensor {
@@ -32,17 +32,17 @@ struct writer_tensor {
     uint64_t ne[GGUF_MAX_DIMS];  // GGUF order, unused = 1
     uint32_t type;
     uint64_t n_bytes;
-    uint64_t offset;             // in the data section; set by gguf_writer_open
+    uint64_t offset;             // in the data section; set by strata_gguf_writer_open
 };
 
 enum writer_state { WRITER_SETUP, WRITER_OPEN, WRITER_DONE };
 
-struct gguf_writer {
+struct strata_gguf_writer {
     struct writer_kv *kv;              // [n_kv], insertion order
     uint64_t n_kv, cap_kv;
     struct writer_tensor *tensors;     // [n_tensors], write order
     uint64_t n_tensors, cap_tensors;
-    struct gguf_name_index names;      // tensor name -> index, sized for cap_tensors
+    struct strata_gguf_name_index names;      // tensor name -> index, sized for cap_tensors
     uint32_t alignment;
     enum writer_state state;
     int fd;
@@ -60,16 +60,16 @@ static const uint8_t g_zeros[4096];
 
 // ---- owned values --------------------------------------------------------------------------
 
-static void value_free(struct gguf_value *v)
+static void value_free(struct strata_gguf_value *v)
 {
     if (v->type == GGUF_TYPE_STRING) {
         free(v->str.s);
     } else if (v->type == GGUF_TYPE_ARRAY) {
         if (v->arr.type == GGUF_TYPE_STRING) {
-            struct gguf_str *strs = v->arr.items;
+            struct strata_gguf_str *strs = v->arr.items;
             for (uint64_t i = 0; i < v->arr.n; i++) free(strs[i].s);
         } else if (v->arr.type == GGUF_TYPE_ARRAY) {
-            struct gguf_value *vals = v->arr.items;
+            struct strata_gguf_value *vals = v->arr.items;
             for (uint64_t i = 0; i < v->arr.n; i++) value_free(&vals[i]);
         }
         free(v->arr.items);
@@ -77,7 +77,7 @@ static void value_free(struct gguf_value *v)
     memset(v, 0, sizeof *v);  // type 0 (u8) owns nothing, so a second free is harmless
 }
 
-static int str_copy(struct gguf_str *dst, const struct gguf_str *src, const char *fn,
+static int str_copy(struct strata_gguf_str *dst, const struct strata_gguf_str *src, const char *fn,
                     const char *key)
 {
     if (!src->s && src->len) {
@@ -97,7 +97,7 @@ static int str_copy(struct gguf_str *dst, const struct gguf_str *src, const char
 }
 
 // Deep copy with validation. On failure dst owns nothing.
-static int value_copy(struct gguf_value *dst, const struct gguf_value *src, int depth,
+static int value_copy(struct strata_gguf_value *dst, const struct strata_gguf_value *src, int depth,
                       const char *fn, const char *key)
 {
     memset(dst, 0, sizeof *dst);
@@ -115,7 +115,7 @@ static int value_copy(struct gguf_value *dst, const struct gguf_value *src, int 
         if (src->type == GGUF_TYPE_BOOL) dst->b = src->b != 0;
         return 0;
     }
-    enum gguf_type et = src->arr.type;
+    enum strata_gguf_type et = src->arr.type;
     uint64_t n = src->arr.n;
     if (depth >= GGUF_MAX_NESTING || (unsigned)et >= GGUF_TYPE_COUNT || (n && !src->arr.items)) {
         strata_log_error("%s: key '%s': invalid array (element type %u, %llu items, depth %d of "
@@ -124,9 +124,9 @@ static int value_copy(struct gguf_value *dst, const struct gguf_value *src, int 
                          GGUF_MAX_NESTING);
         return STRATA_EARG;
     }
-    size_t elem = et == GGUF_TYPE_STRING  ? sizeof(struct gguf_str)
-                  : et == GGUF_TYPE_ARRAY ? sizeof(struct gguf_value)
-                                          : gguf_scalar_size(et);
+    size_t elem = et == GGUF_TYPE_STRING  ? sizeof(struct strata_gguf_str)
+                  : et == GGUF_TYPE_ARRAY ? sizeof(struct strata_gguf_value)
+                                          : strata_gguf_scalar_size(et);
     void *items = n <= SIZE_MAX / elem ? calloc(n ? n : 1, elem) : NULL;
     if (!items) {
         strata_log_error("%s: key '%s': out of memory for %llu array items", fn, key,
@@ -139,18 +139,18 @@ static int value_copy(struct gguf_value *dst, const struct gguf_value *src, int 
     dst->arr.items = items;
     int rc = 0;
     if (et == GGUF_TYPE_STRING) {
-        const struct gguf_str *in = src->arr.items;
-        struct gguf_str *out = items;
+        const struct strata_gguf_str *in = src->arr.items;
+        struct strata_gguf_str *out = items;
         for (uint64_t i = 0; i < n && !rc; i++) rc = str_copy(&out[i], &in[i], fn, key);
     } else if (et == GGUF_TYPE_ARRAY) {
-        const struct gguf_value *in = src->arr.items;
+        const struct strata_gguf_value *in = src->arr.items;
         for (uint64_t i = 0; i < n && !rc; i++) {
             if (in[i].type != GGUF_TYPE_ARRAY) {
                 strata_log_error("%s: key '%s': item %llu of an array of arrays has type %s",
-                                 fn, key, (unsigned long long)i, gguf_type_name(in[i].type));
+                                 fn, key, (unsigned long long)i, strata_gguf_type_name(in[i].type));
                 rc = STRATA_EARG;
             } else {
-                rc = value_copy(&((struct gguf_value *)items)[i], &in[i], depth + 1, fn, key);
+                rc = value_copy(&((struct strata_gguf_value *)items)[i], &in[i], depth + 1, fn, key);
             }
         }
     } else if (n) {
@@ -166,15 +166,15 @@ static int value_copy(struct gguf_value *dst, const struct gguf_value *src, int 
 
 // ---- metadata ------------------------------------------------------------------------------
 
-static int check_setup(struct gguf_writer *w, const char *fn, const char *what)
+static int check_setup(struct strata_gguf_writer *w, const char *fn, const char *what)
 {
     if (w->state == WRITER_SETUP) return 0;
-    strata_log_error("%s: %s after gguf_writer_open: the header is already written", fn, what);
+    strata_log_error("%s: %s after strata_gguf_writer_open: the header is already written", fn, what);
     return STRATA_EARG;
 }
 
 // Takes ownership of *v (freed on failure).
-static int store_kv(struct gguf_writer *w, const char *fn, const char *key, struct gguf_value *v)
+static int store_kv(struct strata_gguf_writer *w, const char *fn, const char *key, struct strata_gguf_value *v)
 {
     int rc = check_setup(w, fn, "metadata set");
     if (!rc && (!key || !key[0])) {
@@ -184,7 +184,7 @@ static int store_kv(struct gguf_writer *w, const char *fn, const char *key, stru
     if (!rc && strcmp(key, "general.alignment") == 0) {
         if (v->type != GGUF_TYPE_UINT32 || v->u32 == 0 || (v->u32 & (v->u32 - 1))) {
             strata_log_error("%s: general.alignment must be a u32 power of two (got type %s)", fn,
-                             gguf_type_name(v->type));
+                             strata_gguf_type_name(v->type));
             rc = STRATA_EARG;
         } else {
             w->alignment = v->u32;
@@ -218,18 +218,18 @@ nomem:
     return STRATA_ENOMEM;
 }
 
-static int set_copy(struct gguf_writer *w, const char *fn, const char *key,
-                    const struct gguf_value *v)
+static int set_copy(struct strata_gguf_writer *w, const char *fn, const char *key,
+                    const struct strata_gguf_value *v)
 {
-    struct gguf_value owned;
+    struct strata_gguf_value owned;
     int rc = value_copy(&owned, v, 0, fn, key ? key : "(null)");
     return rc ? rc : store_kv(w, fn, key, &owned);
 }
 
 #define DEFINE_SETTER(suffix, ctype, gtype, member)                                        \
-    int gguf_writer_set_##suffix(struct gguf_writer *w, const char *key, ctype v)          \
+    int strata_gguf_writer_set_##suffix(struct strata_gguf_writer *w, const char *key, ctype v)          \
     {                                                                                      \
-        struct gguf_value val = {.type = gtype, .member = v};                              \
+        struct strata_gguf_value val = {.type = gtype, .member = v};                              \
         return store_kv(w, __func__, key, &val);                                           \
     }
 
@@ -245,30 +245,30 @@ DEFINE_SETTER(f32, float, GGUF_TYPE_FLOAT32, f32)
 DEFINE_SETTER(f64, double, GGUF_TYPE_FLOAT64, f64)
 DEFINE_SETTER(bool, bool, GGUF_TYPE_BOOL, b)
 
-int gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v)
+int strata_gguf_writer_set_str(struct strata_gguf_writer *w, const char *key, const char *v)
 {
     if (!v) {
         strata_log_error("%s: key '%s': NULL string", __func__, key ? key : "(null)");
         return STRATA_EARG;
     }
-    struct gguf_value val = {.type = GGUF_TYPE_STRING, .str = {(char *)v, strlen(v)}};
+    struct strata_gguf_value val = {.type = GGUF_TYPE_STRING, .str = {(char *)v, strlen(v)}};
     return set_copy(w, __func__, key, &val);
 }
 
-int gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_type type,
+int strata_gguf_writer_set_arr(struct strata_gguf_writer *w, const char *key, enum strata_gguf_type type,
                         const void *items, uint64_t n)
 {
-    if (gguf_scalar_size(type) == 0) {
+    if (strata_gguf_scalar_size(type) == 0) {
         strata_log_error("%s: key '%s': element type %s is not a scalar (use "
-                         "gguf_writer_set_arr_str or gguf_writer_set_value)",
-                         __func__, key ? key : "(null)", gguf_type_name(type));
+                         "strata_gguf_writer_set_arr_str or strata_gguf_writer_set_value)",
+                         __func__, key ? key : "(null)", strata_gguf_type_name(type));
         return STRATA_EARG;
     }
-    struct gguf_value val = {.type = GGUF_TYPE_ARRAY, .arr = {type, n, (void *)items}};
+    struct strata_gguf_value val = {.type = GGUF_TYPE_ARRAY, .arr = {type, n, (void *)items}};
     return set_copy(w, __func__, key, &val);
 }
 
-int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const char *const *strs,
+int strata_gguf_writer_set_arr_str(struct strata_gguf_writer *w, const char *key, const char *const *strs,
                             uint64_t n)
 {
     const char *k = key ? key : "(null)";
@@ -277,14 +277,14 @@ int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const char *
                          (unsigned long long)n);
         return STRATA_EARG;
     }
-    struct gguf_str *items = n <= SIZE_MAX / sizeof *items ? calloc(n ? n : 1, sizeof *items)
+    struct strata_gguf_str *items = n <= SIZE_MAX / sizeof *items ? calloc(n ? n : 1, sizeof *items)
                                                            : NULL;
     if (!items) {
         strata_log_error("%s: key '%s': out of memory for %llu strings", __func__, k,
                          (unsigned long long)n);
         return STRATA_ENOMEM;
     }
-    struct gguf_value val = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_STRING, n, items}};
+    struct strata_gguf_value val = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_STRING, n, items}};
     for (uint64_t i = 0; i < n; i++) {
         if (!strs[i]) {
             strata_log_error("%s: key '%s': string %llu is NULL", __func__, k,
@@ -292,7 +292,7 @@ int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const char *
             value_free(&val);
             return STRATA_EARG;
         }
-        struct gguf_str in = {(char *)strs[i], strlen(strs[i])};
+        struct strata_gguf_str in = {(char *)strs[i], strlen(strs[i])};
         int rc = str_copy(&items[i], &in, __func__, k);
         if (rc) {
             value_free(&val);
@@ -302,12 +302,12 @@ int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const char *
     return store_kv(w, __func__, key, &val);
 }
 
-int gguf_writer_set_value(struct gguf_writer *w, const char *key, const struct gguf_value *v)
+int strata_gguf_writer_set_value(struct strata_gguf_writer *w, const char *key, const struct strata_gguf_value *v)
 {
     return set_copy(w, __func__, key, v);
 }
 
-int gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment)
+int strata_gguf_writer_set_alignment(struct strata_gguf_writer *w, uint32_t alignment)
 {
     int rc = check_setup(w, __func__, "alignment set");
     if (rc) return rc;
@@ -322,7 +322,7 @@ int gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment)
         w->alignment = alignment;
         return 0;
     }
-    return gguf_writer_set_u32(w, "general.alignment", alignment);
+    return strata_gguf_writer_set_u32(w, "general.alignment", alignment);
 }
 
 // ---- tensor infos --------------------------------------------------------------------------
@@ -366,24 +366,24 @@ static int check_tensor(const char *fn, const char *name, uint32_t type, uint32_
 }
 
 // Doubles the tensor array and rebuilds the name index for the new capacity.
-static int grow_tensors(struct gguf_writer *w)
+static int grow_tensors(struct strata_gguf_writer *w)
 {
     uint64_t cap = w->cap_tensors ? w->cap_tensors * 2 : 64;
     if (cap > INT_MAX) return STRATA_ENOMEM;
     struct writer_tensor *t = realloc(w->tensors, cap * sizeof *t);
     if (!t) return STRATA_ENOMEM;
     w->tensors = t;
-    struct gguf_name_index names;
-    if (gguf_index_init(&names, cap)) return STRATA_ENOMEM;
+    struct strata_gguf_name_index names;
+    if (strata_gguf_index_init(&names, cap)) return STRATA_ENOMEM;
     for (uint64_t i = 0; i < w->n_tensors; i++)
-        gguf_index_insert(&names, t[i].name, strlen(t[i].name), i);
-    gguf_index_free(&w->names);
+        strata_gguf_index_insert(&names, t[i].name, strlen(t[i].name), i);
+    strata_gguf_index_free(&w->names);
     w->names = names;
     w->cap_tensors = cap;
     return 0;
 }
 
-int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t type,
+int strata_gguf_writer_add_tensor(struct strata_gguf_writer *w, const char *name, uint32_t type,
                            uint32_t n_dims, const uint64_t *ne)
 {
     int rc = check_setup(w, __func__, "tensor added");
@@ -396,7 +396,7 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t typ
     }
     uint64_t n_bytes;
     if ((rc = check_tensor(__func__, name, type, n_dims, ne, &n_bytes))) return rc;
-    if (gguf_index_find(&w->names, name, len) >= 0) {
+    if (strata_gguf_index_find(&w->names, name, len) >= 0) {
         strata_log_error("%s: duplicate tensor name '%s'", __func__, name);
         return STRATA_EARG;
     }
@@ -413,11 +413,11 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t typ
     *t = (struct writer_tensor){.name = name_copy, .n_dims = n_dims, .type = type,
                                 .n_bytes = n_bytes};
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
-    gguf_index_insert(&w->names, name_copy, len, w->n_tensors);
+    strata_gguf_index_insert(&w->names, name_copy, len, w->n_tensors);
     return (int)w->n_tensors++;
 }
 
-uint64_t gguf_writer_tensor_bytes(const struct gguf_writer *w, int index)
+uint64_t strata_gguf_writer_tensor_bytes(const struct strata_gguf_writer *w, int index)
 {
     if (index < 0 || (uint64_t)index >= w->n_tensors) return 0;
     return w->tensors[index].n_bytes;
@@ -425,7 +425,7 @@ uint64_t gguf_writer_tensor_bytes(const struct gguf_writer *w, int index)
 
 // ---- buffered output -----------------------------------------------------------------------
 
-static int write_full(struct gguf_writer *w, const char *fn, const uint8_t *p, uint64_t n,
+static int write_full(struct strata_gguf_writer *w, const char *fn, const uint8_t *p, uint64_t n,
                       uint64_t file_off)
 {
     while (n > 0) {
@@ -446,7 +446,7 @@ static int write_full(struct gguf_writer *w, const char *fn, const uint8_t *p, u
     return 0;
 }
 
-static int flush(struct gguf_writer *w, const char *fn)
+static int flush(struct strata_gguf_writer *w, const char *fn)
 {
     if (w->error) return w->error;
     int rc = write_full(w, fn, w->buf, w->buf_len, w->pos - w->buf_len);
@@ -454,7 +454,7 @@ static int flush(struct gguf_writer *w, const char *fn)
     return rc;
 }
 
-static int put(struct gguf_writer *w, const char *fn, const void *p, uint64_t n)
+static int put(struct strata_gguf_writer *w, const char *fn, const void *p, uint64_t n)
 {
     if (w->error) return w->error;
     if (n == 0) return 0;
@@ -473,17 +473,17 @@ static int put(struct gguf_writer *w, const char *fn, const void *p, uint64_t n)
     return 0;
 }
 
-static int put_u32(struct gguf_writer *w, const char *fn, uint32_t v) { return put(w, fn, &v, 4); }
-static int put_u64(struct gguf_writer *w, const char *fn, uint64_t v) { return put(w, fn, &v, 8); }
+static int put_u32(struct strata_gguf_writer *w, const char *fn, uint32_t v) { return put(w, fn, &v, 4); }
+static int put_u64(struct strata_gguf_writer *w, const char *fn, uint64_t v) { return put(w, fn, &v, 8); }
 
-static int put_str(struct gguf_writer *w, const char *fn, const char *s, uint64_t len)
+static int put_str(struct strata_gguf_writer *w, const char *fn, const char *s, uint64_t len)
 {
     int rc = put_u64(w, fn, len);
     return rc ? rc : put(w, fn, s, len);
 }
 
 // Zeros up to file offset `target`.
-static int pad_to(struct gguf_writer *w, const char *fn, uint64_t target)
+static int pad_to(struct strata_gguf_writer *w, const char *fn, uint64_t target)
 {
     int rc = 0;
     while (!rc && w->pos < target) {
@@ -496,7 +496,7 @@ static int pad_to(struct gguf_writer *w, const char *fn, uint64_t target)
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 // A value's body; arrays of arrays write each inner array without its own type tag.
-static int put_value(struct gguf_writer *w, const char *fn, const struct gguf_value *v)
+static int put_value(struct strata_gguf_writer *w, const char *fn, const struct strata_gguf_value *v)
 {
     switch (v->type) {
     case GGUF_TYPE_STRING: return put_str(w, fn, v->str.s, v->str.len);
@@ -505,29 +505,29 @@ static int put_value(struct gguf_writer *w, const char *fn, const struct gguf_va
         return put(w, fn, &byte, 1);
     }
     case GGUF_TYPE_ARRAY: break;
-    default: return put(w, fn, &v->u64, gguf_scalar_size(v->type));
+    default: return put(w, fn, &v->u64, strata_gguf_scalar_size(v->type));
     }
     int rc = put_u32(w, fn, v->arr.type);
     if (!rc) rc = put_u64(w, fn, v->arr.n);
     if (v->arr.type == GGUF_TYPE_STRING) {
-        const struct gguf_str *s = v->arr.items;
+        const struct strata_gguf_str *s = v->arr.items;
         for (uint64_t i = 0; i < v->arr.n && !rc; i++) rc = put_str(w, fn, s[i].s, s[i].len);
     } else if (v->arr.type == GGUF_TYPE_ARRAY) {
-        const struct gguf_value *a = v->arr.items;
+        const struct strata_gguf_value *a = v->arr.items;
         for (uint64_t i = 0; i < v->arr.n && !rc; i++) rc = put_value(w, fn, &a[i]);
     } else if (!rc) {  // bools were normalised to 0/1 bytes when stored
-        rc = put(w, fn, v->arr.items, v->arr.n * gguf_scalar_size(v->arr.type));
+        rc = put(w, fn, v->arr.items, v->arr.n * strata_gguf_scalar_size(v->arr.type));
     }
     return rc;
 }
 
 // ---- streaming -----------------------------------------------------------------------------
 
-struct gguf_writer *gguf_writer_new(void)
+struct strata_gguf_writer *strata_gguf_writer_new(void)
 {
-    struct gguf_writer *w = calloc(1, sizeof *w);
+    struct strata_gguf_writer *w = calloc(1, sizeof *w);
     if (!w) {
-        strata_log_error("gguf_writer_new: out of memory");
+        strata_log_error("strata_gguf_writer_new: out of memory");
         return NULL;
     }
     w->alignment = GGUF_DEFAULT_ALIGNMENT;
@@ -536,7 +536,7 @@ struct gguf_writer *gguf_writer_new(void)
     return w;
 }
 
-void gguf_writer_free(struct gguf_writer *w)
+void strata_gguf_writer_free(struct strata_gguf_writer *w)
 {
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
@@ -545,7 +545,7 @@ void gguf_writer_free(struct gguf_writer *w)
         value_free(&w->kv[i].value);
     }
     for (uint64_t i = 0; i < w->n_tensors; i++) free(w->tensors[i].name);
-    gguf_index_free(&w->names);
+    strata_gguf_index_free(&w->names);
     free(w->kv);
     free(w->tensors);
     free(w->path);
@@ -554,7 +554,7 @@ void gguf_writer_free(struct gguf_writer *w)
 }
 
 // Data-section offsets: each tensor at the next multiple of the alignment after the previous.
-static int layout_tensors(struct gguf_writer *w, const char *fn, const char *path)
+static int layout_tensors(struct strata_gguf_writer *w, const char *fn, const char *path)
 {
     uint64_t end = 0;
     for (uint64_t i = 0; i < w->n_tensors; i++) {
@@ -573,7 +573,7 @@ static int layout_tensors(struct gguf_writer *w, const char *fn, const char *pat
     return 0;
 }
 
-int gguf_writer_open(struct gguf_writer *w, const char *path)
+int strata_gguf_writer_open(struct strata_gguf_writer *w, const char *path)
 {
     const char *fn = __func__;
     int rc = 0;
@@ -627,7 +627,7 @@ int gguf_writer_open(struct gguf_writer *w, const char *path)
 }
 
 // The tensor being written has all its bytes (or none has been started).
-static int check_complete(struct gguf_writer *w, const char *fn)
+static int check_complete(struct strata_gguf_writer *w, const char *fn)
 {
     if (w->cur < 0 || w->cur_written == w->tensors[w->cur].n_bytes) return 0;
     strata_log_error("%s: %s: tensor '%s' got %llu of its %llu bytes", fn, w->path,
@@ -636,16 +636,16 @@ static int check_complete(struct gguf_writer *w, const char *fn)
     return STRATA_EARG;
 }
 
-static int check_open(struct gguf_writer *w, const char *fn)
+static int check_open(struct strata_gguf_writer *w, const char *fn)
 {
     if (w->state != WRITER_OPEN) {
-        strata_log_error("%s: writer is not open (call gguf_writer_open first, once)", fn);
+        strata_log_error("%s: writer is not open (call strata_gguf_writer_open first, once)", fn);
         return STRATA_EARG;
     }
     return w->error;
 }
 
-int gguf_writer_tensor_begin(struct gguf_writer *w, int index)
+int strata_gguf_writer_tensor_begin(struct strata_gguf_writer *w, int index)
 {
     int rc = check_open(w, __func__);
     if (rc) return rc;
@@ -668,12 +668,12 @@ int gguf_writer_tensor_begin(struct gguf_writer *w, int index)
     return 0;
 }
 
-int gguf_writer_write(struct gguf_writer *w, const void *data, uint64_t len)
+int strata_gguf_writer_write(struct strata_gguf_writer *w, const void *data, uint64_t len)
 {
     int rc = check_open(w, __func__);
     if (rc) return rc;
     if (w->cur < 0) {
-        strata_log_error("%s: %s: no tensor begun (call gguf_writer_tensor_begin)", __func__,
+        strata_log_error("%s: %s: no tensor begun (call strata_gguf_writer_tensor_begin)", __func__,
                          w->path);
         return STRATA_EARG;
     }
@@ -690,7 +690,7 @@ int gguf_writer_write(struct gguf_writer *w, const void *data, uint64_t len)
     return 0;
 }
 
-int gguf_writer_finish(struct gguf_writer *w)
+int strata_gguf_writer_finish(struct strata_gguf_writer *w)
 {
     const char *fn = __func__;
     int rc = check_open(w, fn);

@@ -38,11 +38,11 @@ static const char *akey(char *buf, size_t cap, const struct strata_hparams *hp, 
     return buf;
 }
 
-static int get_u32(const struct gguf_file *f, const struct strata_hparams *hp, const char *key,
+static int get_u32(const struct strata_gguf_file *f, const struct strata_hparams *hp, const char *key,
                    uint32_t *out, bool required)
 {
     char k[128];
-    int rc = gguf_get_u32(f, akey(k, sizeof k, hp, key), out);
+    int rc = strata_gguf_get_u32(f, akey(k, sizeof k, hp, key), out);
     if (rc == -ENOENT && required) {
         strata_log_error("hparams: %s: missing required key '%s'", f->path, k);
         return STRATA_EFORMAT;
@@ -50,11 +50,11 @@ static int get_u32(const struct gguf_file *f, const struct strata_hparams *hp, c
     return rc == -ENOENT ? 0 : rc;
 }
 
-static int get_f32(const struct gguf_file *f, const struct strata_hparams *hp, const char *key,
+static int get_f32(const struct strata_gguf_file *f, const struct strata_hparams *hp, const char *key,
                    float *out, bool required)
 {
     char k[128];
-    int rc = gguf_get_f32(f, akey(k, sizeof k, hp, key), out);
+    int rc = strata_gguf_get_f32(f, akey(k, sizeof k, hp, key), out);
     if (rc == -ENOENT && required) {
         strata_log_error("hparams: %s: missing required key '%s'", f->path, k);
         return STRATA_EFORMAT;
@@ -62,14 +62,14 @@ static int get_f32(const struct gguf_file *f, const struct strata_hparams *hp, c
     return rc == -ENOENT ? 0 : rc;
 }
 
-static int get_bool(const struct gguf_file *f, const struct strata_hparams *hp, const char *key, bool *out)
+static int get_bool(const struct strata_gguf_file *f, const struct strata_hparams *hp, const char *key, bool *out)
 {
     char k[128];
-    int rc = gguf_get_bool(f, akey(k, sizeof k, hp, key), out);
+    int rc = strata_gguf_get_bool(f, akey(k, sizeof k, hp, key), out);
     return rc == -ENOENT ? 0 : rc;
 }
 
-static int bad(const struct gguf_file *f, const char *what, uint64_t v)
+static int bad(const struct strata_gguf_file *f, const char *what, uint64_t v)
 {
     strata_log_error("hparams: %s: %s (%llu)", f->path, what, (unsigned long long)v);
     return STRATA_EFORMAT;
@@ -82,7 +82,7 @@ bool strata_hparams_is_recurrent(const struct strata_hparams *hp, uint32_t l)
 }
 
 // glm4moe: leading dense blocks, shared experts, sigmoid routing with weight norm and scale.
-static int load_glm4moe(struct strata_hparams *hp, const struct gguf_file *f)
+static int load_glm4moe(struct strata_hparams *hp, const struct strata_gguf_file *f)
 {
     int rc;
     hp->expert_gating = 0;
@@ -101,10 +101,10 @@ static int load_glm4moe(struct strata_hparams *hp, const struct gguf_file *f)
     if (hp->n_layer_dense_lead > hp->n_layer) return bad(f, "leading_dense_block_count above block count", hp->n_layer_dense_lead);
     if (hp->n_ff > (1u << 20)) return bad(f, "feed_forward_length out of range", hp->n_ff);
     char k[128];
-    if (gguf_find_kv(f, akey(k, sizeof k, hp, "rope.dimension_sections")) != NULL) {
+    if (strata_gguf_find_kv(f, akey(k, sizeof k, hp, "rope.dimension_sections")) != NULL) {
         const void *items;
         uint64_t n;
-        if (gguf_get_arr(f, k, GGUF_TYPE_INT32, &items, &n) == 0)
+        if (strata_gguf_get_arr(f, k, GGUF_TYPE_INT32, &items, &n) == 0)
             for (uint64_t i = 0; i < n; i++)
                 if (((const int32_t *)items)[i] != 0) {
                     strata_log_error("hparams: %s: glm4moe with M-RoPE sections (multimodal) is not supported", f->path);
@@ -115,7 +115,7 @@ static int load_glm4moe(struct strata_hparams *hp, const struct gguf_file *f)
 }
 
 // qwen3next / qwen35moe: delta-net geometry, shared expert width, attention interval.
-static int load_qwen3next(struct strata_hparams *hp, const struct gguf_file *f)
+static int load_qwen3next(struct strata_hparams *hp, const struct strata_gguf_file *f)
 {
     int rc;
     hp->full_attn_interval = 4;
@@ -144,7 +144,7 @@ static int load_qwen3next(struct strata_hparams *hp, const struct gguf_file *f)
         char k[128];
         const void *items;
         uint64_t n;
-        rc = gguf_get_arr(f, akey(k, sizeof k, hp, "rope.dimension_sections"), GGUF_TYPE_INT32, &items, &n);
+        rc = strata_gguf_get_arr(f, akey(k, sizeof k, hp, "rope.dimension_sections"), GGUF_TYPE_INT32, &items, &n);
         if (rc || n < 3 || n > 4) {
             strata_log_error("hparams: %s: '%s' must be an array of 3 or 4 int32", f->path, k);
             return STRATA_EFORMAT;
@@ -158,11 +158,11 @@ static int load_qwen3next(struct strata_hparams *hp, const struct gguf_file *f)
 }
 
 // rope.scaling.*: YaRN (deepseek2, deepseek32, gpt-oss), linear, none.
-static int load_rope_scaling(struct strata_hparams *hp, const struct gguf_file *f)
+static int load_rope_scaling(struct strata_hparams *hp, const struct strata_gguf_file *f)
 {
     char k[128];
     const char *type = NULL;
-    int rc = gguf_get_str(f, akey(k, sizeof k, hp, "rope.scaling.type"), &type);
+    int rc = strata_gguf_get_str(f, akey(k, sizeof k, hp, "rope.scaling.type"), &type);
     if (rc && rc != -ENOENT) return rc;
     if (type && strcmp(type, "yarn") != 0 && strcmp(type, "linear") != 0 && strcmp(type, "none") != 0) {
         strata_log_error("hparams: %s: rope scaling '%s' is not supported (yarn, linear, none)", f->path, type);
@@ -184,7 +184,7 @@ static int load_rope_scaling(struct strata_hparams *hp, const struct gguf_file *
 }
 
 // deepseek2 / deepseek32 / glm-dsa: MLA dims, GLM/DeepSeek routing, the indexer.
-static int load_mla(struct strata_hparams *hp, const struct gguf_file *f)
+static int load_mla(struct strata_hparams *hp, const struct strata_gguf_file *f)
 {
     int rc;
     const bool dsa = hp->arch != STRATA_ARCH_DEEPSEEK2;
@@ -244,7 +244,7 @@ static int load_mla(struct strata_hparams *hp, const struct gguf_file *f)
         char k[128];
         const void *items;
         uint64_t n;
-        rc = gguf_get_arr(f, akey(k, sizeof k, hp, "attention.indexer.types"), GGUF_TYPE_BOOL, &items, &n);
+        rc = strata_gguf_get_arr(f, akey(k, sizeof k, hp, "attention.indexer.types"), GGUF_TYPE_BOOL, &items, &n);
         if (rc == 0) {
             if (n != hp->n_layer) return bad(f, "attention.indexer.types length differs from the blocks run", n);
             memset(hp->idx_full, 0, sizeof hp->idx_full);
@@ -264,7 +264,7 @@ static int load_mla(struct strata_hparams *hp, const struct gguf_file *f)
 }
 
 // gpt-oss: sliding-window blocks, sinks, softmax after top-k.
-static int load_gpt_oss(struct strata_hparams *hp, const struct gguf_file *f)
+static int load_gpt_oss(struct strata_hparams *hp, const struct strata_gguf_file *f)
 {
     int rc;
     hp->expert_gating = STRATA_GATING_SOFTMAX_WEIGHT;
@@ -279,7 +279,7 @@ static int load_gpt_oss(struct strata_hparams *hp, const struct gguf_file *f)
     const void *items;
     uint64_t n;
     uint32_t pattern = 2;
-    rc = gguf_get_arr(f, akey(k, sizeof k, hp, "attention.sliding_window_pattern"), GGUF_TYPE_BOOL, &items, &n);
+    rc = strata_gguf_get_arr(f, akey(k, sizeof k, hp, "attention.sliding_window_pattern"), GGUF_TYPE_BOOL, &items, &n);
     if (rc == 0) {
         if (n < hp->n_layer) return bad(f, "attention.sliding_window_pattern shorter than the blocks", n);
         for (uint32_t l = 0; l < hp->n_layer; l++)
@@ -304,11 +304,11 @@ uint64_t strata_hparams_kv_bytes_per_token(const struct strata_hparams *hp, uint
     return n * elem_bytes;
 }
 
-int strata_hparams_load(struct strata_hparams *hp, const struct gguf_file *f)
+int strata_hparams_load(struct strata_hparams *hp, const struct strata_gguf_file *f)
 {
     memset(hp, 0, sizeof *hp);
     const char *arch_name = NULL;
-    if (gguf_get_str(f, "general.architecture", &arch_name) != 0) {
+    if (strata_gguf_get_str(f, "general.architecture", &arch_name) != 0) {
         strata_log_error("hparams: %s: no general.architecture string", f->path);
         return STRATA_EFORMAT;
     }
@@ -320,7 +320,7 @@ int strata_hparams_load(struct strata_hparams *hp, const struct gguf_file *f)
     }
     hp->arch = (enum strata_arch)arch;
     const char *name = NULL;
-    if (gguf_get_str(f, "general.name", &name) == 0)
+    if (strata_gguf_get_str(f, "general.name", &name) == 0)
         snprintf(hp->name, sizeof hp->name, "%s", name);
     else {
         const char *base = strrchr(f->path, '/');
@@ -379,7 +379,7 @@ int strata_hparams_load(struct strata_hparams *hp, const struct gguf_file *f)
     if ((hp->arch == STRATA_ARCH_QWEN3NEXT || hp->arch == STRATA_ARCH_QWEN35MOE) && (rc = load_qwen3next(hp, f)))
         return rc;
 
-    const struct gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
+    const struct strata_gguf_tensor *emb = strata_gguf_find_tensor(f, "token_embd.weight");
     if (!emb) {
         strata_log_error("hparams: %s: tensor 'token_embd.weight' missing", f->path);
         return STRATA_EFORMAT;

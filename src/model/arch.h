@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct gguf_file;
+struct strata_gguf_file;
 
 enum strata_arch {
     STRATA_ARCH_QWEN3MOE,
@@ -102,6 +102,6 @@ bool strata_hparams_is_recurrent(const struct strata_hparams *hp, uint32_t l);
 
 // Read and validate the hyperparameters of a supported architecture. Unknown architectures
 // give STRATA_EUNSUP with a line naming it; missing or inconsistent keys STRATA_EFORMAT.
-int strata_hparams_load(struct strata_hparams *hp, const struct gguf_file *f);
+int strata_hparams_load(struct strata_hparams *hp, const struct strata_gguf_file *f);
 
 #endif

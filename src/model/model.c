@@ -12,7 +12,7 @@
 #include "util/mem.h"
 
 // Read a whole tensor into 64-byte aligned memory owned by the model.
-static int load_tensor(struct strata_model *m, const struct gguf_tensor *t, void **out)
+static int load_tensor(struct strata_model *m, const struct strata_gguf_tensor *t, void **out)
 {
     if (m->n_owned == m->cap_owned) {
         size_t cap = m->cap_owned ? m->cap_owned * 2 : 256;
@@ -28,21 +28,21 @@ static int load_tensor(struct strata_model *m, const struct gguf_tensor *t, void
         return STRATA_ENOMEM;
     }
     m->owned[m->n_owned++] = (struct strata_owned){buf, t->n_bytes};
-    int rc = gguf_read_tensor(m->file, t, 0, buf, t->n_bytes);
+    int rc = strata_gguf_read_tensor(m->file, t, 0, buf, t->n_bytes);
     if (rc) return rc;
     m->dense_bytes += t->n_bytes;
     *out = buf;
     return 0;
 }
 
-static const struct gguf_tensor *find(const struct strata_model *m, const char *name, bool required)
+static const struct strata_gguf_tensor *find(const struct strata_model *m, const char *name, bool required)
 {
-    const struct gguf_tensor *t = gguf_find_tensor(m->file, name);
+    const struct strata_gguf_tensor *t = strata_gguf_find_tensor(m->file, name);
     if (!t && required) strata_log_error("model_load: %s: tensor '%s' missing", m->file->path, name);
     return t;
 }
 
-static int check_shape(const struct strata_model *m, const struct gguf_tensor *t, uint64_t ne0,
+static int check_shape(const struct strata_model *m, const struct strata_gguf_tensor *t, uint64_t ne0,
                        uint64_t ne1, uint64_t ne2)
 {
     uint64_t want[3] = {ne0, ne1, ne2};
@@ -62,7 +62,7 @@ static int check_shape(const struct strata_model *m, const struct gguf_tensor *t
 
 int strata_model_load_vec(struct strata_model *m, const char *name, uint64_t n, const float **out)
 {
-    const struct gguf_tensor *t = find(m, name, true);
+    const struct strata_gguf_tensor *t = find(m, name, true);
     if (!t) return STRATA_EFORMAT;
     int rc = check_shape(m, t, n, 1, 1);
     if (rc) return rc;
@@ -78,7 +78,7 @@ int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_i
                           bool required, struct strata_mat *out)
 {
     memset(out, 0, sizeof *out);
-    const struct gguf_tensor *t = find(m, name, required);
+    const struct strata_gguf_tensor *t = find(m, name, required);
     if (!t) return required ? STRATA_EFORMAT : 0;
     int rc = check_shape(m, t, n_in, n_out, 1);
     if (rc) return rc;
@@ -97,7 +97,7 @@ int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_i
 int strata_model_load_vec_opt(struct strata_model *m, const char *name, uint64_t n, const float **out)
 {
     *out = NULL;
-    if (!gguf_find_tensor(m->file, name)) return 0;
+    if (!strata_gguf_find_tensor(m->file, name)) return 0;
     return strata_model_load_vec(m, name, n, out);
 }
 
@@ -171,7 +171,7 @@ int strata_model_load(struct strata_model **out, const char *path, const struct 
     *out = NULL;
     struct strata_model *m = calloc(1, sizeof *m);
     if (!m) return STRATA_ENOMEM;
-    int rc = gguf_open(&m->file, path);
+    int rc = strata_gguf_open(&m->file, path);
     if (rc == 0) rc = strata_hparams_load(&m->hp, m->file);
     if (rc == 0) rc = strata_expert_layout_init(&m->layout, m->file);
     // Experts of the nextn blocks after the trunk are never run: keep them out of the store.
@@ -186,7 +186,7 @@ int strata_model_load(struct strata_model **out, const char *path, const struct 
         rc = strata_experts_open(&m->experts, m->file, &m->layout, m->hp.n_expert_used, &p->experts);
     if (rc == 0 && p->experts.trace_path) {
         const char *name = NULL;
-        gguf_get_str(m->file, "general.name", &name);
+        strata_gguf_get_str(m->file, "general.name", &name);
         rc = strata_trace_open(&m->trace, p->experts.trace_path, name, m->layout.n_layers, m->hp.n_expert,
                                m->hp.n_expert_used);
     }
@@ -208,12 +208,12 @@ void strata_model_free(struct strata_model *m)
     free(m->owned);
     free(m->layers);
     strata_expert_layout_free(&m->layout);
-    gguf_close(m->file);
+    strata_gguf_close(m->file);
     free(m);
 }
 
 const struct strata_hparams *strata_model_hparams(const struct strata_model *m) { return &m->hp; }
-const struct gguf_file *strata_model_file(const struct strata_model *m) { return m->file; }
+const struct strata_gguf_file *strata_model_file(const struct strata_model *m) { return m->file; }
 uint64_t strata_model_dense_bytes(const struct strata_model *m) { return m->dense_bytes; }
 uint64_t strata_model_expert_bytes(const struct strata_model *m)
 {

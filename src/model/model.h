@@ -13,7 +13,7 @@
 #include "experts/experts.h"
 #include "model/arch.h"
 
-struct gguf_file;
+struct strata_gguf_file;
 struct strata_model;
 struct strata_session;
 
@@ -26,7 +26,7 @@ struct strata_model_params {
 int strata_model_load(struct strata_model **out, const char *path, const struct strata_model_params *p);
 void strata_model_free(struct strata_model *m);
 const struct strata_hparams *strata_model_hparams(const struct strata_model *m);
-const struct gguf_file *strata_model_file(const struct strata_model *m);
+const struct strata_gguf_file *strata_model_file(const struct strata_model *m);
 uint64_t strata_model_dense_bytes(const struct strata_model *m);   // resident non-expert weights
 uint64_t strata_model_expert_bytes(const struct strata_model *m);  // expert weights in memory
 // Expert store counters (whole model, or one MoE layer).

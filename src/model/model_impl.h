@@ -4,8 +4,8 @@
 
 #include <stddef.h>
 
-#include "compute/ops.h"
-#include "compute/pool.h"
+#include "backend/cpu/ops.h"
+#include "backend/cpu/pool.h"
 #include "experts/experts.h"
 #include "experts/layout.h"
 #include "experts/trace.h"
@@ -53,7 +53,7 @@ struct strata_owned {
 };
 
 struct strata_model {
-    struct gguf_file *file;
+    struct strata_gguf_file *file;
     struct strata_hparams hp;
     struct strata_expert_layout layout;
     struct strata_experts *experts;
@@ -149,24 +149,6 @@ void strata_session_reset_extra(struct strata_session *s);
 int strata_deltanet_state_create(struct strata_deltanet_state **out, const struct strata_model *m, int n_batch);
 void strata_deltanet_state_free(struct strata_deltanet_state *st);
 void strata_deltanet_state_reset(struct strata_deltanet_state *st);
-// One value head's delta rule over a chunk's tokens (deltanet.c: the equations, the scalar
-// reference strata_deltanet_head, and the order of float operations every variant keeps, so the
-// results depend neither on the ISA nor on the chunk size).
-struct strata_deltanet_head {
-    float *S;                 // [d key][d value] the head's state, updated in place
-    const float *q, *k, *v;   // token t's [d] at + t * qkv_stride (q, k L2-normalised)
-    size_t qkv_stride;
-    const float *decay, *beta; // token t's at + t * gate_stride
-    size_t gate_stride;
-    float *o;                 // token t's [d] output at o + t * o_stride
-    size_t o_stride;
-    int n_tok;
-    uint32_t d;
-    float scale;              // 1/sqrt(d)
-};
-void strata_deltanet_head(const struct strata_deltanet_head *a);
-void strata_deltanet_head_avx2(const struct strata_deltanet_head *a);   // d % 8 == 0
-void strata_deltanet_head_avx512(const struct strata_deltanet_head *a); // d % 16 == 0
 // Interleaved M-RoPE (qwen35moe) for text positions: the pairs fed by the fourth section turn
 // by position 0, i.e. not at all. cs as from strata_rope_cache.
 void strata_rope_sections_mask(const struct strata_hparams *hp, float *cs);

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "compute/attn.h"
+#include "backend/cpu/attn.h"
 #include "gguf/gguf.h"
 #include "model/model_impl.h"
 #include "util/log.h"
@@ -63,7 +63,7 @@ int strata_model_check_experts(struct strata_model *m, uint32_t l)
     const struct strata_expert_layer *el = &m->layout.layers[L->moe_index];
     const uint64_t want[3][2] = {{E, hp->n_ff_exp}, {E, hp->n_ff_exp}, {hp->n_ff_exp, E}};
     for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) {
-        const struct gguf_tensor *t = el->tensor[p];
+        const struct strata_gguf_tensor *t = el->tensor[p];
         if (t->ne[0] != want[p][0] || t->ne[1] != want[p][1]) {
             strata_log_error("model_load: %s: tensor '%s' has shape [%llu,%llu,%llu], expected [%llu,%llu,%u]",
                              m->file->path, t->name, (unsigned long long)t->ne[0],

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "compute/ops_ext.h"
+#include "backend/cpu/ops_ext.h"
 #include "model/arch.h"
 #include "util/log.h"
 

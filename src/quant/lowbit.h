@@ -1,7 +1,7 @@
-// Private to src/quant: byte layouts of the low-bit GGUF block formats (the legacy 32-element
-// Q4_0/Q4_1/Q5_0/Q5_1, the K-quants Q2_K/Q3_K, the IQ formats, MXFP4) and the Q8_1 activation
-// block, the small decoding helpers their kernels share, and the partial kernel tables of the
-// low-bit kernels that dispatch.c merges into the per-ISA tables.
+// Byte layouts of the low-bit GGUF block formats (the legacy 32-element Q4_0/Q4_1/Q5_0/Q5_1, the
+// K-quants Q2_K/Q3_K, the IQ formats, MXFP4) and the Q8_1 activation block, the small decoding
+// helpers their kernels share, and the reference decoder (ref_lowbit.c). For src/quant and the
+// backends' kernels.
 //
 // Layouts are ggml's (GGUF stores them verbatim); halves are IEEE binary16 bit patterns. In the
 // IQ formats each group of 8 elements is one codebook entry (iq_grids.h) plus 8 sign bits; where
@@ -197,11 +197,20 @@ static inline uint16_t strata_iq1m_d(const uint8_t *scales)
     [STRATA_TYPE_IQ3_S] = prefix##_iq3_s, [STRATA_TYPE_IQ1_S] = prefix##_iq1_s,                    \
     [STRATA_TYPE_IQ1_M] = prefix##_iq1_m, [STRATA_TYPE_IQ4_XS] = prefix##_iq4_xs,
 
-// Partial kernel tables of the low-bit types per ISA; dispatch.c fills the empty entries of the
-// main tables from them (then completes each ISA from the one below).
-extern const struct strata_kernels strata_lowbit_scalar_table;
-extern const struct strata_kernels strata_lowbit_avx2_table;
-extern const struct strata_kernels strata_lowbit_avx512_table;
+// One block decoded to exact integers: value[i] = d * scale[sub] * q[i] - dmin * min[sub], where
+// sub = i / (block size / n_sub).
+struct strata_lowbit_decoded {
+    float d, dmin;         // block factors (dmin 0 where the format has no min)
+    int n_sub;             // sub-blocks sharing one scale (and min): 1, 8 or 16
+    int32_t scale[16];     // [n_sub]
+    int32_t min[16];       // [n_sub]
+    int8_t q[QK_K];        // [block size]
+};
+
+// Decode one block of a low-bit weight type (one of STRATA_LOWBIT_ENTRIES' types).
+void strata_lowbit_decode(uint32_t type, const void *blk, struct strata_lowbit_decoded *o);
+// Reference dequantisation of a low-bit type; NULL for other types.
+strata_dequant_fn strata_lowbit_dequant_ref(uint32_t type);
 
 // Random valid blocks of the low-bit types whose codes strata_quant_random cannot derive from
 // uniform fields alone (IQ formats, MXFP4, IQ4_NL/IQ4_XS): uniform random codes, then the block

@@ -1,5 +1,6 @@
-// Tensor block formats: the type-trait table of every GGUF tensor type, and the kernels
-// (dequantisation, activation quantisation, dot products) of the types strata computes with.
+// Tensor block formats: the type-trait table of every GGUF tensor type, the reference
+// dequantisation and activation rounding of the types strata computes with, and random blocks for
+// synthetic models. The dot products are the backends' (backend/cpu/kernels.h).
 //
 // Numbering follows GGUF's type enum (ggml's), so a type id read from a file indexes the table
 // directly. Ids that GGUF retired (4, 5, 31-33, 36-38) have no traits (strata_type_traits
@@ -69,45 +70,20 @@ const char *strata_type_name(uint32_t type);  // "unknown(N)"-free: "?" for inva
 // Bytes of a row of n elements; 0 if n is not a multiple of the block size or type invalid.
 uint64_t strata_type_row_bytes(uint32_t type, uint64_t n);
 
-// ---- kernels --------------------------------------------------------------------------------
+// ---- reference kernels ----------------------------------------------------------------------
 
 // src: n elements in blocks of `type`; dst: n floats. n is a multiple of the block size.
 typedef void (*strata_dequant_fn)(const void *src, float *dst, int64_t n);
-// Round an activation row to a vec_dot format (Q8_0, Q8_K, F16, BF16, F32) as ggml does.
+// Round an activation row to a vec_dot format (Q8_0, Q8_1, Q8_K, F16, BF16, F32) as ggml does.
 typedef void (*strata_quantize_fn)(const float *src, void *dst, int64_t n);
-// *s = dot(w, a) over n elements; w in the weight type, a in its vec_dot_type.
-typedef void (*strata_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
-// s[t] = dot(w, a[t]) for the n_act (1..STRATA_DOT_TOKENS) activation rows a[t]: each weight
-// block is decoded once and applied to every row (prompt processing is bound by decoding, not
-// bytes). Each s[t] is bit-identical to the vec_dot of the same table on a[t], so results never
-// depend on how tokens are grouped.
-#define STRATA_DOT_TOKENS 8
-typedef void (*strata_vec_dot_multi_fn)(int64_t n, float *s, const void *w, const void *const *a, int n_act);
 
-enum strata_isa {
-    STRATA_ISA_SCALAR,
-    STRATA_ISA_AVX2,
-    STRATA_ISA_AVX512,
-    STRATA_ISA_COUNT
-};
-
-struct strata_kernels {
-    enum strata_isa isa;
-    strata_dequant_fn dequant[STRATA_TYPE_COUNT];     // NULL: type not computable
-    strata_quantize_fn quantize[STRATA_TYPE_COUNT];   // indexed by the vec_dot type
-    strata_vec_dot_fn vec_dot[STRATA_TYPE_COUNT];     // indexed by the weight type
-    strata_vec_dot_multi_fn vec_dot_multi[STRATA_TYPE_COUNT];  // NULL: vec_dot per token
-};
-
-// Best ISA this CPU supports (STRATA_ISA env var "scalar"/"avx2"/"avx512" can force lower).
-enum strata_isa strata_isa_detect(void);
-const char *strata_isa_name(enum strata_isa isa);
-// Kernel table of one ISA; entries a variant lacks are filled from the next lower ISA, so every
-// table is complete. NULL if the CPU cannot run that ISA.
-const struct strata_kernels *strata_kernels_for(enum strata_isa isa);
-// strata_kernels_for(strata_isa_detect()).
-const struct strata_kernels *strata_kernels(void);
-// True if strata can multiply with weights of this type.
+// Scalar reference dequantisation of weight type `type`; NULL if strata cannot decode it.
+strata_dequant_fn strata_dequant_ref(uint32_t type);
+// Scalar reference rounding of float activations to the activation format `type`, bit-identical
+// to llama.cpp's x86 build; NULL for a type that is not an activation format.
+strata_quantize_fn strata_quantize_ref(uint32_t type);
+// True if strata computes with weights of this type: it decodes it and rounds activations to its
+// vec_dot type. Every backend multiplies with every such type (backend tests hold them to it).
 bool strata_type_computable(uint32_t type);
 
 // ---- synthetic data --------------------------------------------------------------------------

@@ -71,7 +71,7 @@ int strata_lowbit_random(uint32_t type, uint64_t *rng, void *dst, int64_t n, flo
         return STRATA_EUNSUP;
     }
     const struct strata_type_traits *tr = strata_type_traits(type);
-    strata_dequant_fn dequant = strata_lowbit_scalar_table.dequant[type];
+    strata_dequant_fn dequant = strata_lowbit_dequant_ref(type);
     float values[QK_K];
     uint8_t *blk = dst;
     for (int64_t b = 0; b < n / tr->block_size; b++, blk += tr->type_size) {

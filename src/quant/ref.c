@@ -1,16 +1,16 @@
-// Scalar reference kernels: dequantisation, activation rounding and dot products of the types
-// strata computes with (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K; activations in F32, F16, BF16,
-// Q8_0, Q8_K). Block layouts are in blocks.h.
+// Reference dequantisation and activation rounding of the formats strata computes with. Weight
+// types here: F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K (the low-bit ones are decoded in
+// ref_lowbit.c); activation formats: F32, F16, BF16, Q8_0, Q8_1, Q8_K. Block layouts are in
+// blocks.h and lowbit.h. The dot products that consume these formats belong to the backends
+// (backend/cpu/dot_ref.c is the scalar one every other variant is tested against).
 //
 // Activation rounding reproduces what llama.cpp's x86 build computes bit for bit (every SIMD
-// variant must match these bytes). Dot products compute each block's integer sums exactly, scale
-// them with the same float products as ggml, and accumulate in double, so this is also the most
-// accurate of the variants; the SIMD ones differ only by float accumulation order.
+// variant must match these bytes).
 #include <math.h>
 #include <string.h>
 
-#include "quant/blocks.h"
 #include "quant/fp16.h"
+#include "quant/lowbit.h"
 
 // ---- helpers --------------------------------------------------------------------------------
 
@@ -89,16 +89,6 @@ static void dequant_q5_k(const void *src, float *dst, int64_t n)
     }
 }
 
-// The 6-bit quant of element i (0..255) of a Q6_K block, before the -32 offset.
-static int q6_k_quant(const struct block_q6_k *blk, int i)
-{
-    int half = i / 128, l = i % 32, quarter = (i % 128) / 32;
-    const uint8_t *ql = blk->ql + 64 * half, *qh = blk->qh + 32 * half;
-    int lo = (ql[l + 32 * (quarter & 1)] >> (4 * (quarter >> 1))) & 0xf;
-    int hi = (qh[l] >> (2 * quarter)) & 3;
-    return lo | hi << 4;
-}
-
 static void dequant_q6_k(const void *src, float *dst, int64_t n)
 {
     const struct block_q6_k *blk = src;
@@ -106,7 +96,7 @@ static void dequant_q6_k(const void *src, float *dst, int64_t n)
         float d = strata_fp16_to_fp32(blk[b].d);
         for (int i = 0; i < QK_K; i++) {
             float scale = d * (float)blk[b].scales[i / 16];
-            dst[i] = scale * (float)(q6_k_quant(&blk[b], i) - 32);
+            dst[i] = scale * (float)(strata_q6_k_quant(&blk[b], i) - 32);
         }
     }
 }
@@ -183,140 +173,58 @@ static void quantize_q8_k(const float *src, void *dst, int64_t n)
     }
 }
 
-// ---- dot products ---------------------------------------------------------------------------
-
-static void vec_dot_f32(int64_t n, float *s, const void *w, const void *a)
+// ggml's x86 quantize_row_q8_1: Q8_0's rounding (d = amax / 127 as f16, q = round_even(x * 127 /
+// amax)) plus s = f16(d * sum q) with the unrounded d.
+static void quantize_q8_1(const float *src, void *dst, int64_t n)
 {
-    const float *x = w, *y = a;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)x[i] * y[i];
-    *s = (float)sum;
-}
-
-static void vec_dot_f16(int64_t n, float *s, const void *w, const void *a)
-{
-    const uint16_t *x = w, *y = a;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (double)strata_fp16_to_fp32(x[i]) * strata_fp16_to_fp32(y[i]);
-    *s = (float)sum;
-}
-
-static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
-{
-    const uint16_t *x = w, *y = a;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (double)strata_bf16_to_fp32(x[i]) * strata_bf16_to_fp32(y[i]);
-    *s = (float)sum;
-}
-
-static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *a)
-{
-    const struct block_q8_0 *x = w, *y = a;
-    double sum = 0.0;
-    for (int64_t b = 0; b < n / QK8_0; b++) {
-        int32_t isum = 0;
-        for (int i = 0; i < QK8_0; i++) isum += x[b].qs[i] * y[b].qs[i];
-        float d = strata_fp16_to_fp32(x[b].d) * strata_fp16_to_fp32(y[b].d);
-        sum += (double)d * isum;
+    struct block_q8_1 *blk = dst;
+    for (int64_t b = 0; b < n / 32; b++, src += 32) {
+        struct block_q8_0 q0;
+        quantize_q8_0(src, &q0, 32);
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(src[i]));
+        int32_t qsum = 0;
+        for (int i = 0; i < 32; i++) qsum += q0.qs[i];
+        blk[b].d = q0.d;
+        blk[b].s = strata_fp32_to_fp16(amax / 127.0f * (float)qsum);
+        memcpy(blk[b].qs, q0.qs, 32);
     }
-    *s = (float)sum;
 }
 
-// Q4_K and Q5_K share this: quants[] holds the 256 unsigned quants of one block in element order.
-// The min term uses the activation's bsums (two per 32-element sub-block), as every variant does.
-static double k_block_dot(const uint8_t *quants, uint16_t d16, uint16_t dmin16,
-                          const uint8_t *packed_scales, const struct block_q8_k *y)
-{
-    uint64_t scales, mins;
-    strata_k_scales(packed_scales, &scales, &mins);
-    int32_t isum = 0, imin = 0;
-    for (int sub = 0; sub < 8; sub++) {
-        int32_t part = 0;
-        for (int i = 0; i < 32; i++) part += quants[32 * sub + i] * y->qs[32 * sub + i];
-        isum += part * (int32_t)(uint8_t)(scales >> (8 * sub));
-        imin += (y->bsums[2 * sub] + y->bsums[2 * sub + 1]) * (int32_t)(uint8_t)(mins >> (8 * sub));
-    }
-    float d = strata_fp16_to_fp32(d16) * y->d;
-    float dmin = strata_fp16_to_fp32(dmin16) * y->d;
-    return (double)d * isum - (double)dmin * imin;
-}
+// ---- lookups --------------------------------------------------------------------------------
 
-static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *a)
-{
-    const struct block_q4_k *x = w;
-    const struct block_q8_k *y = a;
-    double sum = 0.0;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        uint8_t quants[QK_K];
-        for (int i = 0; i < QK_K; i++)
-            quants[i] = (x[b].qs[32 * (i / 64) + i % 32] >> (4 * ((i / 32) & 1))) & 0xf;
-        sum += k_block_dot(quants, x[b].d, x[b].dmin, x[b].scales, &y[b]);
-    }
-    *s = (float)sum;
-}
-
-static void vec_dot_q5_k(int64_t n, float *s, const void *w, const void *a)
-{
-    const struct block_q5_k *x = w;
-    const struct block_q8_k *y = a;
-    double sum = 0.0;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        uint8_t quants[QK_K];
-        for (int i = 0; i < QK_K; i++) {
-            int lo = (x[b].qs[32 * (i / 64) + i % 32] >> (4 * ((i / 32) & 1))) & 0xf;
-            quants[i] = (uint8_t)(lo | ((x[b].qh[i % 32] >> (i / 32)) & 1) << 4);
-        }
-        sum += k_block_dot(quants, x[b].d, x[b].dmin, x[b].scales, &y[b]);
-    }
-    *s = (float)sum;
-}
-
-static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *a)
-{
-    const struct block_q6_k *x = w;
-    const struct block_q8_k *y = a;
-    double sum = 0.0;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        int32_t isum = 0;
-        for (int sub = 0; sub < 16; sub++) {
-            int32_t part = 0;
-            for (int i = 16 * sub; i < 16 * sub + 16; i++)
-                part += (q6_k_quant(&x[b], i) - 32) * y[b].qs[i];
-            isum += part * x[b].scales[sub];
-        }
-        float d = strata_fp16_to_fp32(x[b].d) * y[b].d;
-        sum += (double)d * isum;
-    }
-    *s = (float)sum;
-}
-
-const struct strata_kernels strata_kernels_scalar_table = {
-    .isa = STRATA_ISA_SCALAR,
-    .dequant = {
-        [STRATA_TYPE_F32] = dequant_f32,
-        [STRATA_TYPE_F16] = dequant_f16,
-        [STRATA_TYPE_BF16] = dequant_bf16,
-        [STRATA_TYPE_Q8_0] = dequant_q8_0,
-        [STRATA_TYPE_Q4_K] = dequant_q4_k,
-        [STRATA_TYPE_Q5_K] = dequant_q5_k,
-        [STRATA_TYPE_Q6_K] = dequant_q6_k,
-    },
-    .quantize = {
-        [STRATA_TYPE_F32] = quantize_f32,
-        [STRATA_TYPE_F16] = quantize_f16,
-        [STRATA_TYPE_BF16] = quantize_bf16,
-        [STRATA_TYPE_Q8_0] = quantize_q8_0,
-        [STRATA_TYPE_Q8_K] = quantize_q8_k,
-    },
-    .vec_dot = {
-        [STRATA_TYPE_F32] = vec_dot_f32,
-        [STRATA_TYPE_F16] = vec_dot_f16,
-        [STRATA_TYPE_BF16] = vec_dot_bf16,
-        [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
-        [STRATA_TYPE_Q4_K] = vec_dot_q4_k,
-        [STRATA_TYPE_Q5_K] = vec_dot_q5_k,
-        [STRATA_TYPE_Q6_K] = vec_dot_q6_k,
-    },
+static const strata_dequant_fn g_dequant[STRATA_TYPE_COUNT] = {
+    [STRATA_TYPE_F32] = dequant_f32,
+    [STRATA_TYPE_F16] = dequant_f16,
+    [STRATA_TYPE_BF16] = dequant_bf16,
+    [STRATA_TYPE_Q8_0] = dequant_q8_0,
+    [STRATA_TYPE_Q4_K] = dequant_q4_k,
+    [STRATA_TYPE_Q5_K] = dequant_q5_k,
+    [STRATA_TYPE_Q6_K] = dequant_q6_k,
 };
+
+static const strata_quantize_fn g_quantize[STRATA_TYPE_COUNT] = {
+    [STRATA_TYPE_F32] = quantize_f32,
+    [STRATA_TYPE_F16] = quantize_f16,
+    [STRATA_TYPE_BF16] = quantize_bf16,
+    [STRATA_TYPE_Q8_0] = quantize_q8_0,
+    [STRATA_TYPE_Q8_1] = quantize_q8_1,
+    [STRATA_TYPE_Q8_K] = quantize_q8_k,
+};
+
+strata_dequant_fn strata_dequant_ref(uint32_t type)
+{
+    if (type >= STRATA_TYPE_COUNT) return NULL;
+    return g_dequant[type] ? g_dequant[type] : strata_lowbit_dequant_ref(type);
+}
+
+strata_quantize_fn strata_quantize_ref(uint32_t type)
+{
+    return type < STRATA_TYPE_COUNT ? g_quantize[type] : NULL;
+}
+
+bool strata_type_computable(uint32_t type)
+{
+    const struct strata_type_traits *tr = strata_type_traits(type);
+    return tr && strata_dequant_ref(type) && strata_quantize_ref(tr->vec_dot_type);
+}

@@ -1,29 +1,18 @@
-// Scalar reference kernels of the low-bit formats (lowbit.h): dequantisation and dot products of
-// Q4_0, Q4_1, Q5_0, Q5_1, MXFP4, IQ4_NL (activations in Q8_0 or Q8_1 blocks of 32), Q2_K, Q3_K,
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS (activations in Q8_K blocks of
-// 256), and the Q8_1 activation rounding.
+// Reference decoding and dequantisation of the low-bit formats (lowbit.h): Q4_0, Q4_1, Q5_0,
+// Q5_1, MXFP4, IQ4_NL (blocks of 32), Q2_K, Q3_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
+// IQ1_M, IQ4_XS (blocks of 256).
 //
 // Every format is first decoded, one block at a time, into exact integers: value[i] =
 // d * scale[sub] * q[i] - dmin * min[sub] with int8 q, small integer scales and mins, and float
 // block factors d, dmin (the IQ scales (2s + 1) / 8 and IQ1's shift of +-1/8 become integers by
-// moving the power of two into d). The dot product then sums q * activation exactly per
-// sub-block, scales with integers, and rounds only the block factors, accumulating in double:
-// the most accurate variant, which the SIMD ones are tested against.
+// moving the power of two into d). The scalar reference dot products (backend/cpu/dot_ref.c)
+// sum q * activation exactly per sub-block from the same decoding.
 #include <math.h>
 #include <string.h>
 
 #include "quant/fp16.h"
 #include "quant/iq_grids.h"
 #include "quant/lowbit.h"
-
-// One block decoded to integers.
-struct decoded {
-    float d, dmin;         // block factors (dmin 0 where the format has no min)
-    int n_sub;             // sub-blocks sharing one scale (and min): 1, 8 or 16
-    int32_t scale[16];     // [n_sub]
-    int32_t min[16];       // [n_sub]
-    int8_t q[QK_K];        // [block size]
-};
 
 // ---- decoders -------------------------------------------------------------------------------
 
@@ -42,7 +31,7 @@ static void fifth_bits(const uint8_t *qh4, int8_t *q)
     for (int j = 0; j < 32; j++) q[j] = (int8_t)(q[j] | ((qh >> j) & 1) << 4);
 }
 
-static void one_sub(struct decoded *o, float d)
+static void one_sub(struct strata_lowbit_decoded *o, float d)
 {
     o->d = d;
     o->dmin = 0.0f;
@@ -51,7 +40,7 @@ static void one_sub(struct decoded *o, float d)
     o->min[0] = 0;
 }
 
-static void decode_q4_0(const void *blk, struct decoded *o)
+static void decode_q4_0(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_q4_0 *x = blk;
     one_sub(o, strata_fp16_to_fp32(x->d));
@@ -59,7 +48,7 @@ static void decode_q4_0(const void *blk, struct decoded *o)
 }
 
 // Q4_1 / Q5_1: x = d q + m, recorded as dmin = -m, min = 1.
-static void decode_q4_1(const void *blk, struct decoded *o)
+static void decode_q4_1(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_q4_1 *x = blk;
     one_sub(o, strata_fp16_to_fp32(x->d));
@@ -68,7 +57,7 @@ static void decode_q4_1(const void *blk, struct decoded *o)
     nibbles32(x->qs, o->q, NULL, 0);
 }
 
-static void decode_q5_0(const void *blk, struct decoded *o)
+static void decode_q5_0(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_q5_0 *x = blk;
     one_sub(o, strata_fp16_to_fp32(x->d));
@@ -77,7 +66,7 @@ static void decode_q5_0(const void *blk, struct decoded *o)
     for (int j = 0; j < 32; j++) o->q[j] = (int8_t)(o->q[j] - 16);
 }
 
-static void decode_q5_1(const void *blk, struct decoded *o)
+static void decode_q5_1(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_q5_1 *x = blk;
     one_sub(o, strata_fp16_to_fp32(x->d));
@@ -87,14 +76,14 @@ static void decode_q5_1(const void *blk, struct decoded *o)
     fifth_bits(x->qh, o->q);
 }
 
-static void decode_mxfp4(const void *blk, struct decoded *o)
+static void decode_mxfp4(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_mxfp4 *x = blk;
     one_sub(o, strata_e8m0_half(x->e));
     nibbles32(x->qs, o->q, strata_kvalues_mxfp4, 0);
 }
 
-static void decode_iq4_nl(const void *blk, struct decoded *o)
+static void decode_iq4_nl(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq4_nl *x = blk;
     one_sub(o, strata_fp16_to_fp32(x->d));
@@ -107,7 +96,7 @@ static int two_bits(const uint8_t *qs, int e)
     return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
 }
 
-static void decode_q2_k(const void *blk, struct decoded *o)
+static void decode_q2_k(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_q2_k *x = blk;
     o->d = strata_fp16_to_fp32(x->d);
@@ -120,7 +109,7 @@ static void decode_q2_k(const void *blk, struct decoded *o)
     for (int e = 0; e < QK_K; e++) o->q[e] = (int8_t)two_bits(x->qs, e);
 }
 
-static void decode_q3_k(const void *blk, struct decoded *o)
+static void decode_q3_k(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_q3_k *x = blk;
     o->d = strata_fp16_to_fp32(x->d);
@@ -153,7 +142,7 @@ static void signed_grid4x2(uint32_t lo, uint32_t hi, uint8_t signs, int8_t *q)
     signed_grid8((uint64_t)hi << 32 | lo, signs, q);
 }
 
-static void k_sub_init(struct decoded *o, float d, int n_sub)
+static void k_sub_init(struct strata_lowbit_decoded *o, float d, int n_sub)
 {
     o->d = d;
     o->dmin = 0.0f;
@@ -161,7 +150,7 @@ static void k_sub_init(struct decoded *o, float d, int n_sub)
     memset(o->min, 0, sizeof(o->min));
 }
 
-static void decode_iq2_xxs(const void *blk, struct decoded *o)
+static void decode_iq2_xxs(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq2_xxs *x = blk;
     k_sub_init(o, strata_fp16_to_fp32(x->d) * 0.125f, 8);
@@ -176,7 +165,7 @@ static void decode_iq2_xxs(const void *blk, struct decoded *o)
     }
 }
 
-static void decode_iq2_xs(const void *blk, struct decoded *o)
+static void decode_iq2_xs(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq2_xs *x = blk;
     k_sub_init(o, strata_fp16_to_fp32(x->d) * 0.125f, 16);
@@ -185,7 +174,7 @@ static void decode_iq2_xs(const void *blk, struct decoded *o)
         signed_grid8(strata_iq2xs_grid[x->qs[k] & 511], strata_iq_signs8(x->qs[k] >> 9), o->q + 8 * k);
 }
 
-static void decode_iq2_s(const void *blk, struct decoded *o)
+static void decode_iq2_s(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq2_s *x = blk;
     k_sub_init(o, strata_fp16_to_fp32(x->d) * 0.125f, 16);
@@ -196,7 +185,7 @@ static void decode_iq2_s(const void *blk, struct decoded *o)
     }
 }
 
-static void decode_iq3_xxs(const void *blk, struct decoded *o)
+static void decode_iq3_xxs(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq3_xxs *x = blk;
     k_sub_init(o, strata_fp16_to_fp32(x->d) * 0.25f, 8);
@@ -212,7 +201,7 @@ static void decode_iq3_xxs(const void *blk, struct decoded *o)
     }
 }
 
-static void decode_iq3_s(const void *blk, struct decoded *o)
+static void decode_iq3_s(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq3_s *x = blk;
     k_sub_init(o, strata_fp16_to_fp32(x->d), 8);
@@ -235,7 +224,7 @@ static void iq1_grid8(int idx, int shift, int8_t *q)
     for (int j = 0; j < 8; j++) q[j] = (int8_t)(8 * (int8_t)(entry >> (8 * j)) + shift);
 }
 
-static void decode_iq1_s(const void *blk, struct decoded *o)
+static void decode_iq1_s(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq1_s *x = blk;
     k_sub_init(o, strata_fp16_to_fp32(x->d) * 0.125f, 8);
@@ -248,7 +237,7 @@ static void decode_iq1_s(const void *blk, struct decoded *o)
     }
 }
 
-static void decode_iq1_m(const void *blk, struct decoded *o)
+static void decode_iq1_m(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq1_m *x = blk;
     uint16_t sc[4];
@@ -262,7 +251,7 @@ static void decode_iq1_m(const void *blk, struct decoded *o)
     }
 }
 
-static void decode_iq4_xs(const void *blk, struct decoded *o)
+static void decode_iq4_xs(const void *blk, struct strata_lowbit_decoded *o)
 {
     const struct block_iq4_xs *x = blk;
     k_sub_init(o, strata_fp16_to_fp32(x->d), 8);
@@ -275,7 +264,7 @@ static void decode_iq4_xs(const void *blk, struct decoded *o)
 
 // ---- per-type descriptions ------------------------------------------------------------------
 
-typedef void (*decode_fn)(const void *blk, struct decoded *o);
+typedef void (*decode_fn)(const void *blk, struct strata_lowbit_decoded *o);
 
 struct lowbit_format {
     decode_fn decode;
@@ -305,7 +294,7 @@ static void dequant_type(uint32_t type, const void *src, float *dst, int64_t n)
 {
     const struct lowbit_format *f = &g_formats[type];
     const uint8_t *blk = src;
-    struct decoded o;
+    struct strata_lowbit_decoded o;
     for (int64_t b = 0; b < n / f->block_size; b++, blk += f->type_size, dst += f->block_size) {
         f->decode(blk, &o);
         int sub_len = (int)f->block_size / o.n_sub;
@@ -316,107 +305,37 @@ static void dequant_type(uint32_t type, const void *src, float *dst, int64_t n)
     }
 }
 
-// Blocks of 32 against Q8_0 (Q8_1 when `q8_1`: the min term uses the activation's s = d sum q).
-static void dot_32(uint32_t type, int64_t n, float *s, const void *w, const void *a, int q8_1)
+void strata_lowbit_decode(uint32_t type, const void *blk, struct strata_lowbit_decoded *o)
 {
-    const struct lowbit_format *f = &g_formats[type];
-    const uint8_t *blk = w;
-    double sum = 0.0;
-    struct decoded o;
-    for (int64_t b = 0; b < n / 32; b++, blk += f->type_size) {
-        f->decode(blk, &o);
-        const int8_t *aq;
-        float ad, as = 0.0f;
-        if (q8_1) {
-            const struct block_q8_1 *y = (const struct block_q8_1 *)a + b;
-            aq = y->qs, ad = strata_fp16_to_fp32(y->d), as = strata_fp16_to_fp32(y->s);
-        } else {
-            const struct block_q8_0 *y = (const struct block_q8_0 *)a + b;
-            aq = y->qs, ad = strata_fp16_to_fp32(y->d);
-        }
-        int32_t isum = 0;
-        for (int i = 0; i < 32; i++) isum += o.q[i] * aq[i];
-        sum += (double)(o.d * ad) * isum - (double)o.dmin * o.min[0] * as;
-    }
-    *s = (float)sum;
+    g_formats[type].decode(blk, o);
 }
 
-// Blocks of 256 against Q8_K; the min term uses the activation's bsums.
-static void dot_256(uint32_t type, int64_t n, float *s, const void *w, const void *a)
-{
-    const struct lowbit_format *f = &g_formats[type];
-    const uint8_t *blk = w;
-    const struct block_q8_k *y = a;
-    double sum = 0.0;
-    struct decoded o;
-    for (int64_t b = 0; b < n / QK_K; b++, blk += f->type_size) {
-        f->decode(blk, &o);
-        int sub_len = QK_K / o.n_sub;
-        int64_t isum = 0, imin = 0;
-        for (int j = 0; j < o.n_sub; j++) {
-            int32_t part = 0, bsum = 0;
-            for (int i = j * sub_len; i < (j + 1) * sub_len; i++) part += o.q[i] * y[b].qs[i];
-            for (int k = j * sub_len / 16; k < (j + 1) * sub_len / 16; k++) bsum += y[b].bsums[k];
-            isum += (int64_t)part * o.scale[j];
-            imin += (int64_t)bsum * o.min[j];
-        }
-        sum += (double)(o.d * y[b].d) * (double)isum - (double)(o.dmin * y[b].d) * (double)imin;
-    }
-    *s = (float)sum;
-}
-
-// ---- the table ------------------------------------------------------------------------------
-
-#define LOWBIT_KERNELS(name, TYPE, dot_call)                                          \
+#define LOWBIT_DEQUANT(name, TYPE)                                                    \
     static void dequant_##name(const void *src, float *dst, int64_t n)               \
     {                                                                                 \
         dequant_type(STRATA_TYPE_##TYPE, src, dst, n);                                \
-    }                                                                                 \
-    static void vec_dot_##name(int64_t n, float *s, const void *w, const void *a)     \
-    {                                                                                 \
-        dot_call;                                                                     \
     }
 
-LOWBIT_KERNELS(q4_0, Q4_0, dot_32(STRATA_TYPE_Q4_0, n, s, w, a, 0))
-LOWBIT_KERNELS(q4_1, Q4_1, dot_32(STRATA_TYPE_Q4_1, n, s, w, a, 1))
-LOWBIT_KERNELS(q5_0, Q5_0, dot_32(STRATA_TYPE_Q5_0, n, s, w, a, 0))
-LOWBIT_KERNELS(q5_1, Q5_1, dot_32(STRATA_TYPE_Q5_1, n, s, w, a, 1))
-LOWBIT_KERNELS(mxfp4, MXFP4, dot_32(STRATA_TYPE_MXFP4, n, s, w, a, 0))
-LOWBIT_KERNELS(iq4_nl, IQ4_NL, dot_32(STRATA_TYPE_IQ4_NL, n, s, w, a, 0))
-LOWBIT_KERNELS(q2_k, Q2_K, dot_256(STRATA_TYPE_Q2_K, n, s, w, a))
-LOWBIT_KERNELS(q3_k, Q3_K, dot_256(STRATA_TYPE_Q3_K, n, s, w, a))
-LOWBIT_KERNELS(iq2_xxs, IQ2_XXS, dot_256(STRATA_TYPE_IQ2_XXS, n, s, w, a))
-LOWBIT_KERNELS(iq2_xs, IQ2_XS, dot_256(STRATA_TYPE_IQ2_XS, n, s, w, a))
-LOWBIT_KERNELS(iq2_s, IQ2_S, dot_256(STRATA_TYPE_IQ2_S, n, s, w, a))
-LOWBIT_KERNELS(iq3_xxs, IQ3_XXS, dot_256(STRATA_TYPE_IQ3_XXS, n, s, w, a))
-LOWBIT_KERNELS(iq3_s, IQ3_S, dot_256(STRATA_TYPE_IQ3_S, n, s, w, a))
-LOWBIT_KERNELS(iq1_s, IQ1_S, dot_256(STRATA_TYPE_IQ1_S, n, s, w, a))
-LOWBIT_KERNELS(iq1_m, IQ1_M, dot_256(STRATA_TYPE_IQ1_M, n, s, w, a))
-LOWBIT_KERNELS(iq4_xs, IQ4_XS, dot_256(STRATA_TYPE_IQ4_XS, n, s, w, a))
+LOWBIT_DEQUANT(q4_0, Q4_0)
+LOWBIT_DEQUANT(q4_1, Q4_1)
+LOWBIT_DEQUANT(q5_0, Q5_0)
+LOWBIT_DEQUANT(q5_1, Q5_1)
+LOWBIT_DEQUANT(mxfp4, MXFP4)
+LOWBIT_DEQUANT(iq4_nl, IQ4_NL)
+LOWBIT_DEQUANT(q2_k, Q2_K)
+LOWBIT_DEQUANT(q3_k, Q3_K)
+LOWBIT_DEQUANT(iq2_xxs, IQ2_XXS)
+LOWBIT_DEQUANT(iq2_xs, IQ2_XS)
+LOWBIT_DEQUANT(iq2_s, IQ2_S)
+LOWBIT_DEQUANT(iq3_xxs, IQ3_XXS)
+LOWBIT_DEQUANT(iq3_s, IQ3_S)
+LOWBIT_DEQUANT(iq1_s, IQ1_S)
+LOWBIT_DEQUANT(iq1_m, IQ1_M)
+LOWBIT_DEQUANT(iq4_xs, IQ4_XS)
 
-// ggml's x86 quantize_row_q8_1: Q8_0's rounding (d = amax / 127 as f16, q = round_even(x * 127 /
-// amax)) plus s = f16(d * sum q) with the unrounded d.
-static void quantize_q8_1(const float *src, void *dst, int64_t n)
+static const strata_dequant_fn g_dequant[STRATA_TYPE_COUNT] = {STRATA_LOWBIT_ENTRIES(dequant)};
+
+strata_dequant_fn strata_lowbit_dequant_ref(uint32_t type)
 {
-    struct block_q8_1 *blk = dst;
-    for (int64_t b = 0; b < n / 32; b++, src += 32) {
-        struct block_q8_0 q0;
-        strata_kernels_scalar_table.quantize[STRATA_TYPE_Q8_0](src, &q0, 32);
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(src[i]));
-        int32_t qsum = 0;
-        for (int i = 0; i < 32; i++) qsum += q0.qs[i];
-        blk[b].d = q0.d;
-        blk[b].s = strata_fp32_to_fp16(amax / 127.0f * (float)qsum);
-        memcpy(blk[b].qs, q0.qs, 32);
-    }
+    return type < STRATA_TYPE_COUNT ? g_dequant[type] : NULL;
 }
-
-const struct strata_kernels strata_lowbit_scalar_table = {
-    .isa = STRATA_ISA_SCALAR,
-    .dequant = {STRATA_LOWBIT_ENTRIES(dequant)},
-    .quantize = {
-        [STRATA_TYPE_Q8_1] = quantize_q8_1,
-    },
-    .vec_dot = {STRATA_LOWBIT_ENTRIES(vec_dot)},
-};

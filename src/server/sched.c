@@ -335,7 +335,7 @@ int srv_sched_open(struct srv_sched **out, const struct srv_config *cfg)
     if (rc == 0) rc = strata_tokenizer_load(&s->tok, strata_model_file(s->m));
     if (rc == 0) {
         s->n_vocab = (int)strata_model_hparams(s->m)->n_vocab;
-        gguf_get_str(strata_model_file(s->m), "tokenizer.chat_template", &s->chat_template);
+        strata_gguf_get_str(strata_model_file(s->m), "tokenizer.chat_template", &s->chat_template);
         s->n_slots = cfg->parallel;
         s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
         s->q_cap = cfg->queue + cfg->parallel;

@@ -322,7 +322,7 @@ int strata_builtin_build(struct strata_vocab *v, uint32_t n_vocab)
     return rc;
 }
 
-int strata_tokenizer_write_builtin(struct gguf_writer *w, uint32_t n_vocab)
+int strata_tokenizer_write_builtin(struct strata_gguf_writer *w, uint32_t n_vocab)
 {
     struct strata_vocab v;
     int rc = strata_builtin_build(&v, n_vocab);

@@ -388,7 +388,7 @@ int strata_hf_read(struct strata_vocab *v, const char *tokenizer_json_path,
     return rc;
 }
 
-int strata_tokenizer_import_hf_ex(struct gguf_writer *w, const char *tokenizer_json_path,
+int strata_tokenizer_import_hf_ex(struct strata_gguf_writer *w, const char *tokenizer_json_path,
                                   const char *chat_template_path,
                                   const struct strata_hf_import_opts *opts,
                                   uint32_t *n_vocab_out)
@@ -406,7 +406,7 @@ int strata_tokenizer_import_hf_ex(struct gguf_writer *w, const char *tokenizer_j
     return rc;
 }
 
-int strata_tokenizer_import_hf(struct gguf_writer *w, const char *tokenizer_json_path,
+int strata_tokenizer_import_hf(struct strata_gguf_writer *w, const char *tokenizer_json_path,
                                const char *chat_template_path, uint32_t *n_vocab_out)
 {
     return strata_tokenizer_import_hf_ex(w, tokenizer_json_path, chat_template_path, NULL,

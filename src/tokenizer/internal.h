@@ -49,7 +49,7 @@ int strata_vocab_add_token(struct strata_vocab *v, const char *text, size_t len,
 int strata_vocab_add_merge(struct strata_vocab *v, const char *left, size_t left_len,
                            const char *right, size_t right_len);
 // Set the tokenizer.* keys of a GGUF writer from v.
-int strata_vocab_write(struct gguf_writer *w, const struct strata_vocab *v);
+int strata_vocab_write(struct strata_gguf_writer *w, const struct strata_vocab *v);
 // Build a tokenizer directly from v (v may be freed afterwards).
 int strata_tokenizer_create(struct strata_tokenizer **out, const struct strata_vocab *v);
 

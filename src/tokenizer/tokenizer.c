@@ -71,7 +71,7 @@ struct strata_tokenizer {
 
 // Where the loaders' strings come from: GGUF string arrays or C string arrays.
 struct str_list {
-    const struct gguf_str *g;
+    const struct strata_gguf_str *g;
     char *const *c;
 };
 
@@ -784,10 +784,10 @@ fail:
     return rc;
 }
 
-static int get_id(const struct gguf_file *f, const char *key, uint32_t n_vocab, int32_t *id)
+static int get_id(const struct strata_gguf_file *f, const char *key, uint32_t n_vocab, int32_t *id)
 {
     uint32_t v;
-    int rc = gguf_get_u32(f, key, &v);
+    int rc = strata_gguf_get_u32(f, key, &v);
     *id = STRATA_TOKEN_NULL;
     if (rc == -ENOENT) {
         return 0;
@@ -804,24 +804,24 @@ static int get_id(const struct gguf_file *f, const char *key, uint32_t n_vocab, 
     return 0;
 }
 
-static int get_flag(const struct gguf_file *f, const char *key, int *flag)
+static int get_flag(const struct strata_gguf_file *f, const char *key, int *flag)
 {
     bool v;
-    int rc = gguf_get_bool(f, key, &v);
+    int rc = strata_gguf_get_bool(f, key, &v);
     *flag = rc == 0 ? v : -1;
     return rc == -ENOENT ? 0 : rc;
 }
 
-int strata_tokenizer_load(struct strata_tokenizer **out, const struct gguf_file *f)
+int strata_tokenizer_load(struct strata_tokenizer **out, const struct strata_gguf_file *f)
 {
     struct vocab_src src;
     memset(&src, 0, sizeof(src));
     *out = NULL;
-    int rc = gguf_get_str(f, "tokenizer.ggml.model", &src.model);
+    int rc = strata_gguf_get_str(f, "tokenizer.ggml.model", &src.model);
     if (rc < 0 && rc != -ENOENT) {
         return rc;
     }
-    if ((rc = gguf_get_str(f, "tokenizer.ggml.pre", &src.pre)) < 0 && rc != -ENOENT) {
+    if ((rc = strata_gguf_get_str(f, "tokenizer.ggml.pre", &src.pre)) < 0 && rc != -ENOENT) {
         return rc;
     }
     if (src.model && strcmp(src.model, "gpt2") != 0) {
@@ -829,7 +829,7 @@ int strata_tokenizer_load(struct strata_tokenizer **out, const struct gguf_file 
     }
     const void *items;
     uint64_t n;
-    if ((rc = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &items, &n)) < 0) {
+    if ((rc = strata_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &items, &n)) < 0) {
         if (rc == -ENOENT) {
             strata_log_error("strata_tokenizer_load: %s has no tokenizer.ggml.tokens", f->path);
             return STRATA_EFORMAT;
@@ -843,7 +843,7 @@ int strata_tokenizer_load(struct strata_tokenizer **out, const struct gguf_file 
     }
     src.n_tokens = (uint32_t)n;
     src.tokens.g = items;
-    rc = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &items, &n);
+    rc = strata_gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &items, &n);
     if (rc == 0) {
         if (n < src.n_tokens) {
             strata_log_error("strata_tokenizer_load: %llu token types for %u tokens",
@@ -854,7 +854,7 @@ int strata_tokenizer_load(struct strata_tokenizer **out, const struct gguf_file 
     } else if (rc != -ENOENT) {
         return rc;
     }
-    if ((rc = gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &items, &n)) < 0) {
+    if ((rc = strata_gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &items, &n)) < 0) {
         if (rc == -ENOENT) {
             strata_log_error("strata_tokenizer_load: %s has no tokenizer.ggml.merges", f->path);
             return STRATA_EFORMAT;

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct gguf_file;
-struct gguf_writer;
+struct strata_gguf_file;
+struct strata_gguf_writer;
 struct strata_tokenizer;
 
 #define STRATA_TOKEN_NULL (-1)
@@ -56,7 +56,7 @@ struct strata_tokenizer_info {
 // afterwards: *out owns copies of everything. Fails with STRATA_EUNSUP for non-"gpt2" models and
 // unknown pre-tokenizers, STRATA_EFORMAT for malformed or inconsistent metadata (duplicate token
 // strings, types/ids out of range, wrong value types). Loading a 151k vocabulary takes tens of ms.
-int strata_tokenizer_load(struct strata_tokenizer **out, const struct gguf_file *f);
+int strata_tokenizer_load(struct strata_tokenizer **out, const struct strata_gguf_file *f);
 void strata_tokenizer_free(struct strata_tokenizer *t);
 
 // Borrowed until strata_tokenizer_free.
@@ -133,9 +133,9 @@ struct strata_hf_import_opts {
 // either a tokenizer_config.json (its chat_template, bos/eos/pad tokens and add_bos_token are
 // used) or a raw Jinja file. bos/eos/pad default to <|endoftext|> / <|im_end|> / <|endoftext|>
 // when present. *n_vocab_out: the number of tokens written.
-int strata_tokenizer_import_hf(struct gguf_writer *w, const char *tokenizer_json_path,
+int strata_tokenizer_import_hf(struct strata_gguf_writer *w, const char *tokenizer_json_path,
                                const char *chat_template_path, uint32_t *n_vocab_out);
-int strata_tokenizer_import_hf_ex(struct gguf_writer *w, const char *tokenizer_json_path,
+int strata_tokenizer_import_hf_ex(struct strata_gguf_writer *w, const char *tokenizer_json_path,
                                   const char *chat_template_path,
                                   const struct strata_hf_import_opts *opts,
                                   uint32_t *n_vocab_out);
@@ -145,7 +145,7 @@ int strata_tokenizer_import_hf_ex(struct gguf_writer *w, const char *tokenizer_j
 // <|endoftext|>, <|im_start|>, <|im_end|> (control) as the last three ids; pre "qwen2", eos
 // <|im_end|>, a ChatML chat template. If the text runs out of merges first, the remaining ids
 // are "[PADn]" unused tokens before the specials. n_vocab must be at least 259.
-int strata_tokenizer_write_builtin(struct gguf_writer *w, uint32_t n_vocab);
+int strata_tokenizer_write_builtin(struct strata_gguf_writer *w, uint32_t n_vocab);
 
 // ---- chat --------------------------------------------------------------------------------------
 

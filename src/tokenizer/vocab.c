@@ -92,16 +92,16 @@ int strata_vocab_add_merge(struct strata_vocab *v, const char *left, size_t left
     return 0;
 }
 
-int strata_vocab_write(struct gguf_writer *w, const struct strata_vocab *v)
+int strata_vocab_write(struct strata_gguf_writer *w, const struct strata_vocab *v)
 {
     int rc;
-    if ((rc = gguf_writer_set_str(w, "tokenizer.ggml.model", v->model ? v->model : "gpt2")) < 0 ||
-        (rc = gguf_writer_set_str(w, "tokenizer.ggml.pre", v->pre ? v->pre : "qwen2")) < 0 ||
-        (rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens",
+    if ((rc = strata_gguf_writer_set_str(w, "tokenizer.ggml.model", v->model ? v->model : "gpt2")) < 0 ||
+        (rc = strata_gguf_writer_set_str(w, "tokenizer.ggml.pre", v->pre ? v->pre : "qwen2")) < 0 ||
+        (rc = strata_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens",
                                       (const char *const *)v->tokens, v->n_tokens)) < 0 ||
-        (rc = gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types,
+        (rc = strata_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types,
                                   v->n_tokens)) < 0 ||
-        (rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.merges",
+        (rc = strata_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges",
                                       (const char *const *)v->merges, v->n_merges)) < 0) {
         return rc;
     }
@@ -115,20 +115,20 @@ int strata_vocab_write(struct gguf_writer *w, const struct strata_vocab *v)
         {"tokenizer.ggml.seperator_token_id", v->sep},
     };
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
-        if (ids[i].id >= 0 && (rc = gguf_writer_set_u32(w, ids[i].key, (uint32_t)ids[i].id)) < 0) {
+        if (ids[i].id >= 0 && (rc = strata_gguf_writer_set_u32(w, ids[i].key, (uint32_t)ids[i].id)) < 0) {
             return rc;
         }
     }
     if (v->add_bos >= 0 &&
-        (rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos != 0)) < 0) {
+        (rc = strata_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos != 0)) < 0) {
         return rc;
     }
     if (v->add_eos >= 0 &&
-        (rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos != 0)) < 0) {
+        (rc = strata_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos != 0)) < 0) {
         return rc;
     }
     if (v->chat_template &&
-        (rc = gguf_writer_set_str(w, "tokenizer.chat_template", v->chat_template)) < 0) {
+        (rc = strata_gguf_writer_set_str(w, "tokenizer.chat_template", v->chat_template)) < 0) {
         return rc;
     }
     return 0;

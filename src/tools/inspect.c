@@ -17,7 +17,7 @@
 
 static double mib(uint64_t b) { return (double)b / 1048576.0; }
 
-static void print_scalar(FILE *out, enum gguf_type type, const void *p)
+static void print_scalar(FILE *out, enum strata_gguf_type type, const void *p)
 {
     switch (type) {
     case GGUF_TYPE_UINT8: fprintf(out, "%u", *(const uint8_t *)p); break;
@@ -35,7 +35,7 @@ static void print_scalar(FILE *out, enum gguf_type type, const void *p)
     }
 }
 
-static size_t scalar_size(enum gguf_type t)
+static size_t scalar_size(enum strata_gguf_type t)
 {
     switch (t) {
     case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
@@ -47,7 +47,7 @@ static size_t scalar_size(enum gguf_type t)
 }
 
 // Strings are printed quoted, control characters escaped, cut at 80 bytes.
-static void print_str(FILE *out, const struct gguf_str *s)
+static void print_str(FILE *out, const struct strata_gguf_str *s)
 {
     fputc('"', out);
     for (uint64_t i = 0; i < s->len && i < 80; i++) {
@@ -60,7 +60,7 @@ static void print_str(FILE *out, const struct gguf_str *s)
     fputs(s->len > 80 ? "\"..." : "\"", out);
 }
 
-static void print_value(FILE *out, const struct gguf_value *v, int depth)
+static void print_value(FILE *out, const struct strata_gguf_value *v, int depth)
 {
     if (v->type == GGUF_TYPE_STRING) {
         print_str(out, &v->str);
@@ -70,20 +70,20 @@ static void print_value(FILE *out, const struct gguf_value *v, int depth)
         print_scalar(out, v->type, &v->u8);
         return;
     }
-    fprintf(out, "[%s x %" PRIu64 "] [", gguf_type_name(v->arr.type), v->arr.n);
+    fprintf(out, "[%s x %" PRIu64 "] [", strata_gguf_type_name(v->arr.type), v->arr.n);
     for (uint64_t i = 0; i < v->arr.n && i < ARRAY_SHOWN; i++) {
         if (i) fputs(", ", out);
         if (v->arr.type == GGUF_TYPE_STRING)
-            print_str(out, &((const struct gguf_str *)v->arr.items)[i]);
+            print_str(out, &((const struct strata_gguf_str *)v->arr.items)[i]);
         else if (v->arr.type == GGUF_TYPE_ARRAY)
-            print_value(out, &((const struct gguf_value *)v->arr.items)[i], depth + 1);
+            print_value(out, &((const struct strata_gguf_value *)v->arr.items)[i], depth + 1);
         else
             print_scalar(out, v->arr.type, (const char *)v->arr.items + i * scalar_size(v->arr.type));
     }
     fputs(v->arr.n > ARRAY_SHOWN ? ", ...]" : "]", out);
 }
 
-static cJSON *json_scalar(enum gguf_type type, const void *p)
+static cJSON *json_scalar(enum strata_gguf_type type, const void *p)
 {
     switch (type) {
     case GGUF_TYPE_UINT8: return cJSON_CreateNumber(*(const uint8_t *)p);
@@ -102,20 +102,20 @@ static cJSON *json_scalar(enum gguf_type type, const void *p)
 }
 
 // Arrays: {"type":..., "n":..., "head":[first elements]}.
-static cJSON *json_value(const struct gguf_value *v)
+static cJSON *json_value(const struct strata_gguf_value *v)
 {
     if (v->type == GGUF_TYPE_STRING) return cJSON_CreateString(v->str.s);
     if (v->type != GGUF_TYPE_ARRAY) return json_scalar(v->type, &v->u8);
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", gguf_type_name(v->arr.type));
+    cJSON_AddStringToObject(o, "type", strata_gguf_type_name(v->arr.type));
     cJSON_AddNumberToObject(o, "n", (double)v->arr.n);
     cJSON *head = cJSON_AddArrayToObject(o, "head");
     for (uint64_t i = 0; i < v->arr.n && i < ARRAY_SHOWN; i++) {
         cJSON *item;
         if (v->arr.type == GGUF_TYPE_STRING)
-            item = cJSON_CreateString(((const struct gguf_str *)v->arr.items)[i].s);
+            item = cJSON_CreateString(((const struct strata_gguf_str *)v->arr.items)[i].s);
         else if (v->arr.type == GGUF_TYPE_ARRAY)
-            item = json_value(&((const struct gguf_value *)v->arr.items)[i]);
+            item = json_value(&((const struct strata_gguf_value *)v->arr.items)[i]);
         else
             item = json_scalar(v->arr.type, (const char *)v->arr.items + i * scalar_size(v->arr.type));
         cJSON_AddItemToArray(head, item);
@@ -123,7 +123,7 @@ static cJSON *json_value(const struct gguf_value *v)
     return o;
 }
 
-static void shape_str(const struct gguf_tensor *t, char *buf, size_t cap)
+static void shape_str(const struct strata_gguf_tensor *t, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = 0;
@@ -131,7 +131,7 @@ static void shape_str(const struct gguf_tensor *t, char *buf, size_t cap)
         n += (size_t)snprintf(buf + n, cap - n, d ? " x %" PRIu64 : "%" PRIu64, t->ne[d]);
 }
 
-static int inspect_json(const struct gguf_file *f, const struct strata_expert_layout *lay, FILE *out)
+static int inspect_json(const struct strata_gguf_file *f, const struct strata_expert_layout *lay, FILE *out)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "path", f->path);
@@ -143,7 +143,7 @@ static int inspect_json(const struct gguf_file *f, const struct strata_expert_la
     for (uint64_t i = 0; i < f->n_kv; i++) cJSON_AddItemToObject(md, f->kv[i].key.s, json_value(&f->kv[i].value));
     cJSON *ts = cJSON_AddArrayToObject(root, "tensors");
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const struct gguf_tensor *t = &f->tensors[i];
+        const struct strata_gguf_tensor *t = &f->tensors[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", t->name);
         cJSON_AddStringToObject(o, "type", strata_type_name(t->type));
@@ -184,19 +184,19 @@ static int inspect_json(const struct gguf_file *f, const struct strata_expert_la
     return 0;
 }
 
-static void inspect_text(const struct gguf_file *f, const struct strata_expert_layout *lay, FILE *out)
+static void inspect_text(const struct strata_gguf_file *f, const struct strata_expert_layout *lay, FILE *out)
 {
     fprintf(out, "%s: GGUF v%u, %.1f MiB, %" PRIu64 " metadata keys, %" PRIu64 " tensors, alignment %" PRIu64 "\n\n",
             f->path, f->version, mib(f->file_size), f->n_kv, f->n_tensors, f->alignment);
     fprintf(out, "metadata:\n");
     for (uint64_t i = 0; i < f->n_kv; i++) {
-        fprintf(out, "  %-44s %-8s ", f->kv[i].key.s, gguf_type_name(f->kv[i].value.type));
+        fprintf(out, "  %-44s %-8s ", f->kv[i].key.s, strata_gguf_type_name(f->kv[i].value.type));
         print_value(out, &f->kv[i].value, 0);
         fputc('\n', out);
     }
     fprintf(out, "\ntensors:\n  %-36s %-8s %-24s %14s %12s\n", "name", "type", "shape", "offset", "bytes");
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const struct gguf_tensor *t = &f->tensors[i];
+        const struct strata_gguf_tensor *t = &f->tensors[i];
         char shape[96];
         shape_str(t, shape, sizeof shape);
         fprintf(out, "  %-36s %-8s %-24s %14" PRIu64 " %12" PRIu64 "\n", t->name, strata_type_name(t->type),
@@ -240,8 +240,8 @@ static void inspect_text(const struct gguf_file *f, const struct strata_expert_l
 
 int strata_inspect(const char *path, bool json, FILE *out)
 {
-    struct gguf_file *f = NULL;
-    int rc = gguf_open(&f, path);
+    struct strata_gguf_file *f = NULL;
+    int rc = strata_gguf_open(&f, path);
     if (rc) return rc;
     struct strata_expert_layout lay;
     rc = strata_expert_layout_init(&lay, f);
@@ -250,6 +250,6 @@ int strata_inspect(const char *path, bool json, FILE *out)
         else inspect_text(f, &lay, out);
         strata_expert_layout_free(&lay);
     }
-    gguf_close(f);
+    strata_gguf_close(f);
     return rc;
 }

@@ -193,11 +193,11 @@ double strata_disk_curve_gbs(const struct strata_disk_curve *c, uint64_t read_by
 
 int strata_plan(const struct strata_plan_opts *o, FILE *out)
 {
-    struct gguf_file *f = NULL;
+    struct strata_gguf_file *f = NULL;
     struct strata_hparams hp;
     struct strata_expert_layout lay = {0};
     struct strata_trace tr = {0};
-    int rc = gguf_open(&f, o->model);
+    int rc = strata_gguf_open(&f, o->model);
     if (rc == 0) rc = strata_hparams_load(&hp, f);
     if (rc == 0) rc = strata_expert_layout_init(&lay, f);
     if (rc == 0 && lay.n_layers == 0) {
@@ -235,8 +235,8 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     uint64_t sum_triplet = 0, active = 0;
     for (uint32_t l = 0; l < lay.n_layers; l++) sum_triplet += lay.layers[l].triplet_bytes;
     active = sum_triplet * hp.n_expert_used;
-    const struct gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
-    const uint64_t dense_per_token = lay.dense_bytes - (emb && gguf_find_tensor(f, "output.weight") ? emb->n_bytes : 0);
+    const struct strata_gguf_tensor *emb = strata_gguf_find_tensor(f, "token_embd.weight");
+    const uint64_t dense_per_token = lay.dense_bytes - (emb && strata_gguf_find_tensor(f, "output.weight") ? emb->n_bytes : 0);
 
     fprintf(out, "model: %s\n", o->model);
     fprintf(out, "  layers %u, experts %u (top-%u), %u MoE layers\n", hp.n_layer, hp.n_expert, hp.n_expert_used,
@@ -314,6 +314,6 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
 out:
     strata_trace_free(&tr);
     strata_expert_layout_free(&lay);
-    gguf_close(f);
+    strata_gguf_close(f);
     return rc;
 }

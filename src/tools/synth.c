@@ -570,41 +570,41 @@ static int gptoss_tensors(struct tensor_list *tl, const struct preset *p, uint32
 }
 
 // Keys of the MLA architectures and gpt-oss, as llama.cpp's converters write them.
-static int write_mla_gptoss_hparams(struct gguf_writer *w, const struct preset *p, uint32_t n_layer)
+static int write_mla_gptoss_hparams(struct strata_gguf_writer *w, const struct preset *p, uint32_t n_layer)
 {
     char k[128];
     const char *a = p->arch;
     int rc = 0;
 #define K(s) (snprintf(k, sizeof k, "%s." s, a), k)
     if (p->rope_scale > 0.0f &&
-        ((rc = gguf_writer_set_str(w, K("rope.scaling.type"), "yarn")) ||
-         (rc = gguf_writer_set_f32(w, K("rope.scaling.factor"), p->rope_scale)) ||
-         (rc = gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), p->rope_orig_ctx))))
+        ((rc = strata_gguf_writer_set_str(w, K("rope.scaling.type"), "yarn")) ||
+         (rc = strata_gguf_writer_set_f32(w, K("rope.scaling.factor"), p->rope_scale)) ||
+         (rc = strata_gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), p->rope_orig_ctx))))
         return rc;
     if (p->yarn_log_mul > 0.0f &&
-        (rc = gguf_writer_set_f32(w, K("rope.scaling.yarn_log_multiplier"), p->yarn_log_mul)))
+        (rc = strata_gguf_writer_set_f32(w, K("rope.scaling.yarn_log_multiplier"), p->yarn_log_mul)))
         return rc;
-    if (p->n_swa) return gguf_writer_set_u32(w, K("attention.sliding_window"), p->n_swa);
-    if ((rc = gguf_writer_set_u32(w, K("attention.q_lora_rank"), p->q_lora_rank)) ||
-        (rc = gguf_writer_set_u32(w, K("attention.kv_lora_rank"), p->kv_lora_rank)) ||
-        (rc = gguf_writer_set_u32(w, K("attention.key_length_mla"), p->qk_nope + p->n_rot)) ||
-        (rc = gguf_writer_set_u32(w, K("attention.value_length_mla"), p->v_head_mla)) ||
-        (rc = gguf_writer_set_u32(w, K("expert_shared_count"), p->n_expert_shared)) ||
-        (rc = gguf_writer_set_u32(w, K("leading_dense_block_count"), p->n_dense_lead)) ||
-        (rc = gguf_writer_set_u32(w, K("feed_forward_length"), p->n_ff)) ||
-        (rc = gguf_writer_set_f32(w, K("expert_weights_scale"), p->expert_weights_scale)) ||
-        (rc = gguf_writer_set_bool(w, K("expert_weights_norm"), true)) ||
-        (rc = gguf_writer_set_u32(w, K("expert_gating_func"), 2)))
+    if (p->n_swa) return strata_gguf_writer_set_u32(w, K("attention.sliding_window"), p->n_swa);
+    if ((rc = strata_gguf_writer_set_u32(w, K("attention.q_lora_rank"), p->q_lora_rank)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("attention.kv_lora_rank"), p->kv_lora_rank)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("attention.key_length_mla"), p->qk_nope + p->n_rot)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("attention.value_length_mla"), p->v_head_mla)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("expert_shared_count"), p->n_expert_shared)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("leading_dense_block_count"), p->n_dense_lead)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("feed_forward_length"), p->n_ff)) ||
+        (rc = strata_gguf_writer_set_f32(w, K("expert_weights_scale"), p->expert_weights_scale)) ||
+        (rc = strata_gguf_writer_set_bool(w, K("expert_weights_norm"), true)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("expert_gating_func"), 2)))
         return rc;
-    if (p->n_nextn && (rc = gguf_writer_set_u32(w, K("nextn_predict_layers"), p->n_nextn))) return rc;
+    if (p->n_nextn && (rc = strata_gguf_writer_set_u32(w, K("nextn_predict_layers"), p->n_nextn))) return rc;
     if (p->n_expert_groups &&
-        ((rc = gguf_writer_set_u32(w, K("expert_group_count"), p->n_expert_groups)) ||
-         (rc = gguf_writer_set_u32(w, K("expert_group_used_count"), p->n_group_used))))
+        ((rc = strata_gguf_writer_set_u32(w, K("expert_group_count"), p->n_expert_groups)) ||
+         (rc = strata_gguf_writer_set_u32(w, K("expert_group_used_count"), p->n_group_used))))
         return rc;
     if (p->idx_n_head &&
-        ((rc = gguf_writer_set_u32(w, K("attention.indexer.head_count"), p->idx_n_head)) ||
-         (rc = gguf_writer_set_u32(w, K("attention.indexer.key_length"), p->idx_head_dim)) ||
-         (rc = gguf_writer_set_u32(w, K("attention.indexer.top_k"), p->idx_top_k))))
+        ((rc = strata_gguf_writer_set_u32(w, K("attention.indexer.head_count"), p->idx_n_head)) ||
+         (rc = strata_gguf_writer_set_u32(w, K("attention.indexer.key_length"), p->idx_head_dim)) ||
+         (rc = strata_gguf_writer_set_u32(w, K("attention.indexer.top_k"), p->idx_top_k))))
         return rc;
     if (p->idx_shared_period) {
         // GLM-5.2's pattern: the first two blocks compute their own top-k, then one in every
@@ -612,67 +612,67 @@ static int write_mla_gptoss_hparams(struct gguf_writer *w, const struct preset *
         bool types[1024];
         if (n_layer > 1024) return STRATA_EARG;
         for (uint32_t l = 0; l < n_layer; l++) types[l] = l < 2 || (l - 2) % p->idx_shared_period == 0;
-        if ((rc = gguf_writer_set_arr(w, K("attention.indexer.types"), GGUF_TYPE_BOOL, types, n_layer))) return rc;
+        if ((rc = strata_gguf_writer_set_arr(w, K("attention.indexer.types"), GGUF_TYPE_BOOL, types, n_layer))) return rc;
     }
 #undef K
     return 0;
 }
 
 // Keys of the newer architectures (ORACLE.md lists which llama.cpp requires).
-static int write_arch_hparams(struct gguf_writer *w, const struct preset *p)
+static int write_arch_hparams(struct strata_gguf_writer *w, const struct preset *p)
 {
     char k[128];
     const char *a = p->arch;
     int rc = 0;
 #define K(s) (snprintf(k, sizeof k, "%s." s, a), k)
     if (strcmp(a, "glm4moe") == 0) {
-        if ((rc = gguf_writer_set_u32(w, K("expert_shared_count"), p->n_expert_shared)) ||
-            (rc = gguf_writer_set_u32(w, K("leading_dense_block_count"), p->n_dense_lead)) ||
-            (rc = gguf_writer_set_u32(w, K("feed_forward_length"), p->n_ff)) ||
-            (rc = gguf_writer_set_f32(w, K("expert_weights_scale"), p->expert_weights_scale)) ||
-            (rc = gguf_writer_set_bool(w, K("expert_weights_norm"), true)) ||
-            (rc = gguf_writer_set_u32(w, K("expert_gating_func"), 2)) ||
-            (rc = gguf_writer_set_u32(w, K("nextn_predict_layers"), p->n_nextn)))
+        if ((rc = strata_gguf_writer_set_u32(w, K("expert_shared_count"), p->n_expert_shared)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("leading_dense_block_count"), p->n_dense_lead)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("feed_forward_length"), p->n_ff)) ||
+            (rc = strata_gguf_writer_set_f32(w, K("expert_weights_scale"), p->expert_weights_scale)) ||
+            (rc = strata_gguf_writer_set_bool(w, K("expert_weights_norm"), true)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("expert_gating_func"), 2)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("nextn_predict_layers"), p->n_nextn)))
             return rc;
     } else if (p->ssm_d_state) {
-        if ((rc = gguf_writer_set_u32(w, K("ssm.conv_kernel"), p->ssm_d_conv)) ||
-            (rc = gguf_writer_set_u32(w, K("ssm.state_size"), p->ssm_d_state)) ||
-            (rc = gguf_writer_set_u32(w, K("ssm.group_count"), p->ssm_n_group)) ||
-            (rc = gguf_writer_set_u32(w, K("ssm.time_step_rank"), p->ssm_dt_rank)) ||
-            (rc = gguf_writer_set_u32(w, K("ssm.inner_size"), p->ssm_d_state * p->ssm_dt_rank)) ||
-            (rc = gguf_writer_set_u32(w, K("full_attention_interval"), p->full_attn_interval)) ||
-            (rc = gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), p->n_ff_shexp)))
+        if ((rc = strata_gguf_writer_set_u32(w, K("ssm.conv_kernel"), p->ssm_d_conv)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("ssm.state_size"), p->ssm_d_state)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("ssm.group_count"), p->ssm_n_group)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("ssm.time_step_rank"), p->ssm_dt_rank)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("ssm.inner_size"), p->ssm_d_state * p->ssm_dt_rank)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("full_attention_interval"), p->full_attn_interval)) ||
+            (rc = strata_gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), p->n_ff_shexp)))
             return rc;
         if (p->rope_sections[0] &&
-            (rc = gguf_writer_set_arr(w, K("rope.dimension_sections"), GGUF_TYPE_INT32, p->rope_sections, 4)))
+            (rc = strata_gguf_writer_set_arr(w, K("rope.dimension_sections"), GGUF_TYPE_INT32, p->rope_sections, 4)))
             return rc;
     }
 #undef K
     return 0;
 }
 
-static int write_hparams(struct gguf_writer *w, const struct preset *p, const char *model_name,
+static int write_hparams(struct strata_gguf_writer *w, const struct preset *p, const char *model_name,
                          uint32_t n_layer, uint32_t n_expert)
 {
     char k[128];
     const char *a = p->arch;
 #define K(s) (snprintf(k, sizeof k, "%s." s, a), k)
     int rc = 0;
-    if ((rc = gguf_writer_set_str(w, "general.architecture", a)) ||
-        (rc = gguf_writer_set_str(w, "general.name", model_name)) ||
-        (rc = gguf_writer_set_u32(w, K("context_length"), p->n_ctx)) ||
-        (rc = gguf_writer_set_u32(w, K("embedding_length"), p->n_embd)) ||
-        (rc = gguf_writer_set_u32(w, K("block_count"), n_layer + p->n_nextn)) ||
-        (rc = gguf_writer_set_u32(w, K("attention.head_count"), p->n_head)) ||
-        (rc = gguf_writer_set_u32(w, K("attention.head_count_kv"), p->n_head_kv)) ||
-        (rc = gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
-        (rc = gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim_v ? p->head_dim_v : p->head_dim)) ||
-        (rc = gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), p->rms_eps)) ||
-        (rc = gguf_writer_set_f32(w, K("rope.freq_base"), p->rope_base)) ||
-        (rc = gguf_writer_set_u32(w, K("rope.dimension_count"), p->n_rot ? p->n_rot : p->head_dim)) ||
-        (rc = gguf_writer_set_u32(w, K("expert_count"), n_expert)) ||
-        (rc = gguf_writer_set_u32(w, K("expert_used_count"), p->n_expert_used)) ||
-        (rc = gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)))
+    if ((rc = strata_gguf_writer_set_str(w, "general.architecture", a)) ||
+        (rc = strata_gguf_writer_set_str(w, "general.name", model_name)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("context_length"), p->n_ctx)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("embedding_length"), p->n_embd)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("block_count"), n_layer + p->n_nextn)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("attention.head_count"), p->n_head)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("attention.head_count_kv"), p->n_head_kv)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim_v ? p->head_dim_v : p->head_dim)) ||
+        (rc = strata_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), p->rms_eps)) ||
+        (rc = strata_gguf_writer_set_f32(w, K("rope.freq_base"), p->rope_base)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("rope.dimension_count"), p->n_rot ? p->n_rot : p->head_dim)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("expert_count"), n_expert)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("expert_used_count"), p->n_expert_used)) ||
+        (rc = strata_gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)))
         return rc;
 #undef K
     if (p->kv_lora_rank || p->n_swa) return write_mla_gptoss_hparams(w, p, n_layer);
@@ -727,7 +727,7 @@ static void progress_show(struct progress *pr, bool final)
 }
 
 // Generate and stream one tensor's data in chunks of whole rows.
-static int write_tensor_data(struct gguf_writer *w, int index, const struct synth_tensor *t,
+static int write_tensor_data(struct strata_gguf_writer *w, int index, const struct synth_tensor *t,
                              uint64_t seed, void *buf, uint64_t buf_bytes, float *fbuf,
                              struct progress *pr)
 {
@@ -737,7 +737,7 @@ static int write_tensor_data(struct gguf_writer *w, int index, const struct synt
     uint64_t rows_per_chunk = buf_bytes / row_bytes;
     if (rows_per_chunk == 0) rows_per_chunk = 1;
     uint64_t rng = hash_name(seed, t->name);
-    int rc = gguf_writer_tensor_begin(w, index);
+    int rc = strata_gguf_writer_tensor_begin(w, index);
     for (uint64_t r = 0; r < n_rows && rc == 0; r += rows_per_chunk) {
         uint64_t nr = n_rows - r < rows_per_chunk ? n_rows - r : rows_per_chunk;
         if (t->mean != 0.0f) {
@@ -754,7 +754,7 @@ static int write_tensor_data(struct gguf_writer *w, int index, const struct synt
                 return rc;
             }
         }
-        rc = gguf_writer_write(w, buf, nr * row_bytes);
+        rc = strata_gguf_writer_write(w, buf, nr * row_bytes);
         pr->done += nr * row_bytes;
         progress_show(pr, false);
     }
@@ -791,7 +791,7 @@ int strata_synth(const struct strata_synth_opts *o)
     int rc = overrides_parse(&ov, o->type_overrides);
     if (rc) return rc;
 
-    struct gguf_writer *w = gguf_writer_new();
+    struct strata_gguf_writer *w = strata_gguf_writer_new();
     struct tensor_list tl = {0};
     void *buf = NULL;
     float *fbuf = NULL;
@@ -802,7 +802,7 @@ int strata_synth(const struct strata_synth_opts *o)
     char model_name[160];
     snprintf(model_name, sizeof model_name, "strata-synth %s %s", p->name, strata_type_name((uint32_t)wt));
     if ((rc = write_hparams(w, p, model_name, n_layer, n_expert))) goto done;
-    if ((rc = gguf_writer_set_u32(w, "general.file_type", 0))) goto done;
+    if ((rc = strata_gguf_writer_set_u32(w, "general.file_type", 0))) goto done;
 
     uint32_t n_vocab = o->n_vocab > 0 ? (uint32_t)o->n_vocab : p->n_vocab;
     if (o->tokenizer_json) {
@@ -847,12 +847,12 @@ int strata_synth(const struct strata_synth_opts *o)
             rc = STRATA_EARG;
             goto done;
         }
-        int idx = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne);
+        int idx = strata_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne);
         if (idx < 0) {
             rc = idx;
             goto done;
         }
-        total += gguf_writer_tensor_bytes(w, idx);
+        total += strata_gguf_writer_tensor_bytes(w, idx);
         uint64_t rb = strata_type_row_bytes(t->type, t->ne[0]);
         if (rb > max_row) max_row = rb;
         if (t->ne[0] * 4 > max_row) max_row = t->ne[0] * 4;
@@ -867,16 +867,16 @@ int strata_synth(const struct strata_synth_opts *o)
         rc = STRATA_ENOMEM;
         goto done;
     }
-    if ((rc = gguf_writer_open(w, o->out_path))) goto done;
+    if ((rc = strata_gguf_writer_open(w, o->out_path))) goto done;
     struct progress pr = {o->progress, total, 0, strata_now(), 0};
     for (size_t i = 0; i < tl.n && rc == 0; i++)
         rc = write_tensor_data(w, (int)i, &tl.items[i], o->seed, buf, buf_bytes, fbuf, &pr);
-    if (rc == 0) rc = gguf_writer_finish(w);
+    if (rc == 0) rc = strata_gguf_writer_finish(w);
     progress_show(&pr, true);
 
 done:
     if (rc && o->out_path) unlink(o->out_path);
-    gguf_writer_free(w);
+    strata_gguf_writer_free(w);
     overrides_free(&ov);
     free(tl.items);
     free(buf);

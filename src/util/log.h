@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "strata.h"  // the STRATA_E* error codes
+
 enum strata_log_level {
     STRATA_LOG_ERROR,
     STRATA_LOG_WARN,
@@ -19,13 +21,6 @@ enum strata_log_level {
     STRATA_LOG_DEBUG,
     STRATA_LOG_COUNT
 };
-
-// Error codes beyond -errno values.
-#define STRATA_EFORMAT   (-1001)  // malformed input file or data
-#define STRATA_EUNSUP    (-1002)  // valid but unsupported (architecture, type, feature)
-#define STRATA_EARG      (-1003)  // bad argument from the caller / user
-#define STRATA_ENOMEM    (-1004)  // allocation failed or over the memory budget
-#define STRATA_EIO       (-1005)  // I/O failed after retries
 
 typedef void (*strata_log_sink)(enum strata_log_level level, const char *line, void *user);
 

@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant/quant.h"
+#include "backend/cpu/kernels.h"
 
 struct strata_attn_query {
     const float *q;     // [D]

@@ -10,9 +10,9 @@
 // a compare. Minimum terms (Q2_K, Q4_1/Q5_1) use the activation's block sums as the reference does.
 #include <string.h>
 
+#include "backend/cpu/kernels_impl.h"
 #include "quant/fp16.h"
 #include "quant/iq_grids.h"
-#include "quant/lowbit.h"
 
 #define INLINE static inline __attribute__((always_inline))
 

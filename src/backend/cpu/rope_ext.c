@@ -3,7 +3,7 @@
 // GCC's default contraction, which fuses the first product of a*b + c*d); everything llama.cpp
 // computes on the host (the attention factor, the kq scale) is plain float arithmetic, as
 // libllama and libggml-base are built without FMA.
-#include "compute/rope_ext.h"
+#include "backend/cpu/rope_ext.h"
 
 #include <math.h>
 

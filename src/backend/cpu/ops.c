@@ -1,5 +1,5 @@
 // CPU forward-pass operations and the batched matmul driver.
-#include "compute/ops.h"
+#include "backend/cpu/ops.h"
 
 #include <math.h>
 #include <string.h>

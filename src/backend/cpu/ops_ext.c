@@ -1,11 +1,11 @@
 // The MLA / sparse-attention / gpt-oss operations in ggml's x86 order (see ops_ext.h). The lane
 // helpers (ggml_vec_dot_f32's reduction, the vl-lane tree, ggml_v_expf) are attention's.
-#include "compute/ops_ext.h"
+#include "backend/cpu/ops_ext.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "compute/ops_ext_impl.h"
+#include "backend/cpu/ops_ext_impl.h"
 #include "util/log.h"
 
 float strata_dot_sgemm(const float *a, const float *b, uint32_t n, int vl)

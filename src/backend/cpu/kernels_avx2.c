@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "quant/blocks.h"
+#include "backend/cpu/kernels_impl.h"
 #include "quant/fp16.h"
 
 // ---- helpers --------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "compute/attn.h"
+#include "backend/cpu/attn.h"
 
 #define ATTN_MAX_LANES 64   // 4 * VL for VL = 16
 #define ATTN_TILE 64        // value dims per pass of the weighted sum

@@ -18,9 +18,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/kernels_impl.h"
 #include "quant/fp16.h"
 #include "quant/iq_grids.h"
-#include "quant/lowbit.h"
 
 #define INLINE static inline __attribute__((always_inline))
 

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "compute/pool.h"
-#include "quant/quant.h"
+#include "backend/cpu/pool.h"
+#include "backend/cpu/kernels.h"
 
 // A weight matrix y = W x: n_out rows of n_in elements in `type` blocks, row after row.
 struct strata_mat {

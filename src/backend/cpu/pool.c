@@ -1,6 +1,6 @@
 // Persistent thread pool with a generation counter: the caller bumps the generation to start a
 // job, workers spin on it (then sleep on a condition variable), and a countdown marks the end.
-#include "compute/pool.h"
+#include "backend/cpu/pool.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant/blocks.h"
-#include "quant/lowbit.h"
+#include "backend/cpu/kernels_impl.h"
 #include "util/log.h"
 
 // Filled once (cpuid traps to the hypervisor in a VM: microseconds), then read-only.
@@ -60,11 +59,18 @@ static void init_once(void)
     const struct strata_kernels *partial[STRATA_ISA_COUNT] = {
         &strata_kernels_scalar_table, &strata_kernels_avx2_table, &strata_kernels_avx512_table};
     const struct strata_kernels *lowbit[STRATA_ISA_COUNT] = {
-        &strata_lowbit_scalar_table, &strata_lowbit_avx2_table, &strata_lowbit_avx512_table};
+        NULL, &strata_lowbit_avx2_table, &strata_lowbit_avx512_table};
     for (int isa = 0; isa < STRATA_ISA_COUNT; isa++) {
         struct strata_kernels *t = &g_tables[isa];
         *t = *partial[isa];
         t->isa = (enum strata_isa)isa;
+        if (isa == 0) {  // the references: dequantisation and rounding from quant/
+            for (uint32_t i = 0; i < STRATA_TYPE_COUNT; i++) {
+                t->dequant[i] = strata_dequant_ref(i);
+                t->quantize[i] = strata_quantize_ref(i);
+            }
+            continue;
+        }
         for (int i = 0; i < STRATA_TYPE_COUNT; i++) {  // the low-bit formats' own files
             if (!t->dequant[i]) t->dequant[i] = lowbit[isa]->dequant[i];
             if (!t->quantize[i]) t->quantize[i] = lowbit[isa]->quantize[i];
@@ -73,7 +79,6 @@ static void init_once(void)
                 t->vec_dot_multi[i] = lowbit[isa]->vec_dot_multi[i];
             }
         }
-        if (isa == 0) continue;
         const struct strata_kernels *lower = &g_tables[isa - 1];
         for (int i = 0; i < STRATA_TYPE_COUNT; i++) {
             if (!t->dequant[i]) t->dequant[i] = lower->dequant[i];
@@ -120,11 +125,4 @@ const struct strata_kernels *strata_kernels_for(enum strata_isa isa)
 const struct strata_kernels *strata_kernels(void)
 {
     return strata_kernels_for(strata_isa_detect());
-}
-
-bool strata_type_computable(uint32_t type)
-{
-    pthread_once(&g_init_once, init_once);
-    return type < STRATA_TYPE_COUNT && g_tables[STRATA_ISA_SCALAR].vec_dot[type] &&
-           g_tables[STRATA_ISA_SCALAR].dequant[type];
 }

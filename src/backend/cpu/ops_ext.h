@@ -25,7 +25,7 @@
 
 #include <stdint.h>
 
-#include "quant/quant.h"
+#include "backend/cpu/kernels.h"
 
 static inline int strata_isa_lanes(enum strata_isa isa) { return isa == STRATA_ISA_AVX512 ? 16 : 8; }
 

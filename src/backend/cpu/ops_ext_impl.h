@@ -4,8 +4,8 @@
 #ifndef STRATA_OPS_EXT_IMPL_H
 #define STRATA_OPS_EXT_IMPL_H
 
-#include "compute/attn_impl.h"
-#include "compute/ops_ext.h"
+#include "backend/cpu/attn_impl.h"
+#include "backend/cpu/ops_ext.h"
 
 static inline float ops_ext_dot_sgemm(const float *a, const float *b, uint32_t n, const int vl)
 {

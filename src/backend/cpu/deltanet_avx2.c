@@ -4,7 +4,7 @@
 // rounds as the scalar code does.
 #include <immintrin.h>
 
-#include "model/model_impl.h"
+#include "backend/cpu/deltanet.h"
 
 // Columns j0 .. j0 + 8 * nvec of the head, every token.
 static inline __attribute__((always_inline)) void head_tile(const struct strata_deltanet_head *a, uint32_t j0,

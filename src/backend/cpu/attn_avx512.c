@@ -3,6 +3,6 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
-#include "compute/attn_impl.h"
+#include "backend/cpu/attn_impl.h"
 
 void strata_attn_head_vl16_avx512(const struct strata_attn_query *a) { attn_head_body(a, 16, 1); }

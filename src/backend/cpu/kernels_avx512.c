@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "quant/blocks.h"
+#include "backend/cpu/kernels_impl.h"
 #include "quant/fp16.h"
 
 #define ROUND_EVEN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)

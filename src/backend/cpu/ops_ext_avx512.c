@@ -3,7 +3,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
-#include "compute/ops_ext_impl.h"
+#include "backend/cpu/ops_ext_impl.h"
 
 void strata_hadamard_apply_avx512(float *y, const float *x, const float *h, uint32_t n, int rows_per_slice)
 {

@@ -1,0 +1,174 @@
+// Private to the CPU kernels (dot_ref.c, kernels_*.c, lowbit_*.c, dispatch.c): weight prefetch,
+// the SIMD helpers the variants share, the macros that build each file's table, and the partial
+// per-ISA tables dispatch.c completes.
+#ifndef STRATA_BACKEND_CPU_KERNELS_IMPL_H
+#define STRATA_BACKEND_CPU_KERNELS_IMPL_H
+
+#include <stdint.h>
+
+#include "backend/cpu/kernels.h"
+#include "quant/blocks.h"
+#include "quant/lowbit.h"
+
+// Weight rows stream from memory once per token: a dot product that computes for ~20 cycles per
+// block leaves too few cache misses in flight for the hardware prefetchers alone, and reaches
+// under half the single-thread read bandwidth. Each SIMD kernel therefore prefetches the weight
+// bytes this far ahead of the block it reads (measured on Sapphire Rapids: 1 KiB gives 70%, 2 KiB
+// and more the full read bandwidth). Past the end of a row it prefetches the next row, which is
+// where the next dot product of a matmul usually reads; prefetches never fault.
+#ifndef STRATA_PREFETCH_AHEAD
+#define STRATA_PREFETCH_AHEAD 2048
+#endif
+
+// Prefetch AHEAD bytes past the `bytes` bytes at p, one request per 64 bytes: called for each
+// block of a contiguous row, successive requests are at most 64 bytes apart, so every line is
+// requested; once inlined with a constant size there is no loop or branch.
+static inline void strata_prefetch_ahead(const void *p, int bytes)
+{
+    const char *c = (const char *)p + STRATA_PREFETCH_AHEAD;
+    for (int off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
+}
+
+#ifdef __AVX2__
+#include <immintrin.h>
+
+// strata_k_scales in one register: bytes 0..7 the scales, 8..15 the mins. Reads 16 bytes from
+// `packed` (the 12 scale bytes and 4 bytes of what follows them in the block).
+static inline __m128i strata_k_scales_sse(const uint8_t *packed)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)packed);  // dwords w0 w1 w2 (w3 unused)
+    // low bits: w0 & 0x3f.., w2 & 0x0f.., w1 & 0x3f.., (w2 >> 4) & 0x0f..
+    __m128i low = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
+    low = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    // bits 4-5 of scales/mins 4..7: the top two bits of the bytes of w0 / w1
+    __m128i high = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2);
+    high = _mm_and_si128(high, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(low, high);
+}
+
+static inline float strata_hsum256_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// The Q8_0 x Q8_0 loop of the SIMD files for nt (1..STRATA_DOT_TOKENS) activation rows: each
+// weight block is loaded once (quants and their magnitudes, maddubs/vpdpbusd want an unsigned
+// operand) and `block` adds one row's scaled block sum into that row's 8 float lanes. Two
+// accumulators per row, weights prefetched. Every row goes through the same float operations
+// whatever nt is, so vec_dot (nt = 1) and vec_dot_x4 agree bit for bit.
+typedef __m256 (*strata_q8_0_step)(__m256i w, __m256i w_abs, float w_d, const struct block_q8_0 *a, __m256 acc);
+
+static inline __attribute__((always_inline)) void strata_dot_q8_0(int64_t n, float *s, const void *w,
+                                                                  const void *const *a, int nt, strata_q8_0_step block)
+{
+    const struct block_q8_0 *x = w;
+    __m256 acc0[STRATA_DOT_TOKENS], acc1[STRATA_DOT_TOKENS];
+    for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    int64_t nb = n / QK8_0, b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        strata_prefetch_ahead(x + b, 2 * sizeof(struct block_q8_0));
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b].qs), w1 = _mm256_loadu_si256((const __m256i *)x[b + 1].qs);
+        __m256i abs0 = _mm256_abs_epi8(w0), abs1 = _mm256_abs_epi8(w1);
+        float d0 = _cvtsh_ss(x[b].d), d1 = _cvtsh_ss(x[b + 1].d);
+        for (int t = 0; t < nt; t++) {
+            const struct block_q8_0 *y = (const struct block_q8_0 *)a[t] + b;
+            acc0[t] = block(w0, abs0, d0, y, acc0[t]);
+            acc1[t] = block(w1, abs1, d1, y + 1, acc1[t]);
+        }
+    }
+    if (b < nb) {
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        for (int t = 0; t < nt; t++)
+            acc0[t] = block(w0, _mm256_abs_epi8(w0), _cvtsh_ss(x[b].d), (const struct block_q8_0 *)a[t] + b, acc0[t]);
+    }
+    for (int t = 0; t < nt; t++) s[t] = strata_hsum256_ps(_mm256_add_ps(acc0[t], acc1[t]));
+}
+
+// The two f16 at p (d and dmin of Q4_K/Q5_K) as floats in lanes 0 and 1; the kernels multiply
+// them by each activation block's scale.
+static inline __m128 strata_two_halves(const void *p)
+{
+    int32_t pair;
+    __builtin_memcpy(&pair, p, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(pair));
+}
+#endif
+
+// vec_dot_NAME and vec_dot_multi_NAME from one always-inline `dot_n(n, s, w, a, nt)` that handles
+// nt activation rows a[0..nt) (weights decoded once per block, each row with its own accumulators
+// and the same float operations whatever nt is). Each row count is its own instance with a
+// constant nt, so the single-token dot is the loop it always was and the multi-token results
+// are bit-identical to it. max_nt (<= STRATA_DOT_TOKENS) is what the kernel's accumulators leave
+// room for in registers; more rows are done max_nt at a time.
+#define STRATA_DOT_KERNELS(name, dot_n, max_nt)                                                      \
+    static void vec_dot_##name(int64_t n, float *s, const void *w, const void *a)                    \
+    {                                                                                                \
+        dot_n(n, s, w, &a, 1);                                                                       \
+    }                                                                                                \
+    static void vec_dot_multi_##name(int64_t n, float *s, const void *w, const void *const *a, int n_act) \
+    {                                                                                                \
+        _Static_assert((max_nt) >= 1 && (max_nt) <= STRATA_DOT_TOKENS, "row count");                \
+        for (; n_act > 0; n_act -= (max_nt), s += (max_nt), a += (max_nt)) {                         \
+            switch (n_act < (max_nt) ? n_act : (max_nt)) {                                           \
+            case 1: dot_n(n, s, w, a, 1); break;                                                     \
+            case 2: dot_n(n, s, w, a, 2); break;                                                     \
+            case 3: dot_n(n, s, w, a, 3); break;                                                     \
+            case 4: dot_n(n, s, w, a, 4); break;                                                     \
+            case 5: dot_n(n, s, w, a, 5); break;                                                     \
+            case 6: dot_n(n, s, w, a, 6); break;                                                     \
+            case 7: dot_n(n, s, w, a, 7); break;                                                     \
+            default: dot_n(n, s, w, a, (max_nt)); break;                                             \
+            }                                                                                        \
+        }                                                                                            \
+    }
+
+// The table of a SIMD file: every file defines static kernels of these names, and the names (or
+// NULL) of its multi-token float dots as VEC_DOT_MULTI_F32/F16/BF16.
+#define STRATA_SIMD_KERNEL_TABLE(table_name, table_isa)               \
+    const struct strata_kernels table_name = {                        \
+        .isa = table_isa,                                             \
+        .dequant = {                                                  \
+            [STRATA_TYPE_F16] = dequant_f16,                          \
+            [STRATA_TYPE_BF16] = dequant_bf16,                        \
+        },                                                            \
+        .quantize = {                                                 \
+            [STRATA_TYPE_F16] = quantize_f16,                         \
+            [STRATA_TYPE_BF16] = quantize_bf16,                       \
+            [STRATA_TYPE_Q8_0] = quantize_q8_0,                       \
+            [STRATA_TYPE_Q8_K] = quantize_q8_k,                       \
+        },                                                            \
+        .vec_dot = {                                                  \
+            [STRATA_TYPE_F32] = vec_dot_f32,                          \
+            [STRATA_TYPE_F16] = vec_dot_f16,                          \
+            [STRATA_TYPE_BF16] = vec_dot_bf16,                        \
+            [STRATA_TYPE_Q8_0] = vec_dot_q8_0,                        \
+            [STRATA_TYPE_Q4_K] = vec_dot_q4_k,                        \
+            [STRATA_TYPE_Q5_K] = vec_dot_q5_k,                        \
+            [STRATA_TYPE_Q6_K] = vec_dot_q6_k,                        \
+        },                                                            \
+        .vec_dot_multi = {                                            \
+            [STRATA_TYPE_F32] = VEC_DOT_MULTI_F32,                    \
+            [STRATA_TYPE_F16] = VEC_DOT_MULTI_F16,                    \
+            [STRATA_TYPE_BF16] = VEC_DOT_MULTI_BF16,                  \
+            [STRATA_TYPE_Q8_0] = vec_dot_multi_q8_0,                  \
+            [STRATA_TYPE_Q4_K] = vec_dot_multi_q4_k,                  \
+            [STRATA_TYPE_Q5_K] = vec_dot_multi_q5_k,                  \
+            [STRATA_TYPE_Q6_K] = vec_dot_multi_q6_k,                  \
+        },                                                            \
+    };
+
+// Partial kernel tables of each ISA (NULL where the variant has none); dispatch.c completes them
+// from the lower ISA. Each is defined in the file of its ISA.
+extern const struct strata_kernels strata_kernels_scalar_table;
+extern const struct strata_kernels strata_kernels_avx2_table;
+extern const struct strata_kernels strata_kernels_avx512_table;
+
+// Partial kernel tables of the low-bit types per SIMD ISA (the scalar ones are in
+// strata_kernels_scalar_table); dispatch.c fills the empty entries of the main tables from them
+// (then completes each ISA from the one below).
+extern const struct strata_kernels strata_lowbit_avx2_table;
+extern const struct strata_kernels strata_lowbit_avx512_table;
+
+#endif
