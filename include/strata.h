@@ -12,4 +12,7 @@
 #define STRATA_ENOMEM    (-1004)  // allocation failed or over the memory budget
 #define STRATA_EIO       (-1005)  // I/O failed after retries
 
+// Where the forward pass runs: auto picks a GPU backend when one is built in and finds a device.
+enum strata_backend_kind { STRATA_BACKEND_AUTO, STRATA_BACKEND_CPU, STRATA_BACKEND_CUDA, STRATA_BACKEND_COUNT };
+
 #endif

@@ -1,0 +1,239 @@
+// The backend interface (docs/architecture.md, "Seam 1"): everything the forward pass computes,
+// as a table of functions over an opaque context, in the manner of ggml-backend. The CPU backend
+// (backend/cpu/cpu.c) is the reference implementation; a GPU backend fills the same table.
+//
+// Memory. Every pointer an op takes is in the backend's memory ("backend memory": host memory
+// for the CPU backend, device memory for a GPU one) unless the comment says "host". The forward
+// pass never reads backend memory directly: it moves data with upload / download. A backend
+// pointer may be offset with ordinary pointer arithmetic (the forward pass addresses rows).
+// Weights are views (struct strata_mat) whose data is backend memory; weight_load makes one from
+// a host matrix read from the GGUF.
+//
+// Ordering. Ops run in the order they are called, each seeing the results of the ones before it
+// (a GPU backend queues them on one stream). download and sync wait for everything queued. An op
+// returns 0 or a negative STRATA_E* code after one log line (a GPU launch failure); the CPU
+// backend's ops cannot fail.
+//
+// Determinism. A backend is bit-reproducible across runs, thread counts and chunk sizes, and a
+// token's results never depend on which other tokens share its pass (mm rows, attention and
+// delta-net of one sequence are computed the same way whatever else is in the batch).
+//
+// One pass at a time. A backend serves one forward pass at a time (the engine serialises them);
+// its scratch is shared by all sessions of the engine.
+//
+// Graph capture. Nothing here needs a host read of backend memory inside a pass except the
+// router logits the forward pass downloads to route on the host (when experts have to be
+// fetched). Positions and sequence descriptors are given before the ops of a pass
+// (batch_begin), so a GPU backend can replay a recorded decode step with new contents.
+#ifndef STRATA_BACKEND_H
+#define STRATA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata.h"  // enum strata_backend_kind
+
+// A weight matrix y = W x: n_out rows of n_in elements in `type` blocks, row after row.
+struct strata_mat {
+    const void *data;   // [n_out][row_bytes], backend memory (host memory before weight_load)
+    uint32_t type;      // enum strata_type
+    uint32_t n_in;      // GGUF ne[0]
+    uint32_t n_out;     // GGUF ne[1]
+    uint64_t row_bytes;
+};
+
+// One product of an mm call: y[y_row(t)][0..w.n_out) = W · x[x_row(t)] for t in 0..n_tok, where
+// x_row(t) = x_rows ? x_rows[t] : t and likewise y_row. x holds float rows; the backend rounds
+// them to the weight type's dot format itself (ggml's vec_dot_type on the CPU), once per distinct
+// (x, x_stride, x_n, format) within one call.
+struct strata_mm_op {
+    struct strata_mat w;
+    const float *x;          // activation rows, x_stride floats apart
+    size_t x_stride;
+    int x_n;                 // rows of x the op may read (x_rows index below it); with x_rows NULL, n_tok
+    const int32_t *x_rows;   // [n_tok] gather list in backend memory, or NULL
+    int n_tok;
+    float *y;
+    size_t y_stride;         // floats between output rows
+    const int32_t *y_rows;   // [n_tok] scatter list in backend memory, or NULL
+};
+
+// One sequence (session) in a forward pass. Its tokens are rows tok0 .. tok0 + n_tok - 1 of the
+// pass, at positions pos0 .. pos0 + n_tok - 1 of the sequence.
+struct strata_seq {
+    int tok0, n_tok, pos0;
+    int n_ctx;               // positions its KV cache holds
+    float *k_cache;          // [n_kv_layers][n_ctx][n_head_kv * head_dim_k]
+    float *v_cache;          // [n_kv_layers][n_ctx][n_head_kv * head_dim_v]
+    float *conv;             // delta-net conv history [n_rs_layers][K - 1][C], oldest row first
+    float *ssm;              // delta-net state [n_rs_layers][nv][d key][d value]
+};
+
+// The tokens of one forward pass: sequences in row order, each one's tokens contiguous.
+struct strata_batch {
+    int n_tok, n_seq;
+    const struct strata_seq *seq;   // host [n_seq]; valid from batch_begin to the pass's end
+    const int32_t *pos;             // [n_tok] each token's position in its sequence
+};
+
+// RoPE (NeoX: pairs (i, i + n_rot/2), i < n_rot/2, angle pos * freq_base^(-2i/n_rot) accumulated
+// in float as ggml builds its cache) on the first n_rot dims of n_head heads of every token,
+// in place.
+struct strata_rope_op {
+    float *x;                // head h of token t at x + t * tok_stride + h * head_stride
+    size_t tok_stride, head_stride;
+    int n_tok;
+    uint32_t n_head;
+    const int32_t *pos;      // [n_tok]
+    uint32_t n_rot;
+    float freq_base;
+    // Interleaved M-RoPE for text (qwen35moe): the pairs of the fourth section turn by position 0
+    // (not at all). NULL: plain NeoX.
+    const int32_t *sections; // host [4], or NULL
+};
+
+// Causal softmax attention of every token of the pass over its own sequence's KV cache. First
+// the pass's keys and values are stored into each sequence's cache at the tokens' positions
+// (layer kv_slot), then each token attends to positions 0 .. its own.
+struct strata_attn_op {
+    const struct strata_batch *batch;
+    uint32_t kv_slot;
+    const float *q;          // head h of token t at q + t * q_tok_stride + h * q_head_stride
+    size_t q_tok_stride, q_head_stride;
+    const float *k;          // [n_tok][n_head_kv * head_dim_k]
+    const float *v;          // [n_tok][n_head_kv * head_dim_v]
+    float *out;              // [n_tok][n_head * head_dim_v]
+    uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
+    float scale;             // kq scale, 1/sqrt(head_dim_k)
+};
+
+// The gated delta-net of every sequence of the pass (linear attention between its projections):
+// gates, causal conv1d + SiLU, L2 norm of q and k, the delta rule, gated RMS norm. Per token,
+// with nk key heads, nv value heads (r = nv / nk), head size d, C = 2*nk*d + nv*d channels:
+//   beta_h = sigmoid(b_h); decay_h = exp(softplus(a_h + dt_bias_h) * a_log_h)
+//   c = SiLU(conv1d(qkv)) over K taps of each channel's history; q, k = L2(c's key heads)
+//   per value head h (key head h / r, or h % nk when kv_tiled):
+//     S *= decay; S += k (beta (v - S^T k))^T; o = S^T q / sqrt(d)
+//   out_h = RMSNorm(o_h) * norm * SiLU(z_h)
+// Each sequence's conv history and state (rs_slot) carry over from its previous pass.
+struct strata_deltanet_op {
+    const struct strata_batch *batch;
+    uint32_t rs_slot;
+    const float *qkv;        // [n_tok][C] the projection feeding the conv
+    const float *z;          // [n_tok][nv * d] output gate
+    const float *ba;         // fused: [n_tok][nk][r betas | r alphas]; split: [n_tok][nv] betas,
+    bool ba_split;           //   then [n_tok][nv] alphas at ba + n_tok * nv
+    const float *conv_taps;  // [K][C] (taps of one time step contiguous over channels)
+    const float *dt_bias;    // [nv]
+    const float *a;          // [nv] -exp(A_log)
+    const float *norm;       // [d]
+    float *out;              // [n_tok][nv * d]
+    float *work;             // scratch, n_tok * (C + 2 * nv) floats
+    uint32_t nk, nv, d, conv_k;
+    bool kv_tiled;
+    float eps;
+};
+
+// MoE output: x[t] += sum_k weight[t][k] * rows[route_of[t][k]] (+ shared[t]), the sum taken in
+// selection order k = 0, 1, ... and added to x as one term.
+struct strata_moe_combine_op {
+    float *x;                // [n_tok][n]
+    const float *rows;       // [pairs][n] routed expert outputs
+    const int32_t *route_of; // [n_tok][k]
+    const float *weight;     // [n_tok][k]
+    const float *shared;     // [n_tok][n] shared-expert output, or NULL
+    int n_tok, k;
+    uint32_t n;
+};
+
+// Largest work the engine will ask of the backend, so it can size its scratch up front. May be
+// called again with larger values (a new session with a longer context).
+struct strata_backend_reserve {
+    int max_tok;             // tokens in one pass
+    int max_rows;            // activation rows of one mm call (tokens x experts per token)
+    uint32_t max_n_in;       // widest input of any product
+    int max_ctx;             // longest KV cache
+};
+
+// Routing of one MoE layer (the optional route op; the host routing of model/ computes the same).
+struct strata_route_params {
+    uint32_t n_expert, n_used;
+    bool sigmoid;            // sigmoid gating (else softmax)
+    bool norm;               // renormalise the chosen weights
+    float scale;             // multiply the weights (0 or 1: none)
+    const float *bias;       // [n_expert] selection bias added to the scores (backend memory), or NULL
+};
+
+struct strata_backend_i {
+    const char *name;        // "cpu", "cuda"
+    void (*free)(void *ctx);
+
+    // ---- memory ----
+    // bytes of backend memory (64-byte aligned; contents undefined), NULL with one log line
+    // naming `what` when out of memory.
+    void *(*alloc)(void *ctx, size_t bytes, const char *what);
+    void (*release)(void *ctx, void *p);
+    int (*upload)(void *ctx, void *dst, const void *src_host, size_t bytes);
+    int (*download)(void *ctx, void *dst_host, const void *src, size_t bytes);
+    int (*memset)(void *ctx, void *dst, int value, size_t bytes);
+    // A view of host matrix `host` in backend memory: the CPU keeps the host pointer, a GPU
+    // uploads. *copied tells the caller whether it may free the host bytes now.
+    int (*weight_load)(void *ctx, const struct strata_mat *host, struct strata_mat *view, bool *copied);
+    void (*weight_free)(void *ctx, struct strata_mat *view);
+    int (*reserve)(void *ctx, const struct strata_backend_reserve *r);
+    // Whether the backend multiplies with weights of this type.
+    bool (*supports_type)(void *ctx, uint32_t type);
+    int (*sync)(void *ctx);
+
+    // ---- ops of a forward pass ----
+    // Starts a pass over `b` (b and b->seq stay valid until the next batch_begin).
+    int (*batch_begin)(void *ctx, const struct strata_batch *b);
+    // All ops of one call run in one parallel region (one launch group): products that share
+    // nothing may come together.
+    int (*mm)(void *ctx, const struct strata_mm_op *ops, int n_ops);
+    // out[i][0..w.n_in) = row ids[i] of w, dequantised (the embedding).
+    int (*get_rows)(void *ctx, const struct strata_mat *w, const int32_t *ids, int n, float *out);
+    // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w (sum of squares in double, as ggml); y may be x.
+    int (*rmsnorm)(void *ctx, float *y, size_t y_stride, const float *x, size_t x_stride, const float *w,
+                   int n_rows, uint32_t n, float eps);
+    int (*rope)(void *ctx, const struct strata_rope_op *op);
+    int (*attention)(void *ctx, const struct strata_attn_op *op);
+    int (*deltanet)(void *ctx, const struct strata_deltanet_op *op);
+    // y[i] = silu(g[i]) * u[i] for n elements; y may be g.
+    int (*swiglu)(void *ctx, float *y, const float *g, const float *u, size_t n);
+    // y[r][i] += x[r * x_stride + i] for rows r < n_rows of n elements (x_stride 0: one row added
+    // to every row, a bias).
+    int (*add)(void *ctx, float *y, const float *x, size_t x_stride, int n_rows, uint32_t n);
+    // y[r * y_stride + i] *= sigmoid(g[r * g_stride + (g_per_row ? 0 : i)]).
+    int (*mul_sigmoid)(void *ctx, float *y, size_t y_stride, const float *g, size_t g_stride, bool g_per_row,
+                       int n_rows, uint32_t n);
+    int (*moe_combine)(void *ctx, const struct strata_moe_combine_op *op);
+
+    // ---- optional (NULL: not offered) ----
+    // Routing on the device, for a layer whose experts are all resident in this backend's memory
+    // (no host round trip): from logits [n_tok][n_expert] into ids [n_tok][n_used] and weights
+    // [n_tok][n_used], selecting exactly what model/route.c selects on the host.
+    int (*route)(void *ctx, const struct strata_route_params *p, const float *logits, int n_tok, int32_t *ids,
+                 float *weights);
+};
+
+struct strata_backend {
+    const struct strata_backend_i *iface;
+    void *ctx;
+};
+
+struct strata_backend_params {
+    enum strata_backend_kind kind;
+    int n_threads;           // CPU threads (0: all cores); the CPU backend owns its thread pool
+    int gpu;                 // device index (GPU backends)
+};
+
+// Open the backend `p` asks for (auto: a GPU backend when one is built in and finds a device,
+// else the CPU). 0, or STRATA_EUNSUP with one line when that backend is not built in or finds no
+// device, STRATA_ENOMEM.
+int strata_backend_open(struct strata_backend *out, const struct strata_backend_params *p);
+void strata_backend_close(struct strata_backend *be);
+const char *strata_backend_kind_name(enum strata_backend_kind kind);   // "auto", "cpu", "cuda"
+
+#endif
