@@ -19,7 +19,11 @@ make -s -j2 build/strata build/membw
 oracle_available || { echo "bench needs the oracle: cd tests/oracle && npm ci --omit=optional"; exit 1; }
 model="$BENCH_DIR/${PRESET}-L${LAYERS}-${TYPE}.gguf"
 [ -f "$model" ] || build/strata synth --arch "$ARCH" --preset "$PRESET" --layers "$LAYERS" --type "$TYPE" -o "$model"
-ids=$(awk -v n="$PROMPT" 'BEGIN{s=4242; for(i=0;i<n;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%150000}}')
+# prompt ids below the vocabulary (DeepSeek-V3's has 129,280 tokens; the ids stay those of earlier
+# rows wherever the vocabulary holds 150,000)
+n_vocab=$(build/strata inspect --json "$model" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{
+ const j=JSON.parse(s); console.log(j.tensors.find(t=>t.name=="token_embd.weight").shape[1])})')
+ids=$(awk -v n="$PROMPT" -v v="$n_vocab" 'BEGIN{m=v<150000?v:150000; s=4242; for(i=0;i<n;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%m}}')
 echo "$ids" > "$BENCH_DIR/prompt.ids"
 membw=$(build/membw "$THREADS" | awk -F= -v t="$THREADS" '$0 ~ "threads="t" " {print $3}')
 # Bytes one decoded token reads: every dense tensor but the embedding table (one row), and k
