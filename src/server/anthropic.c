@@ -1,6 +1,7 @@
 // The Anthropic Messages API: /v1/messages requests (system, content blocks, tool_use and
 // tool_result blocks, stop_sequences), responses, the streamed events (message_start,
-// content_block_start/delta/stop, message_delta, message_stop) and Anthropic's error shape.
+// content_block_start/delta/stop, message_delta, message_stop), count_tokens and Anthropic's
+// error shape.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +129,8 @@ static int parse_tools(struct srv_request *r, char *err, size_t errlen)
     return 0;
 }
 
-static int parse(const char *body, size_t len, struct srv_request *r, char *err, size_t errlen)
+static int parse_request(const char *body, size_t len, struct srv_request *r, bool need_max_tokens,
+                         char *err, size_t errlen)
 {
     r->api = SRV_API_MESSAGES;
     if (srv_parse_body(body, len, r, err, errlen)) return 1;
@@ -142,11 +144,11 @@ static int parse(const char *body, size_t len, struct srv_request *r, char *err,
     }
     r->model = model->valuestring;
     if (srv_get_int(o, "max_tokens", 1, 1L << 30, &l, &f, err, errlen)) return 1;
-    if (!f) {
+    if (!f && need_max_tokens) {
         snprintf(err, errlen, "max_tokens: Field required");
         return 1;
     }
-    r->max_tokens = (int)l;
+    r->max_tokens = f ? (int)l : 1;
     if (srv_get_sampling(o, r, 1, err, errlen)) return 1;
     if (srv_get_stops(o, "stop_sequences", r, err, errlen)) return 1;
     if (srv_get_bool(o, "stream", &r->stream, err, errlen)) return 1;
@@ -180,6 +182,16 @@ static int parse(const char *body, size_t len, struct srv_request *r, char *err,
     if (parse_tools(r, err, errlen)) return 1;
     srv_take_prefill(r);
     return 0;
+}
+
+static int parse(const char *body, size_t len, struct srv_request *r, char *err, size_t errlen)
+{
+    return parse_request(body, len, r, true, err, errlen);
+}
+
+static int parse_count(const char *body, size_t len, struct srv_request *r, char *err, size_t errlen)
+{
+    return parse_request(body, len, r, false, err, errlen);
 }
 
 static const char *stop_reason(const struct srv_result *res)
@@ -361,4 +373,8 @@ static void error(int status, const char *message, struct strata_strbuf *out)
 
 const struct srv_api_ops srv_anthropic_messages = {
     "messages", parse, respond, stream_begin, stream_text, stream_end, error,
+};
+// /v1/messages/count_tokens: parsed and rendered as a message, answered by http.c.
+const struct srv_api_ops srv_anthropic_count_tokens = {
+    "count_tokens", parse_count, NULL, NULL, NULL, NULL, error,
 };

@@ -75,7 +75,8 @@ struct srv_api_ops {
     void (*error)(int status, const char *message, struct strata_strbuf *out);
 };
 
-extern const struct srv_api_ops srv_openai_chat, srv_openai_completions, srv_anthropic_messages;
+extern const struct srv_api_ops srv_openai_chat, srv_openai_completions, srv_anthropic_messages,
+    srv_anthropic_count_tokens;
 void srv_openai_error(int status, const char *message, struct strata_strbuf *out);
 
 // ---- request.c ----------------------------------------------------------------------------------

@@ -289,6 +289,13 @@ static enum MHD_Result generate(struct conn *c, struct MHD_Connection *mc)
     }
     int status = srv_build_job(s, &c->req, ctx->cfg.max_tokens, &c->job, err, sizeof err);
     if (status) return send_error(c, mc, status, err);
+    if (c->api == &srv_anthropic_count_tokens) {
+        struct strata_strbuf b = {0};
+        strata_strbuf_printf(&b, "{\"input_tokens\":%d}", c->job->n_prompt);
+        enum MHD_Result ret = send_json(c, mc, 200, &b);
+        free(b.s);
+        return ret;
+    }
     if (ctx->cfg.no_prefix_reuse) c->job->prefix_reuse = false;
     c->tools = c->req.api != SRV_API_COMPLETIONS && c->req.tools_json &&
                strata_chat_tool_format(srv_sched_chat_template(s)) != STRATA_TOOLS_NONE;
@@ -364,6 +371,7 @@ static const struct srv_api_ops *api_of(const char *url)
     if (strcmp(url, "/v1/chat/completions") == 0 || strcmp(url, "/chat/completions") == 0) return &srv_openai_chat;
     if (strcmp(url, "/v1/completions") == 0 || strcmp(url, "/completions") == 0) return &srv_openai_completions;
     if (strcmp(url, "/v1/messages") == 0) return &srv_anthropic_messages;
+    if (strcmp(url, "/v1/messages/count_tokens") == 0) return &srv_anthropic_count_tokens;
     return NULL;
 }
 

@@ -139,6 +139,8 @@ await check('anthropic messages: plain, streamed, system and usage', async () =>
   assert.equal(final.content[0].text, r.content[0].text);
   assert.equal(final.usage.output_tokens, 12);
   assert.equal(final.stop_reason, 'max_tokens');
+  const count = await anthropic.messages.countTokens({model, system: req.system, messages: req.messages});
+  assert.equal(count.input_tokens, r.usage.input_tokens);
   // The same conversation through the OpenAI API has the same prompt and the same greedy text.
   const o = await chat([{role: 'system', content: 'You are terse.'}, user('Hello')], {max_tokens: 12});
   assert.equal(o.usage.prompt_tokens, r.usage.input_tokens);
