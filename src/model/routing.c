@@ -3,9 +3,31 @@
 
 #include <math.h>
 
-#include "backend/cpu/ops_ext.h"
 #include "model/arch.h"
+#include "util/ggml_float.h"
 #include "util/log.h"
+
+void strata_softmax_ggml(float *x, int n, int vl)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = mx > x[i] ? mx : x[i];
+    double sum = 0.0;
+    int i = 0;
+    for (; i + vl - 1 < n; i += vl) {
+        float lane[16];
+        for (int j = 0; j < vl; j++) {
+            x[i + j] = vl == 16 ? ggml_vexpf16(x[i + j] - mx) : ggml_vexpf8(x[i + j] - mx);
+            lane[j] = x[i + j];
+        }
+        sum += (double)ggml_hsum_lanes(lane, vl);
+    }
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n; j++) x[j] *= inv;
+}
 
 // The n largest of v[0..m) by value, descending; ties to the lower index. out: n indices.
 static void top_n(const float *v, int m, int n, int32_t *out)

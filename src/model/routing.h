@@ -31,6 +31,10 @@ struct strata_route_cfg {
     int vl;                   // float lanes of the ggml build followed (strata_isa_lanes)
 };
 
+// ggml_soft_max without a mask, in place over n floats: groups of vl through ggml_v_expf, their
+// float tree added in double, the tail after the last full group through libm's expf.
+void strata_softmax_ggml(float *x, int n, int vl);
+
 // logits: [n_expert] router outputs (plus the router bias, if the model has one); overwritten.
 // bias: [n_expert] selection bias or NULL. ids, w: [n_used] out. scratch: 2 * n_expert floats.
 void strata_route_select(const struct strata_route_cfg *c, float *logits, const float *bias, int32_t *ids,

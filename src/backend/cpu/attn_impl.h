@@ -9,62 +9,10 @@
 #include <string.h>
 
 #include "backend/cpu/attn.h"
+#include "util/ggml_float.h"
 
 #define ATTN_MAX_LANES 64   // 4 * VL for VL = 16
 #define ATTN_TILE 64        // value dims per pass of the weighted sum
-
-static inline float attn_bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline uint32_t attn_f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-
-// 2^n for -126 <= n <= 127.
-static inline float attn_pow2i(int n) { return attn_bits_f((uint32_t)(n + 127) << 23); }
-
-// ggml_v_expf of the AVX-512 builds: j * 2^n by vscalefps (one rounding).
-static inline float attn_exp_avx512(float x)
-{
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
-    const int ni = (int)n;
-    // j * 2^n exactly rounded once: split the power when it is not a normal float
-    if (ni > 127) return (j * attn_pow2i(127)) * attn_pow2i(ni - 127);
-    if (ni < -126) return (j * attn_pow2i(-126)) * attn_pow2i(ni + 126);
-    return j * attn_pow2i(ni);
-}
-
-// ggml_v_expf of the AVX2 builds: k + k*j with k = 2^n built in the exponent bits.
-static inline float attn_exp_avx2(float x)
-{
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    const uint32_t e = attn_f_bits(z) << 23;
-    const float k = attn_bits_f(e + attn_f_bits(1.0f));
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                         u, 0x1.ffffecp-1f * b);
-    if (!(fabsf(n) > 126.0f)) return fmaf(j, k, k);
-    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-    const float s1 = attn_bits_f(g + 0x7f000000u);
-    const float s2 = attn_bits_f(e - g);
-    if (fabsf(n) > 192.0f) return s1 * s1;
-    return fmaf(s2, j, s2) * s1;
-}
-
-// The horizontal sum of VL lanes (_mm512_reduce_add_ps, or the AVX2 hsum / soft_max reduce):
-// a pairwise tree that halves the lane count each step.
-static inline float attn_hsum(float *a, const int vl)
-{
-    for (int h = vl / 2; h >= 1; h /= 2)
-        for (int i = 0; i < h; i++) a[i] = a[i] + a[i + h];
-    return a[0];
-}
 
 // ggml_vec_dot_f32's reduction of its 4·VL lanes (GGML_F32_VEC_REDUCE): halve to VL lanes, then
 // _mm512_reduce_add_ps (VL 16), or for VL 8 halve to 4 and add neighbours (two hadd).
@@ -72,7 +20,7 @@ static inline float attn_dot_reduce(float *a, const int vl)
 {
     for (int i = 0; i < 2 * vl; i++) a[i] = a[i] + a[i + 2 * vl];
     for (int i = 0; i < vl; i++) a[i] = a[i] + a[i + vl];
-    if (vl == 16) return attn_hsum(a, 16);
+    if (vl == 16) return ggml_hsum_lanes(a, 16);
     for (int i = 0; i < 4; i++) a[i] = a[i] + a[i + 4];
     return (a[0] + a[1]) + (a[2] + a[3]);
 }
@@ -125,12 +73,12 @@ static inline void attn_head_body(const struct strata_attn_query *a, const int v
                 if (g + i >= p0) s[g + i] = 0.0f;
                 continue;
             }
-            const float e = exp512 ? attn_exp_avx512(s[g + i] - mx) : attn_exp_avx2(s[g + i] - mx);
+            const float e = exp512 ? ggml_vexpf16(s[g + i] - mx) : ggml_vexpf8(s[g + i] - mx);
             s[g + i] = e;
             lane[i] = e;
         }
         for (int i = m; i < vl; i++) lane[i] = 0.0f;
-        sum += (double)attn_hsum(lane, vl);
+        sum += (double)ggml_hsum_lanes(lane, vl);
     }
     if (a->sink) sum += (double)expf(*a->sink - mx);
     const float inv = (float)(1.0 / sum);

@@ -14,28 +14,6 @@ float strata_dot_sgemm(const float *a, const float *b, uint32_t n, int vl)
     return vl == 16 ? ops_ext_dot_sgemm(a, b, n, 16) : ops_ext_dot_sgemm(a, b, n, 8);
 }
 
-void strata_softmax_ggml(float *x, int n, int vl)
-{
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = mx > x[i] ? mx : x[i];
-    double sum = 0.0;
-    int i = 0;
-    for (; i + vl - 1 < n; i += vl) {
-        float lane[16];
-        for (int j = 0; j < vl; j++) {
-            x[i + j] = vl == 16 ? attn_exp_avx512(x[i + j] - mx) : attn_exp_avx2(x[i + j] - mx);
-            lane[j] = x[i + j];
-        }
-        sum += (double)attn_hsum(lane, vl);
-    }
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += (double)x[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int j = 0; j < n; j++) x[j] *= inv;
-}
-
 void strata_layernorm(float *y, const float *x, const float *w, const float *b, uint32_t n, float eps, int vl)
 {
     double s = 0.0;
@@ -50,7 +28,7 @@ void strata_layernorm(float *y, const float *x, const float *w, const float *b, 
             y[i + j] = x[i + j] - mean;
             lane[j] = y[i + j] * y[i + j];
         }
-        var += (double)attn_hsum(lane, vl);
+        var += (double)ggml_hsum_lanes(lane, vl);
     }
     for (; i < n; i++) {
         y[i] = x[i] - mean;

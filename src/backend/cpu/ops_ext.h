@@ -6,8 +6,6 @@
 //   dot_sgemm    tinyBLAS's F32 product of one output element (llamafile sgemm, which ggml uses
 //                for F32 x F32 products whose activations are contiguous): vl lanes, lane =
 //                index mod vl, fused multiply-adds, then the pairwise tree of the lanes.
-//   softmax      ggml_soft_max without mask: groups of vl through ggml_v_expf (the polynomial),
-//                their float tree added in double, the tail through libm's expf one by one.
 //   layernorm    ggml_norm (mean in double, centred squares in vl groups, eps inside the sqrt),
 //                then ggml_mul by the weight and ggml_add of the bias.
 //   swiglu_oai   gpt-oss's clamped SwiGLU: min(g, limit) * sigmoid(alpha * min(g, limit)) *
@@ -30,9 +28,6 @@
 static inline int strata_isa_lanes(enum strata_isa isa) { return isa == STRATA_ISA_AVX512 ? 16 : 8; }
 
 float strata_dot_sgemm(const float *a, const float *b, uint32_t n, int vl);
-
-// In place over n floats; the exp variant follows vl (16: the AVX-512 polynomial).
-void strata_softmax_ggml(float *x, int n, int vl);
 
 // y = norm(x) * w + b over n floats (w, b may be NULL).
 void strata_layernorm(float *y, const float *x, const float *w, const float *b, uint32_t n, float eps, int vl);

@@ -12,7 +12,7 @@ static inline float ops_ext_dot_sgemm(const float *a, const float *b, uint32_t n
     float acc[16] = {0};
     for (uint32_t l = 0; l < n; l += (uint32_t)vl)
         for (int j = 0; j < vl; j++) acc[j] = fmaf(a[l + j], b[l + j], acc[j]);
-    return attn_hsum(acc, vl);
+    return ggml_hsum_lanes(acc, vl);
 }
 
 static inline void ops_ext_hadamard_body(float *y, const float *x, const float *h, uint32_t n, int rows_per_slice,
