@@ -13,6 +13,7 @@
 #include "backend/cpu/attn.h"
 #include "backend/cpu/ops_ext.h"
 #include "backend/cpu/rope_ext.h"
+#include "model/rope_scaling.h"
 #include "model/arch.h"
 #include "model/routing.h"
 

@@ -68,6 +68,7 @@ struct strata_seq {
     float *v_cache;          // [n_kv_layers][n_ctx][n_head_kv * head_dim_v]
     float *conv;             // delta-net conv history [n_rs_layers][K - 1][C], oldest row first
     float *ssm;              // delta-net state [n_rs_layers][nv][d key][d value]
+    float *idx_cache;        // sparse-attention indexer keys [n_idx_layers][n_ctx][idx_head_dim], or NULL
 };
 
 // The tokens of one forward pass: sequences in row order, each one's tokens contiguous.
@@ -77,9 +78,28 @@ struct strata_batch {
     const int32_t *pos;             // [n_tok] each token's position in its sequence
 };
 
+// RoPE beyond plain NeoX (deepseek2, deepseek32, glm-dsa, gpt-oss): the pair layout and YaRN
+// scaling, with the factors llama.cpp's context derives from the GGUF's rope keys (host code
+// fills it: model/rope_scaling.h; backend/cpu/rope_ext.c has the CPU kernel and the formulas).
+// Pair i at position p turns by theta = freq_scale * p * base^(-2i/n_dims) (the power accumulated
+// in float as ggml builds its cache), mixed with the unscaled angle over a ramp between the
+// correction dims when ext_factor != 0; cos and sin are scaled by attn_factor (times
+// 1 + 0.1 ln(1 / freq_scale) under YaRN).
+enum strata_rope_mode { STRATA_ROPE_NORM, STRATA_ROPE_NEOX };  // pairs (2i, 2i+1) | (i, i + n/2)
+struct strata_rope_ext {
+    uint32_t n_dims;           // rotated dims (even)
+    enum strata_rope_mode mode;
+    float freq_base;
+    float freq_scale;          // 1 / rope.scaling.factor (1: no scaling)
+    float ext_factor;          // 1 with YaRN, else 0
+    float attn_factor;         // llama.cpp's cparams.yarn_attn_factor
+    float corr_dims[2];        // YaRN ramp: first and last dim pair it spans
+    float theta_scale;         // base^(-2 / n_dims)
+};
+
 // RoPE (NeoX: pairs (i, i + n_rot/2), i < n_rot/2, angle pos * freq_base^(-2i/n_rot) accumulated
 // in float as ggml builds its cache) on the first n_rot dims of n_head heads of every token,
-// in place.
+// in place; with `ext`, as it says instead (x may then point into a head, e.g. MLA's rope part).
 struct strata_rope_op {
     float *x;                // head h of token t at x + t * tok_stride + h * head_stride
     size_t tok_stride, head_stride;
@@ -91,6 +111,7 @@ struct strata_rope_op {
     // Interleaved M-RoPE for text (qwen35moe): the pairs of the fourth section turn by position 0
     // (not at all). NULL: plain NeoX.
     const int32_t *sections; // host [4], or NULL
+    const struct strata_rope_ext *ext;  // host: layout and YaRN (n_rot, freq_base unused), or NULL
 };
 
 // Causal softmax attention of every token of the pass over its own sequence's KV cache. First
@@ -106,6 +127,30 @@ struct strata_attn_op {
     float *out;              // [n_tok][n_head * head_dim_v]
     uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
     float scale;             // kq scale, 1/sqrt(head_dim_k)
+    // Optional (zero: the above). ggml's order of operations with any of them is in
+    // backend/cpu/attn.h; masked positions add exact zeros at their absolute lanes.
+    bool latent_kv;          // MLA: the key row of a token is [latent (head_dim_v) | rope key], its
+                             // value is the row's first head_dim_v floats: no V cache, v unused
+    uint32_t n_swa;          // sliding window: a token at p sees positions c with p - c < n_swa (0: all)
+    const float *sinks;      // [n_head] sink logits joining each head's softmax (gpt-oss), or NULL
+    const uint8_t *visible;  // [n_tok][n_ctx] 0 hides a position (the indexer's top-k), or NULL
+};
+
+// The sparse-attention indexer of every token of the pass (deepseek32, glm-dsa): q and k are
+// multiplied by the d x d Walsh-Hadamard matrix (entries +-1/sqrt(d); ggml's sgemm order for the
+// n_head query rows of a token, ggml_vec_dot_f32's for its one key row), the keys stored in the
+// sequence's indexer cache (idx_slot) at the tokens' positions; then per token t at position p
+// and cached position c <= p: score = sum over heads h (in order) of relu(q[t][h] . k(c)) * w[t][h]
+// (the accumulation fused), and visible[t][c] = 1 for the top_k highest scores (all when p < top_k;
+// equal scores at the boundary kept as std::partial_sort's heap keeps them), 0 elsewhere.
+struct strata_indexer_op {
+    const struct strata_batch *batch;
+    uint32_t idx_slot;
+    float *q;                // [n_tok][n_head][d], roped; overwritten with its Hadamard product
+    float *k;                // [n_tok][d], normed and roped; likewise
+    const float *w;          // [n_tok][n_head] head weights, already scaled by 1/sqrt(d * n_head)
+    uint8_t *visible;        // [n_tok][n_ctx] out
+    uint32_t n_head, d, top_k;
 };
 
 // The gated delta-net of every sequence of the pass (linear attention between its projections):
@@ -209,6 +254,20 @@ struct strata_backend_i {
     int (*mul_sigmoid)(void *ctx, float *y, size_t y_stride, const float *g, size_t g_stride, bool g_per_row,
                        int n_rows, uint32_t n);
     int (*moe_combine)(void *ctx, const struct strata_moe_combine_op *op);
+    // ---- the ops deepseek2 / deepseek32 / glm-dsa / gpt-oss add (docs/architectures.md); a
+    // backend may leave them NULL until it runs those architectures (the CPU ops behind them:
+    // backend/cpu/ops_ext.h, rope_ext.h, attn.h) ----
+    // y[r * y_stride + i] = x[r * x_stride + i] for n_rows rows of n elements (MLA assembles its
+    // queries from two products).
+    int (*copy)(void *ctx, float *y, size_t y_stride, const float *x, size_t x_stride, int n_rows, uint32_t n);
+    // y[r] = (x[r] - mean) / sqrt(var + eps) * w + b over rows of n (ggml_norm: mean and variance
+    // summed in double, the squares in lane groups; then ggml_mul, ggml_add); w, b may be NULL.
+    int (*layernorm)(void *ctx, float *y, const float *x, const float *w, const float *b, int n_rows, uint32_t n,
+                     float eps);
+    // gpt-oss's clamped SwiGLU: with x = min(g, limit), y = x / (1 + exp(-alpha x)) *
+    // (clamp(u, -limit, limit) + 1) for n elements; y may be g.
+    int (*swiglu_oai)(void *ctx, float *y, const float *g, const float *u, size_t n, float alpha, float limit);
+    int (*indexer)(void *ctx, const struct strata_indexer_op *op);
 
     // ---- optional (NULL: not offered) ----
     // Routing on the device, for a layer whose experts are all resident in this backend's memory
