@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "backend/backend.h"
 #include "backend/cpu/attn.h"
+#include "backend/cpu/pool.h"
 #include "backend/cpu/ops_ext.h"
 #include "backend/cpu/rope_ext.h"
 #include "model/rope_scaling.h"
@@ -338,6 +340,62 @@ static void test_indexer(void)
     case_result("indexer: sum of relu(q.k) * w per head, top-k mask (ties kept as std::partial_sort keeps them)", f0);
 }
 
+// The indexer op over a pass of two sequences (one continuing at position 40, one new), on a pool
+// of 2 threads, against the same steps done token by token with the portable primitives.
+static void test_indexer_op(void)
+{
+    const int f0 = g_failures;
+    enum { IH = 4, DI = 128, NCTX = 96, TOPK = 16, N0 = 40, NA = 20, NB = 30, n = NA + NB };
+    static float q[n * IH * DI], k[n * DI], w[n * IH], cache[2 * 2 * NCTX * DI], ref_cache[2 * 2 * NCTX * DI];
+    static float hm[DI * DI], qr[IH * DI], kr[DI], sc[NCTX];
+    static uint8_t vis[n * NCTX], rvis[NCTX];
+    int32_t pos[n], heap[TOPK];
+    strata_hadamard_init(hm, DI);
+    for (int i = 0; i < n * IH * DI; i++) q[i] = frand(1.0f);
+    for (int i = 0; i < n * DI; i++) k[i] = frand(1.0f);
+    for (int i = 0; i < n * IH; i++) w[i] = frand(1.0f);
+    for (int i = 0; i < 2 * 2 * NCTX * DI; i++) ref_cache[i] = cache[i] = frand(1.0f);  // earlier keys
+    for (int t = 0; t < n; t++) pos[t] = t < NA ? N0 + t : t - NA;
+    // sequence caches [2 slots][NCTX][DI] each; the op runs on slot 1
+    const struct strata_seq seqs[2] = {{.tok0 = 0, .n_tok = NA, .pos0 = N0, .n_ctx = NCTX, .idx_cache = cache},
+                                       {.tok0 = NA, .n_tok = NB, .pos0 = 0, .n_ctx = NCTX,
+                                        .idx_cache = cache + 2 * NCTX * DI}};
+    const struct strata_batch b = {.n_tok = n, .n_seq = 2, .seq = seqs, .pos = pos};
+    static float q0[n * IH * DI], k0[n * DI];
+    memcpy(q0, q, sizeof q);
+    memcpy(k0, k, sizeof k);
+    struct strata_pool *pool = NULL;
+    CHECK(strata_pool_create(&pool, 2) == 0, "pool");
+    const enum strata_isa isa = strata_isa_detect() == STRATA_ISA_AVX512 ? STRATA_ISA_AVX512 : STRATA_ISA_AVX2;
+    const int vl = isa == STRATA_ISA_AVX512 ? 16 : 8;
+    float *scratch = malloc(sizeof(float) * strata_cpu_indexer_scratch(2, NCTX, TOPK, DI));
+    const struct strata_indexer_op op = {.batch = &b, .idx_slot = 1, .q = q, .k = k, .w = w, .visible = vis,
+                                         .n_head = IH, .d = DI, .top_k = TOPK};
+    if (pool) strata_cpu_indexer(pool, isa, &op, hm, scratch);
+    // reference: keys of the whole pass stored first, then each token's scores
+    for (int t = 0; t < n; t++) {
+        float *c = ref_cache + (t < NA ? 0 : 2 * NCTX * DI) + (size_t)NCTX * DI;
+        strata_hadamard_apply(kr, k0 + t * DI, hm, DI, 1, vl);
+        memcpy(c + (size_t)pos[t] * DI, kr, sizeof kr);
+    }
+    for (int t = 0; t < n && pool; t++) {
+        const float *c = ref_cache + (t < NA ? 0 : 2 * NCTX * DI) + (size_t)NCTX * DI;
+        for (int h = 0; h < IH; h++) strata_hadamard_apply(qr + h * DI, q0 + (t * IH + h) * DI, hm, DI, IH, vl);
+        CHECK(memcmp(qr, q + t * IH * DI, sizeof qr) == 0, "token %d: rotated query differs", t);
+        strata_indexer_scores(sc, qr, w + t * IH, IH, DI, c, DI, pos[t] + 1, vl);
+        memset(rvis, 0, sizeof rvis);
+        strata_top_k_mask(rvis, sc, pos[t] + 1, TOPK, heap);
+        CHECK(memcmp(rvis, vis + t * NCTX, NCTX) == 0, "token %d (position %d): mask differs", t, pos[t]);
+    }
+    CHECK(memcmp(cache, ref_cache, sizeof cache) == 0, "the stored keys differ");
+    int ones = 0;
+    for (int c = 0; c < NCTX; c++) ones += vis[(NA - 1) * NCTX + c];
+    CHECK(ones == TOPK, "last token of the first sequence keeps %d positions", ones);
+    strata_pool_free(pool);
+    free(scratch);
+    case_result("indexer op: keys stored per sequence before scoring, masks of a two-sequence pass", f0);
+}
+
 // ---- routing --------------------------------------------------------------------------------
 
 // Reference in double: the same rules, as the model cards state them.
@@ -468,6 +526,7 @@ int main(void)
     test_attention();
     test_small_ops();
     test_indexer();
+    test_indexer_op();
     test_routing();
     printf("%s (%d failed checks)\n", g_failures ? "FAIL" : "ok", g_failures);
     return g_failures ? 1 : 0;

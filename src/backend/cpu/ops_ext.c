@@ -6,6 +6,11 @@
 #include <string.h>
 
 #include "backend/cpu/ops_ext_impl.h"
+
+#include <stdatomic.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/pool.h"
 #include "util/log.h"
 
 float strata_dot_sgemm(const float *a, const float *b, uint32_t n, int vl)
@@ -157,4 +162,94 @@ void strata_top_k_mask(uint8_t *sel, const float *score, int n, int top_k, int32
         if (topk_before(score, i, heap[0])) heap_adjust(score, heap, 0, top_k, i);
     memset(sel, 0, (size_t)n);
     for (int i = 0; i < top_k; i++) sel[heap[i]] = 1;
+}
+
+// ---- the indexer op ----------------------------------------------------------------------------
+
+struct indexer_job {
+    const struct strata_indexer_op *op;
+    enum strata_isa isa;
+    const float *hadamard;
+    float *scratch;
+    size_t per_thread;
+    atomic_int next;
+};
+
+// The sequence of token t of the pass.
+static const struct strata_seq *seq_of(const struct strata_batch *b, int t)
+{
+    for (int s = 0; s < b->n_seq; s++)
+        if (t >= b->seq[s].tok0 && t < b->seq[s].tok0 + b->seq[s].n_tok) return &b->seq[s];
+    STRATA_ASSERT(!"token outside every sequence of the pass");
+    return NULL;
+}
+
+static float *idx_keys(const struct strata_indexer_op *op, const struct strata_seq *sq)
+{
+    return sq->idx_cache + (size_t)op->idx_slot * (size_t)sq->n_ctx * op->d;
+}
+
+// Hadamard products of every token's query heads and key, the key stored at its position.
+static void indexer_rotate(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct indexer_job *j = arg;
+    const struct strata_indexer_op *op = j->op;
+    float *tmp = j->scratch + (size_t)ith * j->per_thread;
+    const uint32_t d = op->d;
+    int t0, t1;
+    while (strata_chunk_next(&j->next, op->batch->n_tok, 1, &t0, &t1)) {
+        for (int t = t0; t < t1; t++) {
+            float *q = op->q + (size_t)t * op->n_head * d, *k = op->k + (size_t)t * d;
+            for (uint32_t h = 0; h < op->n_head; h++) {
+                strata_hadamard_apply_isa(j->isa, tmp, q + (size_t)h * d, j->hadamard, d, (int)op->n_head);
+                memcpy(q + (size_t)h * d, tmp, d * sizeof *tmp);
+            }
+            strata_hadamard_apply_isa(j->isa, tmp, k, j->hadamard, d, 1);
+            memcpy(k, tmp, d * sizeof *tmp);
+            const struct strata_seq *sq = seq_of(op->batch, t);
+            memcpy(idx_keys(op, sq) + (size_t)op->batch->pos[t] * d, k, d * sizeof *k);
+        }
+    }
+}
+
+// Scores of every cached position up to the token's own, and its top-k mask.
+static void indexer_select(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct indexer_job *j = arg;
+    const struct strata_indexer_op *op = j->op;
+    float *score = j->scratch + (size_t)ith * j->per_thread;
+    int t0, t1;
+    while (strata_chunk_next(&j->next, op->batch->n_tok, 1, &t0, &t1)) {
+        for (int t = t0; t < t1; t++) {
+            const struct strata_seq *sq = seq_of(op->batch, t);
+            const int n_kv = op->batch->pos[t] + 1;
+            int32_t *heap = (int32_t *)(score + sq->n_ctx);
+            uint8_t *vis = op->visible + (size_t)t * sq->n_ctx;
+            strata_indexer_scores_isa(j->isa, score, op->q + (size_t)t * op->n_head * op->d, op->w + (size_t)t * op->n_head,
+                                      op->n_head, op->d, idx_keys(op, sq), op->d, n_kv);
+            strata_top_k_mask(vis, score, n_kv, (int)op->top_k, heap);
+            memset(vis + n_kv, 0, (size_t)(sq->n_ctx - n_kv));
+        }
+    }
+}
+
+size_t strata_cpu_indexer_scratch(int n_threads, int n_ctx, uint32_t top_k, uint32_t d)
+{
+    return (size_t)n_threads * ((size_t)n_ctx + top_k + d);
+}
+
+void strata_cpu_indexer(struct strata_pool *pool, enum strata_isa isa, const struct strata_indexer_op *op,
+                        const float *hadamard, float *scratch)
+{
+    int max_ctx = 0;
+    for (int s = 0; s < op->batch->n_seq; s++)
+        if (op->batch->seq[s].n_ctx > max_ctx) max_ctx = op->batch->seq[s].n_ctx;
+    struct indexer_job j = {.op = op, .isa = isa, .hadamard = hadamard, .scratch = scratch,
+                            .per_thread = (size_t)max_ctx + op->top_k + op->d};
+    atomic_init(&j.next, 0);
+    strata_pool_run(pool, indexer_rotate, &j);
+    atomic_store(&j.next, 0);
+    strata_pool_run(pool, indexer_select, &j);
 }

@@ -63,4 +63,16 @@ void strata_indexer_scores_avx512(float *score, const float *q, const float *w, 
 // heap: top_k ints of scratch.
 void strata_top_k_mask(uint8_t *sel, const float *score, int n, int top_k, int32_t *heap);
 
+struct strata_pool;
+struct strata_indexer_op;
+
+// Floats of scratch strata_cpu_indexer needs for a pool of n_threads: per thread n_ctx scores,
+// top_k heap entries and d values.
+size_t strata_cpu_indexer_scratch(int n_threads, int n_ctx, uint32_t top_k, uint32_t d);
+// The backend's indexer op (backend.h) on the CPU: the Hadamard products and the key store for
+// every token, then each token's scores and top-k mask, both spread over the pool's threads.
+// hadamard: [d][d] from strata_hadamard_init.
+void strata_cpu_indexer(struct strata_pool *pool, enum strata_isa isa, const struct strata_indexer_op *op,
+                        const float *hadamard, float *scratch);
+
 #endif
