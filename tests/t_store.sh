@@ -5,7 +5,8 @@
 #    1..8 I/O threads, classes on/off, with prompt chunks that need more experts than fit;
 #  - peak RSS under a small budget stays within dense + KV + scratch + budget + overhead;
 #  - injected faults: a retried EIO gives the same logits, a lasting one a clean error (exit 1);
-#  - strata sim's LRU reproduces the engine's misses from the run's own trace (chunked prompt);
+#  - strata sim's LRU and LFU reproduce the engine's misses from the run's own trace (chunked
+#    prompt), and --cache-policy lfu gives the same logits;
 #  - strata plan and strata sim --sweep run and print what they promise.
 set -eu
 bin=${STRATA_BIN:?}
@@ -66,7 +67,8 @@ done
 echo "faults: retried and reported"
 
 # Trace + sim: LRU replay equals the engine (chunks of 8 tokens need more experts than 5 slots).
-"$bin" eval -m "$m" --tokens "$toks" -b 8 -c 64 --logits-out "$dir/x.bin" --cache-mib 8 --json --trace-out "$dir/t.trace" >"$dir/s.json"
+"$bin" eval -m "$m" --tokens "$toks" -b 8 -c 64 --logits-out "$dir/x.bin" --cache-mib 8 --cache-policy lru --json \
+    --trace-out "$dir/t.trace" >"$dir/s.json"
 head -1 "$dir/t.trace" | grep -Eq '^# model=[^ ]+ layers=8 experts=64 topk=2 tokens=40 *$'
 [ "$(grep -vc '^#' "$dir/t.trace")" = 40 ]
 grep -v '^#' "$dir/t.trace" | head -1 | grep -Eq '^([0-9]+ [0-9]+ \| ){7}[0-9]+ [0-9]+$'
@@ -75,6 +77,15 @@ engine=$(jget "$dir/s.json" "['experts']['misses']")
 sim=$("$bin" sim "$dir/t.trace" --cache-mib 8 -m "$m" | awk '$1=="'"$slots"'" {print $3}')
 echo "engine misses $engine, sim LRU misses $sim at $slots slots per layer"
 [ "$engine" = "$sim" ]
+# LFU (the default), token by token (where it decides differently from LRU): bit-identical
+# logits, and the simulator's LFU column equals the engine.
+"$bin" eval -m "$m" --tokens "$toks" -b 1 -c 64 --logits-out "$dir/l.bin" --cache-mib 8 --json \
+    --trace-out "$dir/l.trace" >"$dir/l.json"
+cmp "$dir/full.bin" "$dir/l.bin" || { echo "logits differ with LFU"; exit 1; }
+engine=$(jget "$dir/l.json" "['experts']['misses']")
+read -r lru sim < <("$bin" sim "$dir/l.trace" --cache-mib 8 -m "$m" | awk '$1=="'"$slots"'" {print $3, $6}')
+echo "LFU: engine misses $engine, sim LFU misses $sim (LRU would miss $lru)"
+[ "$engine" = "$sim" ] && [ "$lru" != "$sim" ]
 "$bin" sim "$dir/t.trace" --sweep --plot "$dir/p.svg" >"$dir/sweep.txt"
 grep -q "Belady" "$dir/sweep.txt" && grep -q "<svg" "$dir/p.svg" && grep -q "polyline" "$dir/p.svg"
 "$bin" plan -m "$m" --ram-gib 0.04 --reserve-gib 0 --disk-gbs 1 --ctx 64 --trace "$dir/t.trace" >"$dir/plan.txt"

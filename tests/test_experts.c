@@ -95,7 +95,8 @@ static void test_lru(const char *path, enum strata_io_engine io, int threads)
     struct strata_expert_layout lay;
     CHECK(strata_gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
     const uint64_t budget = 3 * lay.layers[0].slot_bytes * lay.n_layers;
-    struct strata_experts_config cfg = {.cache_bytes = budget, .io = io, .io_threads = threads};
+    struct strata_experts_config cfg = {.cache_bytes = budget, .io = io, .io_threads = threads,
+                                        .policy = STRATA_POLICY_LRU};
     struct strata_experts *ex;
     CHECK(strata_experts_open(&ex, f, &lay, 2, &cfg) == 0, "open store");
     CHECK(strata_experts_max_batch(ex) == 3, "3 slots, got %d", strata_experts_max_batch(ex));
@@ -250,7 +251,8 @@ static void test_trace_and_sim(const char *path)
     struct strata_expert_layout lay;
     CHECK(strata_gguf_open(&gf, path) == 0 && strata_expert_layout_init(&lay, gf) == 0, "open");
     CHECK(strata_trace_open(&w, tpath, "rand", lay.n_layers, lay.n_expert, 2) == 0, "open");
-    struct strata_experts_config cfg = {.cache_bytes = 5 * lay.layers[0].slot_bytes * lay.n_layers};
+    struct strata_experts_config cfg = {.cache_bytes = 5 * lay.layers[0].slot_bytes * lay.n_layers,
+                                        .policy = STRATA_POLICY_LRU};
     struct strata_experts *ex;
     CHECK(strata_experts_open(&ex, gf, &lay, 2, &cfg) == 0, "store");
     uint64_t x = 88172645463325252ull;

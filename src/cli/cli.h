@@ -23,14 +23,15 @@ int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n);
 // Expert-store options of run and eval: getopt codes, their usage lines, the parser.
 enum {
     CLI_OPT_CACHE_MIB = 1000, CLI_OPT_CACHE_CLASSES, CLI_OPT_IO, CLI_OPT_IO_THREADS,
-    CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT
+    CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT, CLI_OPT_CACHE_POLICY
 };
 #define CLI_STORE_OPTIONS                                                                          \
     {"cache-mib", required_argument, 0, CLI_OPT_CACHE_MIB},                                        \
         {"cache-classes", required_argument, 0, CLI_OPT_CACHE_CLASSES},                           \
         {"io", required_argument, 0, CLI_OPT_IO}, {"io-threads", required_argument, 0, CLI_OPT_IO_THREADS}, \
         {"stats-layers", no_argument, 0, CLI_OPT_STATS_LAYERS},                                    \
-        {"trace-out", required_argument, 0, CLI_OPT_TRACE_OUT}
+        {"trace-out", required_argument, 0, CLI_OPT_TRACE_OUT},                                    \
+        {"cache-policy", required_argument, 0, CLI_OPT_CACHE_POLICY}
 extern const char *const cli_store_usage;
 int cli_parse_store_opt(int c, const char *arg, struct strata_experts_config *cfg);
 // The "experts" object of --json, and the one-line (plus per-layer) human summary.

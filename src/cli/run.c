@@ -106,7 +106,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
         case 'J': o->json = true; o->stream = false; break;
         case 'h': run_usage(stdout); return -1;
         case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:
-        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: bad = cli_parse_store_opt(c, optarg, &o->ec); break;
+        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: bad = cli_parse_store_opt(c, optarg, &o->ec); break;
         default:
             fprintf(stderr, "strata run: bad option '%s' (see strata run --help)\n", argv[optind - 1]);
             return 2;
@@ -367,7 +367,7 @@ int cli_eval(int argc, char **argv)
                    cli_store_usage);
             return 0;
         case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:
-        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: bad = cli_parse_store_opt(c, optarg, &ec); break;
+        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: bad = cli_parse_store_opt(c, optarg, &ec); break;
         default:
             fprintf(stderr, "strata eval: bad option '%s' (see strata eval --help)\n", argv[optind - 1]);
             return 2;

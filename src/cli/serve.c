@@ -67,7 +67,7 @@ int cli_serve(int argc, char **argv)
         case O_NO_REUSE: cfg.no_prefix_reuse = true; break;
         case 'h': serve_usage(stdout); return 0;
         case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:
-        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: bad = cli_parse_store_opt(c, optarg, &cfg.ec); break;
+        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: bad = cli_parse_store_opt(c, optarg, &cfg.ec); break;
         default:
             fprintf(stderr, "strata serve: bad option '%s' (see strata serve --help)\n", argv[optind - 1]);
             return 2;

@@ -8,6 +8,8 @@
 const char *const cli_store_usage =
     "  --cache-mib N|full    RAM for routed experts (default full: all resident)\n"
     "  --cache-classes on|off  one slot size per layer type (default on)\n"
+    "  --cache-policy lfu|lru  which expert a miss replaces: the least frequently used so far\n"
+    "                        (default) or the least recently used\n"
     "  --io pread|uring      expert reads: io_uring + O_DIRECT (default; pread pool where io_uring\n"
     "                        is unavailable) or a pread thread pool through the page cache\n"
     "  --io-threads N        pread threads / io_uring queue depth (default 4)\n"
@@ -47,6 +49,14 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_experts_config *cf
         }
         return 0;
     case CLI_OPT_IO_THREADS: return cli_parse_int(arg, "--io-threads", 1, 256, &cfg->io_threads);
+    case CLI_OPT_CACHE_POLICY:
+        if (strcmp(arg, "lru") == 0) cfg->policy = STRATA_POLICY_LRU;
+        else if (strcmp(arg, "lfu") == 0) cfg->policy = STRATA_POLICY_LFU;
+        else {
+            fprintf(stderr, "strata: --cache-policy: '%s' is not lfu or lru\n", arg);
+            return 1;
+        }
+        return 0;
     case CLI_OPT_STATS_LAYERS: cfg->stats_layers = true; return 0;
     case CLI_OPT_TRACE_OUT: cfg->trace_path = arg; return 0;
     default: return 1;
@@ -64,6 +74,7 @@ void cli_store_json(cJSON *js, const struct strata_model *m, const struct strata
     cJSON_AddNumberToObject(o, "cache_mib", st.slot_bytes_total / 1048576.0);
     cJSON_AddNumberToObject(o, "slots_per_layer", st.slots_per_layer);
     cJSON_AddNumberToObject(o, "classes", st.n_classes);
+    cJSON_AddStringToObject(o, "policy", strata_cache_policy_name(cfg->policy));
     cJSON_AddStringToObject(o, "io", strata_io_engine_name(cfg->io));
     cJSON_AddNumberToObject(o, "io_threads", st.io_depth);
     cJSON_AddBoolToObject(o, "io_direct", st.io_direct);

@@ -60,6 +60,7 @@ struct layer_cache {
     uint64_t slot_size;
     struct slot *slots;                  // [n_slots]
     int32_t *expert_slot;                // [n_expert]
+    uint64_t *freq;                      // [n_expert] acquires of each expert so far (LFU)
     struct fill *fills;                  // [n_slots]
     struct strata_experts_layer_stats st;
 };
@@ -99,15 +100,29 @@ static void fill_view(const struct strata_store *st, uint32_t l, int32_t s, stru
     for (int i = 0; i < STRATA_EXPERT_PART_COUNT; i++) v->part[i] = p + off[i];
 }
 
-// Least recently used replaceable slot of a layer (empty slots first), or -1.
+// The slot a miss or a prefetch replaces, or -1: only slots nobody holds and nobody is filling;
+// empty ones first, then by the policy (LRU: least recently used; LFU: fewest accesses of its
+// expert so far, ties least recently used), and prefetched experts not acquired yet last (a
+// prefetch is a guess for the layer's next acquire; it loses this protection after that).
 static int32_t victim(const struct strata_store *st, const struct layer_cache *c)
 {
+    const bool lfu = st->cfg.policy == STRATA_POLICY_LFU;
     int32_t best = -1;
     for (uint32_t s = 0; s < st->plan.n_slots; s++) {
         const struct slot *sl = &c->slots[s];
         if (sl->ref || sl->state == SLOT_FILLING) continue;
         if (sl->expert < 0) return (int32_t)s;
-        if (best < 0 || sl->last_use < c->slots[best].last_use) best = (int32_t)s;
+        if (best < 0) {
+            best = (int32_t)s;
+            continue;
+        }
+        const struct slot *b = &c->slots[best];
+        if (sl->unused_prefetch != b->unused_prefetch) {
+            if (b->unused_prefetch) best = (int32_t)s;
+            continue;
+        }
+        const uint64_t fs = lfu ? c->freq[sl->expert] : 0, fb = lfu ? c->freq[b->expert] : 0;
+        if (fs < fb || (fs == fb && sl->last_use < b->last_use)) best = (int32_t)s;
     }
     return best;
 }
@@ -288,8 +303,11 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             submit_fill(st, f);
         }
         // Every access gets its own tick in the order of ids, so LRU has no ties and strata sim
-        // replays the same order.
-        for (int i = 0; i < n; i++) c->slots[noted_slot(&views[i])].last_use = ++st->tick;
+        // replays the same order; LFU counts it.
+        for (int i = 0; i < n; i++) {
+            c->slots[noted_slot(&views[i])].last_use = ++st->tick;
+            c->freq[ids[i]]++;
+        }
 
         // Sleep until this acquire's reads are in and the slots it joined are published.
         const double t0 = strata_now();
@@ -337,6 +355,9 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             unpin_noted(st, c, views, n);
             continue;
         }
+        // The layer's prefetches were guesses for this acquire: what it did not use is ordinary now.
+        for (uint32_t s = 0; s < st->plan.n_slots; s++)
+            if (c->slots[s].state == SLOT_READY) c->slots[s].unused_prefetch = false;
         pthread_cond_broadcast(&st->cv);
         for (int i = 0; i < n; i++) fill_view(st, l, noted_slot(&views[i]), &views[i]);
         pthread_mutex_unlock(&st->mu);
@@ -463,9 +484,10 @@ int strata_store_open(struct strata_store **out, struct strata_gguf_file *f, con
     *out = NULL;
     struct strata_experts_config def = {0};
     if (!cfg) cfg = &def;
-    if (cfg->io >= STRATA_IO_COUNT || cfg->io_threads < 0 || cfg->io_threads > 256) {
-        strata_log_error("experts_open: I/O engine %d with %d threads is not valid (threads 0..256)",
-                         (int)cfg->io, cfg->io_threads);
+    if (cfg->io >= STRATA_IO_COUNT || cfg->io_threads < 0 || cfg->io_threads > 256 ||
+        cfg->policy >= STRATA_POLICY_COUNT) {
+        strata_log_error("experts_open: I/O engine %d with %d threads (0..256), policy %d is not valid", (int)cfg->io,
+                         cfg->io_threads, (int)cfg->policy);
         return STRATA_EARG;
     }
     if (n_expert_used == 0 || (lay->n_layers && n_expert_used > lay->n_expert)) {
@@ -521,8 +543,9 @@ int strata_store_open(struct strata_store **out, struct strata_gguf_file *f, con
         base += (size_t)S * c->slot_size;
         c->slots = calloc(S, sizeof *c->slots);
         c->expert_slot = malloc(X * sizeof *c->expert_slot);
+        c->freq = calloc(X, sizeof *c->freq);
         c->fills = calloc(S, sizeof *c->fills);
-        if (!c->slots || !c->expert_slot || !c->fills) {
+        if (!c->slots || !c->expert_slot || !c->freq || !c->fills) {
             strata_store_close(st);
             return STRATA_ENOMEM;
         }
@@ -555,6 +578,7 @@ void strata_store_close(struct strata_store *st)
         for (uint32_t l = 0; l < st->lay->n_layers; l++) {
             free(st->lc[l].slots);
             free(st->lc[l].expert_slot);
+            free(st->lc[l].freq);
             free(st->lc[l].fills);
         }
     free(st->lc);
@@ -571,3 +595,9 @@ struct strata_expert_provider strata_store_provider(struct strata_store *st)
 }
 
 uint64_t strata_store_resident_bytes(const struct strata_store *st) { return st->slab_bytes; }
+
+const char *strata_cache_policy_name(enum strata_cache_policy p)
+{
+    static const char *const names[STRATA_POLICY_COUNT] = {"lfu", "lru"};
+    return p < STRATA_POLICY_COUNT ? names[p] : "?";
+}
