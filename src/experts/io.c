@@ -28,6 +28,7 @@ struct inflight {
     struct strata_io_ticket *t;   // NULL when free
     int req;
     int tries;
+    bool low;                     // started as a hint
 };
 
 struct queue {
@@ -51,6 +52,7 @@ struct strata_io {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     struct queue q[2];            // [0] normal, [1] hints
+    int n_low_active, max_low;    // hint reads in flight, and their cap (half the depth)
     bool stop;
     // pread pool
     pthread_t *threads;
@@ -127,13 +129,16 @@ static bool queue_remove(struct queue *q, struct strata_io_ticket *t)
     return false;
 }
 
-// The next request to start: normal tickets first. A ticket leaves the queue when its last
-// request starts.
-static struct strata_io_ticket *next_req(struct strata_io *io, int *req)
+// The next request to start: normal tickets first; hints only while fewer than max_low hint
+// reads are in flight, so demand reads always find room. A ticket leaves the queue when its last
+// request starts. *low: the request counts as a hint until it finishes.
+static struct strata_io_ticket *next_req(struct strata_io *io, int *req, bool *low)
 {
     for (int p = 0; p < 2; p++) {
         struct strata_io_ticket *t = io->q[p].head;
-        if (!t) continue;
+        if (!t || (p == 1 && io->n_low_active >= io->max_low)) continue;
+        *low = p == 1;
+        io->n_low_active += p == 1;
         *req = t->issued++;
         if (t->issued == t->n) {
             io->q[p].head = t->next;
@@ -220,14 +225,19 @@ static void *pread_worker(void *arg)
     pthread_mutex_lock(&io->mu);
     for (;;) {
         int i = 0;
+        bool low = false;
         struct strata_io_ticket *t = NULL;
-        while (!io->stop && !(t = next_req(io, &i))) pthread_cond_wait(&io->work_cv, &io->mu);
+        while (!io->stop && !(t = next_req(io, &i, &low))) pthread_cond_wait(&io->work_cv, &io->mu);
         if (!t) break;
         const struct strata_io_req *r = &t->reqs[i];
         pthread_mutex_unlock(&io->mu);
         int err = 0;
         const bool ok = pread_one(io, r, &err);
         pthread_mutex_lock(&io->mu);
+        if (low) {
+            io->n_low_active--;
+            pthread_cond_signal(&io->work_cv);  // a hint may start now
+        }
         struct strata_io_ticket *cb = finish_req(t, i, ok, err) ? completed(io, t) : NULL;
         if (cb) {
             pthread_mutex_unlock(&io->mu);
@@ -278,9 +288,10 @@ static void uring_pump(struct strata_io *io)
     for (int b = 0; b < io->depth && io->n_inflight < io->depth; b++) {
         if (io->inflight[b].t) continue;
         int i;
-        struct strata_io_ticket *t = next_req(io, &i);
+        bool low;
+        struct strata_io_ticket *t = next_req(io, &i, &low);
         if (!t) break;
-        io->inflight[b] = (struct inflight){t, i, 0};
+        io->inflight[b] = (struct inflight){t, i, 0, low};
         io->n_inflight++;
         atomic_fetch_add(&io->n_reads, 1);
         uring_prep(io, &t->reqs[i], b);
@@ -313,6 +324,7 @@ static void *uring_reaper(void *arg)
         if (res >= 0 && (uint64_t)res >= pad + r->len) {
             atomic_fetch_add(&io->n_bytes, r->len);
             if (finish_req(t, f->req, true, 0)) cb = completed(io, t);
+            io->n_low_active -= f->low;
             f->t = NULL;
             io->n_inflight--;
         } else if (++f->tries < STRATA_IO_MAX_TRIES) {
@@ -321,6 +333,7 @@ static void *uring_reaper(void *arg)
             uring_submit_locked(io);
         } else {
             if (finish_req(t, f->req, false, res < 0 ? -res : 0)) cb = completed(io, t);
+            io->n_low_active -= f->low;
             f->t = NULL;
             io->n_inflight--;
         }
@@ -422,6 +435,8 @@ int strata_io_open(struct strata_io **out, const char *path, enum strata_io_engi
             io->reaper_ok = true;
         }
     }
+    io->max_low = (io->ring_ok ? io->depth : threads) / 2;
+    if (io->max_low < 1) io->max_low = 1;
     if (engine == STRATA_IO_PREAD) {
         io->threads = calloc((size_t)threads, sizeof *io->threads);
         if (!io->threads) {
