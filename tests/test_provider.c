@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "experts/layout.h"
+#include "experts/lookahead.h"
 #include "experts/provider.h"
 #include "experts/store.h"
 #include "gguf/gguf.h"
@@ -224,9 +225,69 @@ static void test_fault_threads(struct strata_gguf_file *f, const struct strata_e
     case_result(name, before);
 }
 
+// A provider that only records prefetch calls, for the lookahead.
+struct fake {
+    uint32_t layer, ids[64];
+    int n, calls, max_batch;
+};
+static int fake_prefetch(void *ctx, uint32_t l, const uint32_t *ids, int n)
+{
+    struct fake *f = ctx;
+    f->layer = l;
+    f->n = n;
+    memcpy(f->ids, ids, (size_t)n * sizeof *ids);
+    f->calls++;
+    return 0;
+}
+static int fake_max_batch(void *ctx) { return ((struct fake *)ctx)->max_batch; }
+static const struct strata_provider_i g_fake_iface = {.prefetch = fake_prefetch, .max_batch = fake_max_batch};
+
+// The lookahead's ranking, chunk union, k_prefetch cut, max_batch cut and scoring.
+static void test_lookahead(void)
+{
+    const int before = g_failures;
+    struct fake f = {.max_batch = 3};
+    struct strata_lookahead *la;
+    CHECK(strata_lookahead_open(&la, (struct strata_expert_provider){&g_fake_iface, &f}, 2, 8, 2, 2) == 0, "open");
+    // one token: top-2 of the logits are 5 then 2 (softmax ranks as the logits)
+    float one[8] = {0.1f, 0.2f, 3.0f, 0.0f, -1.0f, 4.0f, 0.3f, 0.2f};
+    CHECK(strata_lookahead_predict(la, 1, one, 1, STRATA_LOOKAHEAD_SOFTMAX, NULL) == 0, "predict");
+    CHECK(f.calls == 1 && f.layer == 1 && f.n == 2 && f.ids[0] == 5 && f.ids[1] == 2, "decode guess %d: %u %u", f.n,
+          f.ids[0], f.ids[1]);
+    const uint32_t used[2] = {2, 7};
+    strata_lookahead_observe(la, 1, used, 2);
+    struct strata_lookahead_stats st;
+    strata_lookahead_get_stats(la, 1, &st);
+    CHECK(st.chunks == 1 && st.used == 2 && st.correct == 1 && st.predicted == 2, "scored: %llu of %llu",
+          (unsigned long long)st.correct, (unsigned long long)st.used);
+    CHECK(st.rank_predicted[0] == 1 && st.rank_correct[0] == 0 && st.rank_correct[1] == 1, "by rank");
+    // three tokens: the union ordered by how many tokens chose an expert (6 and 1 by two, each a
+    // token's first choice: lower id first), then 4 and 7 (one token's second choice), cut at 3
+    float three[3][8] = {{0, 0, 0, 0, 0, 0, 5, 4}, {0, 3, 0, 0, 0, 0, 5, 0}, {0, 3, 0, 0, 2, 0, 1, 0}};
+    CHECK(strata_lookahead_predict(la, 0, &three[0][0], 3, STRATA_LOOKAHEAD_SOFTMAX, NULL) == 0, "predict chunk");
+    CHECK(f.n == 3 && f.ids[0] == 1 && f.ids[1] == 6 && f.ids[2] == 4, "chunk guess %d: %u %u %u", f.n, f.ids[0],
+          f.ids[1], f.ids[2]);
+    // a selection bias moves an expert into the top-k (sigmoid gating, as glm)
+    const float bias[8] = {0, 0, 0, 0, 0, 0, 0, 10.0f};
+    float b[8] = {1, 2, 3, 4, 5, 6, 7, -3};
+    CHECK(strata_lookahead_predict(la, 0, b, 1, STRATA_LOOKAHEAD_SIGMOID, bias) == 0 && f.ids[0] == 7 && f.ids[1] == 6,
+          "bias: %u %u", f.ids[0], f.ids[1]);
+    strata_lookahead_close(la);
+    // k_prefetch 1: only each token's first guess is prefetched, both are scored
+    CHECK(strata_lookahead_open(&la, (struct strata_expert_provider){&g_fake_iface, &f}, 2, 8, 2, 1) == 0, "open");
+    float c[8] = {0.1f, 0.2f, 3.0f, 0.0f, -1.0f, 4.0f, 0.3f, 0.2f};
+    CHECK(strata_lookahead_predict(la, 1, c, 1, STRATA_LOOKAHEAD_SOFTMAX, NULL) == 0 && f.n == 1 && f.ids[0] == 5,
+          "k_prefetch 1: %d", f.n);
+    strata_lookahead_get_stats(la, 1, &st);
+    CHECK(st.predicted == 2 && st.prefetch_asked == 1, "scored 2, asked 1");
+    strata_lookahead_close(la);
+    case_result("lookahead", before);
+}
+
 int main(void)
 {
     if (!mkdtemp(g_dir)) return 1;
+    test_lookahead();
     char path[256];
     snprintf(path, sizeof path, "%s/m.gguf", g_dir);
     struct strata_synth_opts o = {.arch = "qwen3moe", .preset = "tiny", .out_path = path, .seed = 11,
