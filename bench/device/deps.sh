@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Puts what the GPU machine lacks (liburing and cJSON headers and libraries, /work/shared/DEVICE.md)
+# and the baseline engine's source into .deps/ of this checkout, ignored by git, so a device run
+# can carry it:
+#   bash bench/device/deps.sh          # here, once
+#   run(command="bash bench/device/prefetch_h200.sh", carry=[".deps"])   # there
+set -eu
+cd "$(dirname "$0")/../.."
+mkdir -p .deps/include .deps/lib
+inc=$(dirname "$(dpkg -L liburing-dev | grep '/liburing.h$')")
+lib=$(dirname "$(dpkg -L liburing-dev | grep '/liburing.a$')")
+cp -r "$inc/liburing.h" "$inc/liburing" "$inc/cjson" .deps/include/
+cp "$lib/liburing.a" .deps/lib/ && cp -L "$lib/libcjson.so" "$lib/libcjson.so.1" .deps/lib/
+# The engine before the provider and the new I/O path (bounce-buffered O_DIRECT, 4 in flight,
+# LRU), built there as the baseline "base_lru_d4".
+git archive "${BASE_COMMIT:-075d342}" Makefile src | gzip >.deps/base-src.tar.gz
+exclude="$(git rev-parse --git-common-dir)/info/exclude"
+grep -qx '/.deps/' "$exclude" 2>/dev/null || echo '/.deps/' >>"$exclude"
+du -sh .deps
