@@ -217,10 +217,16 @@ static void slot_take_token(struct srv_sched *s, struct slot *sl, int32_t id)
         slot_finish(s, sl, SRV_FINISH_EOG, NULL);
         return;
     }
-    char piece[512];
-    size_t np = 0;
+    // A piece of L bytes prints at most 3 * (L + 1) (every byte may become U+FFFD).
+    char small[512], *piece = small;
+    const char *raw = NULL;
+    size_t np = 0, raw_len = 0, cap = sizeof small;
     int stop = -1;
-    if (strata_detok_push(&sl->dt, tok, id, piece, sizeof piece, &np) == 0 && np) {
+    if (strata_token_to_piece(tok, id, false, &raw, &raw_len) == 0 && 3 * (raw_len + 1) > cap) {
+        cap = 3 * (raw_len + 1);
+        piece = malloc(cap);
+    }
+    if (piece && strata_detok_push(&sl->dt, tok, id, piece, cap, &np) == 0 && np) {
         pthread_mutex_lock(&j->mu);
         size_t from = j->len, at = 0, final_len = 0;
         if (job_append(j, piece, np) == 0) {
@@ -235,6 +241,7 @@ static void slot_take_token(struct srv_sched *s, struct slot *sl, int32_t id)
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
     }
+    if (piece != small) free(piece);
     if (stop >= 0) {
         slot_finish(s, sl, SRV_FINISH_STOP, NULL);
     } else if (j->n_gen >= j->max_tokens || sl->n_toks + 1 > s->n_ctx) {

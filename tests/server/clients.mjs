@@ -223,7 +223,12 @@ await check('cancellation: a client that goes away frees its session', async () 
     ...greedy, stream: true}, {signal: ac.signal});
   let n = 0;
   try {
-    for await (const c of s) { if (c.choices[0]?.delta?.content && ++n === 3) ac.abort(); }
+    for await (const c of s) {
+      if (c.choices[0]?.delta?.content && ++n === 3) {
+        ac.abort();
+        break;
+      }
+    }
   } catch (e) { /* the abort */ }
   assert.equal(n, 3);
   let active = -1;
