@@ -28,10 +28,11 @@ endif
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -pthread -Iinclude -Isrc $(EXTRA_CFLAGS)
 LDLIBS  := -lm -pthread -luring -lcjson -lmicrohttpd $(EXTRA_LDLIBS)
 
-# SIMD variants live in files named *_avx2.c / *_avx512.c and are compiled with their ISA flags;
+# SIMD variants live in files named *_avx2.c / *_avx512.c / *_amx.c and are compiled with their ISA flags;
 # the dispatcher picks one at start-up from CPU detection, so the rest stays baseline x86-64.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+AMX_FLAGS    := $(AVX512_FLAGS) -mamx-tile -mamx-int8
 
 LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' ! -path 'src/cli/*' ! -path 'src/server/*'))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -73,6 +74,10 @@ $(BUILD)/%_avx2.o: %_avx2.c
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AMX_FLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,0 +1,628 @@
+// The GEMM driver (tiles, panels, the pool), the canonical integer form of each weight type
+// (unpacking, in portable C: it runs once per weight row and call, not per token), and the
+// scalar level: the reference tile kernel and the canonical one-token dots. The arithmetic is
+// defined in gemm.h; fmaf here is the C library's correctly rounded fused multiply-add, which
+// is what the SIMD levels' vfmadd computes, so every level gives the same bits.
+#include "backend/cpu/gemm.h"
+
+#include <cpuid.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/gemm_impl.h"
+#include "quant/fp16.h"
+#include "util/log.h"
+
+// ---- formats --------------------------------------------------------------------------------
+
+static const struct gemm_format g_formats[] = {
+    {STRATA_TYPE_Q8_0, STRATA_TYPE_Q8_0, QK8_0, QK8_0, false, true, false},
+    {STRATA_TYPE_Q4_K, STRATA_TYPE_Q8_K, QK_K, 32, true, false, true},
+    {STRATA_TYPE_Q5_K, STRATA_TYPE_Q8_K, QK_K, 32, true, false, true},
+    {STRATA_TYPE_Q6_K, STRATA_TYPE_Q8_K, QK_K, 16, false, false, false},
+};
+
+const struct gemm_format *gemm_format_of(uint32_t wtype)
+{
+    for (size_t i = 0; i < sizeof g_formats / sizeof g_formats[0]; i++)
+        if (g_formats[i].wtype == wtype) return &g_formats[i];
+    return NULL;
+}
+
+bool strata_gemm_supports(uint32_t wtype) { return gemm_format_of(wtype) != NULL; }
+
+static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+void gemm_rec_layout_init(struct gemm_rec_layout *L, const struct gemm_format *f, uint32_t n)
+{
+    L->n = n;
+    L->nb = n / f->qb;
+    L->nsub = f->qb / f->sb;
+    size_t off = round64(n);
+    L->off_sc = off, off += (size_t)L->nb * L->nsub * 4;
+    L->off_corr = off, off += (size_t)L->nb * 4;
+    L->off_dw = off, off += (size_t)L->nb * 4;
+    L->off_ndmin = off, off += f->mins ? (size_t)L->nb * 4 : 0;
+    L->off_mp = off, off += f->mins ? (size_t)L->nb * (L->nsub / 2) * 4 : 0;
+    L->bytes = round64(off);
+}
+
+void gemm_tile_layout_init(struct gemm_tile_layout *T, const struct gemm_format *f, uint32_t n, uint32_t lanes)
+{
+    T->lanes = lanes;
+    T->nb = n / f->qb;
+    size_t off = (size_t)n * lanes;
+    T->off_da = off, off += (size_t)T->nb * lanes * 4;
+    T->off_asum = off, off += f->mins ? (size_t)T->nb * (f->qb / f->sb / 2) * lanes * 4 : 0;
+    T->bytes = round64(off);
+}
+
+// One weight block in canonical form: qb values, nsub scales, the factors, the mins.
+struct canon_block {
+    int8_t w[QK_K];
+    int32_t sc[QK_K / 16];
+    int32_t m[QK_K / 16];
+    float dw, ndmin;
+};
+
+static void canon_block_of(const struct gemm_format *f, const uint8_t *blk, struct canon_block *c)
+{
+    switch (f->wtype) {
+    case STRATA_TYPE_Q8_0: {
+        const struct block_q8_0 *x = (const struct block_q8_0 *)blk;
+        memcpy(c->w, x->qs, QK8_0);
+        c->sc[0] = 1;
+        c->dw = strata_fp16_to_fp32(x->d);
+        c->ndmin = 0.0f;
+        break;
+    }
+    case STRATA_TYPE_Q4_K:
+    case STRATA_TYPE_Q5_K: {
+        // Q4_K and Q5_K share d, dmin and the scales (blocks.h)
+        const struct block_q4_k *h = (const struct block_q4_k *)blk;
+        const bool five = f->wtype == STRATA_TYPE_Q5_K;
+        const uint8_t *qs = five ? ((const struct block_q5_k *)blk)->qs : h->qs;
+        const uint8_t *qh = five ? ((const struct block_q5_k *)blk)->qh : NULL;
+        for (int i = 0; i < QK_K; i++) {
+            int q = (qs[32 * (i / 64) + i % 32] >> (4 * ((i / 32) & 1))) & 0xf;
+            if (qh) q |= ((qh[i % 32] >> (i / 32)) & 1) << 4;
+            c->w[i] = (int8_t)q;
+        }
+        uint64_t scales, mins;
+        strata_k_scales(h->scales, &scales, &mins);
+        for (int j = 0; j < 8; j++) {
+            c->sc[j] = (uint8_t)(scales >> (8 * j));
+            c->m[j] = (uint8_t)(mins >> (8 * j));
+        }
+        c->dw = strata_fp16_to_fp32(h->d);
+        c->ndmin = -strata_fp16_to_fp32(h->dmin);
+        break;
+    }
+    case STRATA_TYPE_Q6_K: {
+        const struct block_q6_k *x = (const struct block_q6_k *)blk;
+        for (int i = 0; i < QK_K; i++) {
+            int half = i / 128, l = i % 32, quarter = (i % 128) / 32;
+            const uint8_t *ql = x->ql + 64 * half, *qh = x->qh + 32 * half;
+            int lo = (ql[l + 32 * (quarter & 1)] >> (4 * (quarter >> 1))) & 0xf;
+            int hi = (qh[l] >> (2 * quarter)) & 3;
+            c->w[i] = (int8_t)((lo | hi << 4) - 32);
+        }
+        for (int j = 0; j < 16; j++) c->sc[j] = x->scales[j];
+        c->dw = strata_fp16_to_fp32(x->d);
+        c->ndmin = 0.0f;
+        break;
+    }
+    default:
+        STRATA_ASSERT(!"gemm: type without a canonical form");
+    }
+}
+
+static size_t block_bytes(const struct gemm_format *f)
+{
+    return strata_type_traits(f->wtype)->type_size;
+}
+
+void gemm_unpack_row(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec)
+{
+    const size_t bb = block_bytes(f);
+    int8_t *w = (int8_t *)rec;
+    int32_t *sc = (int32_t *)(rec + L->off_sc), *corr = (int32_t *)(rec + L->off_corr);
+    float *dw = (float *)(rec + L->off_dw), *ndmin = (float *)(rec + L->off_ndmin);
+    int32_t *mp = (int32_t *)(rec + L->off_mp);
+    struct canon_block c;
+    for (uint32_t b = 0; b < L->nb; b++) {
+        canon_block_of(f, (const uint8_t *)row + b * bb, &c);
+        memcpy(w + (size_t)b * f->qb, c.w, f->qb);
+        int32_t cr = 0;
+        for (uint32_t j = 0; j < L->nsub; j++) {
+            int32_t wsum = 0;
+            for (uint32_t i = 0; i < f->sb; i++) wsum += c.w[j * f->sb + i];
+            sc[b * L->nsub + j] = c.sc[j];
+            cr += c.sc[j] * wsum;
+        }
+        corr[b] = 128 * cr;
+        dw[b] = c.dw;
+        if (f->mins) {
+            ndmin[b] = c.ndmin;
+            for (uint32_t k = 0; k < L->nsub / 2; k++)
+                mp[b * (L->nsub / 2) + k] = (int32_t)((uint32_t)(uint16_t)c.m[2 * k] | (uint32_t)c.m[2 * k + 1] << 16);
+        }
+    }
+}
+
+// The activation block b of a row in the format's dot type: values, factor, sub-block sums.
+static const int8_t *act_block(const struct gemm_format *f, const void *act, uint32_t b, float *da)
+{
+    if (f->atype == STRATA_TYPE_Q8_K) {
+        const struct block_q8_k *y = (const struct block_q8_k *)act + b;
+        *da = y->d;
+        return y->qs;
+    }
+    const struct block_q8_0 *y = (const struct block_q8_0 *)act + b;
+    *da = strata_fp16_to_fp32(y->d);
+    return y->qs;
+}
+
+// Sum of the activations of sub-block j of block b (Q8_K: from its bsums, as every kernel).
+static int32_t act_sub_sum(const struct gemm_format *f, const void *act, uint32_t b, uint32_t j)
+{
+    if (f->atype == STRATA_TYPE_Q8_K) {
+        const struct block_q8_k *y = (const struct block_q8_k *)act + b;
+        int32_t s = 0;
+        for (uint32_t g = j * f->sb / 16; g < (j + 1) * f->sb / 16; g++) s += y->bsums[g];
+        return s;
+    }
+    const struct block_q8_0 *y = (const struct block_q8_0 *)act + b;
+    int32_t s = 0;
+    for (uint32_t i = j * f->sb; i < (j + 1) * f->sb; i++) s += y->qs[i];
+    return s;
+}
+
+void gemm_build_tile(const struct gemm_format *f, const struct gemm_tile_layout *T, const void *const *act, int n_act,
+                     bool plus128, uint8_t *tile)
+{
+    const uint32_t lanes = T->lanes, nsub = f->qb / f->sb;
+    memset(tile, 0, T->bytes);
+    float *da = (float *)(tile + T->off_da);
+    int32_t *asum = (int32_t *)(tile + T->off_asum);
+    for (uint32_t l = 0; l < lanes && (int)l < n_act; l++) {
+        const void *row = act[l];
+        for (uint32_t b = 0; b < T->nb; b++) {
+            float d;
+            const int8_t *a = act_block(f, row, b, &d);
+            uint8_t *dst = tile + (size_t)b * f->qb * lanes + (size_t)l * 4;
+            for (uint32_t k = 0; k < f->qb / 4; k++)
+                for (int i = 0; i < 4; i++)
+                    dst[(size_t)k * lanes * 4 + i] = (uint8_t)a[4 * k + i] ^ (plus128 ? 0x80 : 0);
+            da[b * lanes + l] = d;
+            if (f->mins)
+                for (uint32_t k = 0; k < nsub / 2; k++) {
+                    const uint32_t lo = (uint16_t)act_sub_sum(f, row, b, 2 * k);
+                    const uint32_t hi = (uint16_t)act_sub_sum(f, row, b, 2 * k + 1);
+                    asum[(b * (nsub / 2) + k) * lanes + l] = (int32_t)(lo | hi << 16);
+                }
+        }
+    }
+}
+
+// ---- scalar level -----------------------------------------------------------------------------
+
+static void panel_scalar(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
+                         const uint8_t *recs, int n_rows, const uint8_t *const *tiles, int n_tiles, float *out)
+{
+    const uint32_t lanes = T->lanes, nsub = L->nsub;
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *rec = recs + (size_t)r * L->bytes;
+        const int8_t *w = (const int8_t *)rec;
+        const int32_t *sc = rec_sc(L, rec), *mp = rec_mp(L, rec);
+        const float *dw = rec_dw(L, rec), *ndmin = rec_ndmin(L, rec);
+        for (int ti = 0; ti < n_tiles; ti++) {
+            const float *da = tile_da(T, tiles[ti]);
+            const int32_t *asum = tile_asum(T, tiles[ti]);
+            for (uint32_t l = 0; l < lanes; l++) {
+                float acc = 0.0f;
+                for (uint32_t b = 0; b < L->nb; b++) {
+                    const int8_t *a = (const int8_t *)tiles[ti] + (size_t)b * f->qb * lanes + (size_t)l * 4;
+                    int32_t s1 = 0;
+                    for (uint32_t j = 0; j < nsub; j++) {
+                        int32_t part = 0;
+                        for (uint32_t i = j * f->sb; i < (j + 1) * f->sb; i++)
+                            part += w[(size_t)b * f->qb + i] * a[(size_t)(i / 4) * lanes * 4 + i % 4];
+                        s1 += part * sc[b * nsub + j];
+                    }
+                    const float d = da[b * lanes + l];
+                    acc = fmaf(dw[b] * d, (float)s1, acc);
+                    if (f->mins) {
+                        int32_t s2 = 0;
+                        for (uint32_t k = 0; k < nsub / 2; k++) {
+                            const int32_t m = mp[b * (nsub / 2) + k], s = asum[(b * (nsub / 2) + k) * lanes + l];
+                            s2 += (int16_t)(m & 0xffff) * (int16_t)(s & 0xffff) + (int16_t)(m >> 16) * (int16_t)(s >> 16);
+                        }
+                        acc = fmaf(ndmin[b] * d, (float)s2, acc);
+                    }
+                }
+                out[((size_t)r * n_tiles + ti) * lanes + l] = acc;
+            }
+        }
+    }
+}
+
+// The canonical dot of one weight row with one activation row, straight from the blocks.
+static float canon_dot(const struct gemm_format *f, int64_t n, const void *w, const void *act)
+{
+    const size_t bb = block_bytes(f);
+    const uint32_t nsub = f->qb / f->sb;
+    struct canon_block c;
+    float acc = 0.0f;
+    for (uint32_t b = 0; b < (uint32_t)(n / f->qb); b++) {
+        canon_block_of(f, (const uint8_t *)w + b * bb, &c);
+        float d;
+        const int8_t *a = act_block(f, act, b, &d);
+        int32_t s1 = 0, s2 = 0;
+        for (uint32_t j = 0; j < nsub; j++) {
+            int32_t part = 0;
+            for (uint32_t i = j * f->sb; i < (j + 1) * f->sb; i++) part += c.w[i] * a[i];
+            s1 += part * c.sc[j];
+            if (f->mins) s2 += c.m[j] * act_sub_sum(f, act, b, j);
+        }
+        acc = fmaf(c.dw * d, (float)s1, acc);
+        if (f->mins) acc = fmaf(c.ndmin * d, (float)s2, acc);
+    }
+    return acc;
+}
+
+#define SCALAR_DOTS(name, TYPE)                                                                    \
+    static void canon_vec_dot_##name(int64_t n, float *s, const void *w, const void *a)            \
+    {                                                                                              \
+        *s = canon_dot(gemm_format_of(TYPE), n, w, a);                                             \
+    }                                                                                              \
+    static void canon_vec_dot_multi_##name(int64_t n, float *s, const void *w, const void *const *a, int n_act) \
+    {                                                                                              \
+        for (int t = 0; t < n_act; t++) s[t] = canon_dot(gemm_format_of(TYPE), n, w, a[t]);         \
+    }
+SCALAR_DOTS(q8_0, STRATA_TYPE_Q8_0)
+SCALAR_DOTS(q4_k, STRATA_TYPE_Q4_K)
+SCALAR_DOTS(q5_k, STRATA_TYPE_Q5_K)
+SCALAR_DOTS(q6_k, STRATA_TYPE_Q6_K)
+
+const struct gemm_kernels gemm_kernels_scalar = {
+    .lanes = 16,
+    .plus128 = false,
+    .rows_per_panel = 16,
+    .max_tiles = 2,
+    .min_tokens = 2,
+    .unpack = gemm_unpack_row,
+    .panel = panel_scalar,
+    .vec_dot = {
+        [STRATA_TYPE_Q8_0] = canon_vec_dot_q8_0,
+        [STRATA_TYPE_Q4_K] = canon_vec_dot_q4_k,
+        [STRATA_TYPE_Q5_K] = canon_vec_dot_q5_k,
+        [STRATA_TYPE_Q6_K] = canon_vec_dot_q6_k,
+    },
+    .vec_dot_multi = {
+        [STRATA_TYPE_Q8_0] = canon_vec_dot_multi_q8_0,
+        [STRATA_TYPE_Q4_K] = canon_vec_dot_multi_q4_k,
+        [STRATA_TYPE_Q5_K] = canon_vec_dot_multi_q5_k,
+        [STRATA_TYPE_Q6_K] = canon_vec_dot_multi_q6_k,
+    },
+};
+
+// ---- levels -----------------------------------------------------------------------------------
+
+static const char *const g_level_names[STRATA_GEMM_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "amx"};
+static const struct gemm_kernels *const g_levels[STRATA_GEMM_LEVEL_COUNT] = {
+    &gemm_kernels_scalar, &gemm_kernels_avx2, &gemm_kernels_avx512, &gemm_kernels_amx};
+
+const char *strata_gemm_level_name(enum strata_gemm_level level)
+{
+    return (unsigned)level < STRATA_GEMM_LEVEL_COUNT ? g_level_names[level] : "?";
+}
+
+// AMX-TILE and AMX-INT8 (cpuid leaf 7, edx bits 24 and 25), and the tile data state enabled by
+// the OS for this process (Linux grants it on request: arch_prctl ARCH_REQ_XCOMP_PERM).
+static bool g_amx_ok;
+static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_probe(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
+    if (!((d >> 24) & 1) || !((d >> 25) & 1)) return;
+    g_amx_ok = gemm_kernels_amx.thread_prepare && gemm_kernels_amx.thread_prepare() == 0;
+}
+
+bool strata_gemm_level_runs(enum strata_gemm_level level)
+{
+    switch (level) {
+    case STRATA_GEMM_SCALAR: return true;
+    case STRATA_GEMM_AVX2: return strata_kernels_for(STRATA_ISA_AVX2) != NULL;
+    case STRATA_GEMM_AVX512: return strata_kernels_for(STRATA_ISA_AVX512) != NULL;
+    case STRATA_GEMM_AMX:
+        if (!strata_kernels_for(STRATA_ISA_AVX512)) return false;
+        pthread_once(&g_amx_once, amx_probe);
+        return g_amx_ok;
+    default: return false;
+    }
+}
+
+enum strata_gemm_level strata_gemm_level_for(enum strata_isa isa)
+{
+    if (isa == STRATA_ISA_AVX512) {
+        const char *env = getenv("STRATA_AMX");
+        if (!(env && strcmp(env, "0") == 0) && strata_gemm_level_runs(STRATA_GEMM_AMX)) return STRATA_GEMM_AMX;
+        return STRATA_GEMM_AVX512;
+    }
+    return isa == STRATA_ISA_AVX2 ? STRATA_GEMM_AVX2 : STRATA_GEMM_SCALAR;
+}
+
+strata_vec_dot_fn strata_gemm_vec_dot(enum strata_gemm_level level, uint32_t wtype)
+{
+    if ((unsigned)level >= STRATA_GEMM_LEVEL_COUNT || wtype >= STRATA_TYPE_COUNT) return NULL;
+    if (level == STRATA_GEMM_AMX) level = STRATA_GEMM_AVX512;
+    return g_levels[level]->vec_dot[wtype];
+}
+
+strata_vec_dot_multi_fn strata_gemm_vec_dot_multi(enum strata_gemm_level level, uint32_t wtype)
+{
+    if ((unsigned)level >= STRATA_GEMM_LEVEL_COUNT || wtype >= STRATA_TYPE_COUNT) return NULL;
+    if (level == STRATA_GEMM_AMX) level = STRATA_GEMM_AVX512;
+    return g_levels[level]->vec_dot_multi[wtype];
+}
+
+// ---- driver -----------------------------------------------------------------------------------
+
+// Per job of one call: its format, layouts, and where its tiles are.
+struct job_plan {
+    const struct gemm_format *f;
+    struct gemm_rec_layout L;
+    struct gemm_tile_layout T;
+    size_t tile_off;             // first tile of the job in g->tiles
+    int n_groups;                // tiles (token groups of `lanes`)
+    int owner;                   // job whose tiles these are (itself, or an earlier identical one)
+    int item0;                   // first phase-2 item of the job
+    bool small;                  // few tokens: the multi-token dot, no tiles
+};
+
+struct strata_gemm {
+    enum strata_gemm_level level;
+    const struct gemm_kernels *k;
+    int n_threads;
+    uint8_t *tiles;              // activation tiles of one call
+    size_t tiles_bytes;
+    uint8_t **panels;            // [n_threads] unpacked weight rows
+    size_t panel_bytes;
+    float **outs;                // [n_threads] [rows_per_panel][lanes] results before scatter
+    struct job_plan *plan;       // [STRATA_MM_MAX_JOBS] of the current call
+    uint8_t *tile_items;         // int [2][tile_items_cap]: (job, group) of phase 1
+    size_t tile_items_bytes;
+};
+
+struct gemm_call {
+    struct strata_gemm *g;
+    const struct strata_mm_job *jobs;
+    struct job_plan *plan;
+    int n_jobs;
+    int n_tile_items;            // phase 1: (owner job, group) pairs
+    int *tile_item_job, *tile_item_group;
+    int n_items;                 // phase 2: (job, panel) pairs
+    atomic_int next;
+};
+
+int strata_gemm_create(struct strata_gemm **out, int n_threads, enum strata_gemm_level level)
+{
+    *out = NULL;
+    if (n_threads < 1 || (unsigned)level >= STRATA_GEMM_LEVEL_COUNT || !strata_gemm_level_runs(level)) {
+        strata_log_error("gemm_create: level %s with %d threads is not available here", strata_gemm_level_name(level),
+                         n_threads);
+        return STRATA_EARG;
+    }
+    struct strata_gemm *g = calloc(1, sizeof *g);
+    if (!g) return STRATA_ENOMEM;
+    g->level = level;
+    g->k = g_levels[level];
+    g->n_threads = n_threads;
+    g->panels = calloc((size_t)n_threads, sizeof *g->panels);
+    g->outs = calloc((size_t)n_threads, sizeof *g->outs);
+    g->plan = calloc(STRATA_MM_MAX_JOBS, sizeof *g->plan);
+    if (!g->panels || !g->outs || !g->plan) {
+        strata_gemm_free(g);
+        return STRATA_ENOMEM;
+    }
+    for (int i = 0; i < n_threads; i++) {
+        const size_t out_bytes = (size_t)g->k->rows_per_panel * (size_t)g->k->max_tiles * g->k->lanes * sizeof(float);
+        void *o = NULL;
+        if (posix_memalign(&o, 64, out_bytes)) {
+            strata_gemm_free(g);
+            return STRATA_ENOMEM;
+        }
+        g->outs[i] = o;
+    }
+    *out = g;
+    return 0;
+}
+
+void strata_gemm_free(struct strata_gemm *g)
+{
+    if (!g) return;
+    for (int i = 0; g->panels && i < g->n_threads; i++) free(g->panels[i]);
+    for (int i = 0; g->outs && i < g->n_threads; i++) free(g->outs[i]);
+    free(g->panels);
+    free(g->outs);
+    free(g->tiles);
+    free(g->plan);
+    free(g->tile_items);
+    free(g);
+}
+
+enum strata_gemm_level strata_gemm_level(const struct strata_gemm *g) { return g->level; }
+
+size_t strata_gemm_scratch_bytes(const struct strata_gemm *g)
+{
+    return g->tiles_bytes + (size_t)g->n_threads * g->panel_bytes;
+}
+
+static int grow(uint8_t **p, size_t *have, size_t want)
+{
+    if (want <= *have) return 0;
+    void *q = NULL;
+    if (posix_memalign(&q, 64, want)) {
+        strata_log_error("gemm_run: cannot grow scratch to %zu bytes", want);
+        return STRATA_ENOMEM;
+    }
+    memset(q, 0, want);  // the AMX kernel loads whole 16-row tiles, past a short panel's rows
+    free(*p);
+    *p = q;
+    *have = want;
+    return 0;
+}
+
+static const void *act_row(const struct strata_mm_job *j, int t)
+{
+    const int xr = j->x_rows ? j->x_rows[t] : t;
+    return (const char *)j->xq + (size_t)xr * j->xq_stride;
+}
+
+static bool same_activations(const struct strata_mm_job *a, const struct strata_mm_job *b, const struct job_plan *pa,
+                             const struct job_plan *pb)
+{
+    return a->xq == b->xq && a->xq_stride == b->xq_stride && a->x_rows == b->x_rows && a->n_tok == b->n_tok &&
+           pa->f == pb->f && a->w.n_in == b->w.n_in;
+}
+
+static void tile_worker(void *arg, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    struct gemm_call *c = arg;
+    const struct gemm_kernels *k = c->g->k;
+    int i0, i1;
+    while (strata_chunk_next(&c->next, c->n_tile_items, 1, &i0, &i1)) {
+        const int j = c->tile_item_job[i0], grp = c->tile_item_group[i0];
+        const struct strata_mm_job *job = &c->jobs[j];
+        const struct job_plan *p = &c->plan[j];
+        const int t0 = grp * (int)k->lanes;
+        const int n_act = job->n_tok - t0 < (int)k->lanes ? job->n_tok - t0 : (int)k->lanes;
+        const void *act[GEMM_MAX_LANES];
+        for (int t = 0; t < n_act; t++) act[t] = act_row(job, t0 + t);
+        gemm_build_tile(p->f, &p->T, act, n_act, k->plus128 && !p->f->wu8, c->g->tiles + p->tile_off + (size_t)grp * p->T.bytes);
+    }
+}
+
+// Few tokens: the canonical multi-token dot on the packed rows (the same results, no tiles).
+static void small_job_rows(const struct gemm_kernels *k, const struct strata_mm_job *job, int r0, int r1)
+{
+    strata_vec_dot_multi_fn multi = k->vec_dot_multi[job->w.type];
+    const void *x[STRATA_DOT_TOKENS];
+    float *y[STRATA_DOT_TOKENS];
+    for (int t = 0; t < job->n_tok; t += STRATA_DOT_TOKENS) {
+        const int n_act = job->n_tok - t < STRATA_DOT_TOKENS ? job->n_tok - t : STRATA_DOT_TOKENS;
+        for (int i = 0; i < n_act; i++) {
+            x[i] = act_row(job, t + i);
+            y[i] = job->y + (size_t)(job->y_rows ? job->y_rows[t + i] : t + i) * job->y_stride;
+        }
+        for (int r = r0; r < r1; r++) {
+            float s[STRATA_DOT_TOKENS];
+            multi((int64_t)job->w.n_in, s, (const char *)job->w.data + (size_t)r * job->w.row_bytes, x, n_act);
+            for (int i = 0; i < n_act; i++) y[i][r] = s[i];
+        }
+    }
+}
+
+static void panel_worker(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct gemm_call *c = arg;
+    struct strata_gemm *g = c->g;
+    const struct gemm_kernels *k = g->k;
+    const int rpp = k->rows_per_panel, lanes = (int)k->lanes;
+    uint8_t *panel = g->panels[ith];
+    float *out = g->outs[ith];
+    if (k->thread_prepare && k->thread_prepare() != 0) STRATA_ASSERT(!"gemm: tile state lost");
+    int i0, i1, j = 0;
+    while (strata_chunk_next(&c->next, c->n_items, 1, &i0, &i1)) {
+        while (j + 1 < c->n_jobs && c->plan[j + 1].item0 <= i0) j++;
+        while (c->plan[j].item0 > i0) j--;
+        const struct strata_mm_job *job = &c->jobs[j];
+        const struct job_plan *p = &c->plan[j];
+        const int r0 = (i0 - p->item0) * rpp;
+        const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
+        if (p->small) {
+            small_job_rows(k, job, r0, r0 + nr);
+            continue;
+        }
+        for (int r = 0; r < nr; r++)
+            k->unpack(p->f, &p->L, (const char *)job->w.data + (size_t)(r0 + r) * job->w.row_bytes, panel + (size_t)r * p->L.bytes);
+        const struct job_plan *owner = &c->plan[p->owner];
+        for (int grp = 0; grp < p->n_groups; grp += k->max_tiles) {
+            const int n_tiles = p->n_groups - grp < k->max_tiles ? p->n_groups - grp : k->max_tiles;
+            const uint8_t *tiles[4];
+            for (int i = 0; i < n_tiles; i++) tiles[i] = g->tiles + owner->tile_off + (size_t)(grp + i) * owner->T.bytes;
+            k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
+            for (int i = 0; i < n_tiles; i++) {
+                const int t0 = (grp + i) * lanes, n_act = job->n_tok - t0 < lanes ? job->n_tok - t0 : lanes;
+                for (int l = 0; l < n_act; l++) {
+                    const int yr = job->y_rows ? job->y_rows[t0 + l] : t0 + l;
+                    float *y = job->y + (size_t)yr * job->y_stride + r0;
+                    for (int r = 0; r < nr; r++) y[r] = out[((size_t)r * n_tiles + i) * lanes + l];
+                }
+            }
+        }
+    }
+}
+
+int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struct strata_mm_job *jobs, int n_jobs)
+{
+    STRATA_ASSERT(n_jobs >= 0 && n_jobs <= STRATA_MM_MAX_JOBS);
+    STRATA_ASSERT(strata_pool_size(pool) <= g->n_threads);
+    if (n_jobs == 0) return 0;
+    const struct gemm_kernels *k = g->k;
+    struct job_plan *plan = g->plan;
+    size_t tiles = 0, rec_max = 0;
+    int n_tile_items = 0, n_items = 0;
+    for (int j = 0; j < n_jobs; j++) {
+        struct job_plan *p = &plan[j];
+        p->f = gemm_format_of(jobs[j].w.type);
+        STRATA_ASSERT(p->f && jobs[j].w.n_in % p->f->qb == 0);
+        gemm_rec_layout_init(&p->L, p->f, jobs[j].w.n_in);
+        gemm_tile_layout_init(&p->T, p->f, jobs[j].w.n_in, k->lanes);
+        p->n_groups = (jobs[j].n_tok + (int)k->lanes - 1) / (int)k->lanes;
+        p->small = !k->panel || jobs[j].n_tok < k->min_tokens;
+        p->owner = j;
+        for (int i = 0; i < j && !p->small; i++)
+            if (!plan[i].small && plan[i].owner == i && same_activations(&jobs[i], &jobs[j], &plan[i], p)) {
+                p->owner = i;
+                break;
+            }
+        p->tile_off = tiles;
+        if (!p->small && p->owner == j) {
+            tiles += (size_t)p->n_groups * p->T.bytes;
+            n_tile_items += p->n_groups;
+        }
+        if (!p->small && p->L.bytes > rec_max) rec_max = p->L.bytes;
+        p->item0 = n_items;
+        n_items += (int)((jobs[j].w.n_out + (uint32_t)k->rows_per_panel - 1) / (uint32_t)k->rows_per_panel);
+    }
+    int rc = grow(&g->tiles, &g->tiles_bytes, tiles);
+    const size_t panel_want = rec_max * (size_t)k->rows_per_panel;
+    for (int i = 0; rc == 0 && i < g->n_threads; i++) {
+        size_t have = g->panel_bytes;
+        rc = grow(&g->panels[i], &have, panel_want);
+    }
+    if (rc == 0 && panel_want > g->panel_bytes) g->panel_bytes = panel_want;
+    if (rc == 0) rc = grow(&g->tile_items, &g->tile_items_bytes, (size_t)n_tile_items * 2 * sizeof(int));
+    if (rc) return rc;
+    int *item_job = (int *)g->tile_items, *item_group = item_job + n_tile_items;
+    for (int j = 0, n = 0; j < n_jobs; j++)
+        if (!plan[j].small && plan[j].owner == j)
+            for (int grp = 0; grp < plan[j].n_groups; grp++) item_job[n] = j, item_group[n++] = grp;
+    struct gemm_call c = {.g = g, .jobs = jobs, .plan = plan, .n_jobs = n_jobs, .n_tile_items = n_tile_items,
+                          .tile_item_job = item_job, .tile_item_group = item_group, .n_items = n_items};
+    if (n_tile_items) {
+        atomic_init(&c.next, 0);
+        strata_pool_run(pool, tile_worker, &c);
+    }
+    atomic_init(&c.next, 0);
+    strata_pool_run(pool, panel_worker, &c);
+    return 0;
+}

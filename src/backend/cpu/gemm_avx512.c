@@ -1,0 +1,523 @@
+// AVX-512 VNNI level of the GEMM: the tile kernel (16 tokens in the lanes of a zmm, 4 weight
+// rows at a time) and the canonical dots (gemm.h) of Q8_0, Q4_K, Q5_K and Q6_K.
+//
+// Tile kernel. The tile holds 4 consecutive activation bytes of 16 tokens per zmm, + 128 so that
+// they are the unsigned operand of vpdpbusd; each instruction multiplies them with 4 weight bytes
+// of one row broadcast to every lane (an embedded-broadcast memory operand) and adds the 4
+// products into the token's int32 lane. Per sub-block: the lanes times the row's integer scale
+// (vpmulld); per block: minus the record's 128 correction, then one fused multiply-add per lane
+// with dw * da, and the mins as int16 pairs (vpdpwssd) with one more. Two accumulators per row
+// alternate across the 4-byte steps so that 8 vpdpbusd chains are in flight.
+//
+// Canonical dots. The block loops of the quant kernels (element-order unpacking, maddubs, the
+// sub-block scales folded in by vpdpwssd) with the canonical float part: the block's int32
+// lanes are summed to one integer, then the same scalar fmaf sequence as every level.
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/gemm_impl.h"
+
+#define ROWS 4   // weight rows per register tile
+
+// ---- tile kernel ------------------------------------------------------------------------------
+
+// ROWS records times G tiles; X accumulators per (record, tile) alternate over the 4-byte steps
+// so that 8 vpdpbusd chains are in flight.
+static inline __attribute__((always_inline)) void panel_body(const struct gemm_rec_layout *L,
+                                                              const struct gemm_tile_layout *T, const uint8_t *recs,
+                                                              int n_rows, const uint8_t *const *tiles, float *out,
+                                                              const uint32_t qb, const uint32_t sb, const bool mins,
+                                                              const bool unit, const bool wu8, const int G)
+{
+    enum { X_MAX = 2 };
+    const int X = G == 1 ? 2 : 1;
+    const uint32_t nb = L->nb, nsub = qb / sb, steps = sb / 4;
+    for (int r0 = 0; r0 < n_rows; r0 += ROWS) {
+        const uint8_t *rec[ROWS];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < ROWS; i++) rec[i] = recs + (size_t)(r0 + i < n_rows ? r0 + i : n_rows - 1) * L->bytes;
+        __m512 acc[ROWS][2];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < ROWS; i++)
+            _Pragma("GCC unroll 2")
+            for (int t = 0; t < G; t++) acc[i][t] = _mm512_setzero_ps();
+        for (uint32_t b = 0; b < nb; b++) {
+            __m512i s1[ROWS][2];
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < ROWS; i++)
+                _Pragma("GCC unroll 2")
+                for (int t = 0; t < G; t++) s1[i][t] = _mm512_setzero_si512();
+            for (uint32_t j = 0; j < nsub; j++) {
+                __m512i x[ROWS][2][X_MAX];
+                _Pragma("GCC unroll 8")
+                for (int i = 0; i < ROWS; i++)
+                    _Pragma("GCC unroll 2")
+                    for (int t = 0; t < G; t++)
+                        _Pragma("GCC unroll 2")
+                        for (int u = 0; u < X; u++) x[i][t][u] = _mm512_setzero_si512();
+                const size_t step0 = (size_t)b * (qb / 4) + j * steps;  // 4-byte step of the row
+                _Pragma("GCC unroll 8")
+                for (uint32_t k = 0; k < steps; k++) {
+                    __m512i a[2];
+                    _Pragma("GCC unroll 2")
+                    for (int t = 0; t < G; t++) a[t] = _mm512_load_si512(tiles[t] + (step0 + k) * 64);
+                    _Pragma("GCC unroll 8")
+                    for (int i = 0; i < ROWS; i++) {
+                        const __m512i w = gemm_bcast4(rec[i] + (step0 + k) * 4);
+                        _Pragma("GCC unroll 2")
+                        for (int t = 0; t < G; t++)
+                            x[i][t][k % X] = wu8 ? _mm512_dpbusd_epi32(x[i][t][k % X], w, a[t])
+                                                 : _mm512_dpbusd_epi32(x[i][t][k % X], a[t], w);
+                    }
+                }
+                _Pragma("GCC unroll 8")
+                for (int i = 0; i < ROWS; i++) {
+                    const __m512i sc = unit ? _mm512_setzero_si512() : gemm_bcast4(rec_sc(L, rec[i]) + (size_t)b * nsub + j);
+                    _Pragma("GCC unroll 2")
+                    for (int t = 0; t < G; t++) {
+                        const __m512i part = X == 2 ? _mm512_add_epi32(x[i][t][0], x[i][t][X - 1]) : x[i][t][0];
+                        s1[i][t] = _mm512_add_epi32(s1[i][t], unit ? part : _mm512_mullo_epi32(part, sc));
+                    }
+                }
+            }
+            __m512 d[2];
+            _Pragma("GCC unroll 2")
+            for (int t = 0; t < G; t++) d[t] = _mm512_load_ps(tile_da(T, tiles[t]) + (size_t)b * 16);
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < ROWS; i++) {
+                const __m512i corr = wu8 ? _mm512_setzero_si512() : gemm_bcast4(rec_corr(L, rec[i]) + b);
+                const __m512 dw = _mm512_castsi512_ps(gemm_bcast4(rec_dw(L, rec[i]) + b));
+                _Pragma("GCC unroll 2")
+                for (int t = 0; t < G; t++)
+                    acc[i][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, d[t]), _mm512_cvtepi32_ps(_mm512_sub_epi32(s1[i][t], corr)),
+                                                acc[i][t]);
+            }
+            if (mins) {
+                _Pragma("GCC unroll 8")
+                for (int i = 0; i < ROWS; i++) {
+                    const int32_t *mp = rec_mp(L, rec[i]) + (size_t)b * (nsub / 2);
+                    const __m512 ndmin = _mm512_castsi512_ps(gemm_bcast4(rec_ndmin(L, rec[i]) + b));
+                    _Pragma("GCC unroll 2")
+                    for (int t = 0; t < G; t++) {
+                        const int32_t *asum = tile_asum(T, tiles[t]) + (size_t)b * (nsub / 2) * 16;
+                        __m512i s2 = _mm512_setzero_si512();
+                        _Pragma("GCC unroll 8")
+                        for (uint32_t k = 0; k < nsub / 2; k++)
+                            s2 = _mm512_dpwssd_epi32(s2, _mm512_load_si512(asum + k * 16), gemm_bcast4(mp + k));
+                        acc[i][t] = _mm512_fmadd_ps(_mm512_mul_ps(ndmin, d[t]), _mm512_cvtepi32_ps(s2), acc[i][t]);
+                    }
+                }
+            }
+        }
+        for (int i = 0; i < ROWS && r0 + i < n_rows; i++)
+            for (int t = 0; t < G; t++) _mm512_store_ps(out + ((size_t)(r0 + i) * G + t) * 16, acc[i][t]);
+    }
+}
+
+#define PANEL(qb, sb, mins, unit, wu8)                                                          \
+    do {                                                                                        \
+        if (n_tiles == 2) panel_body(L, T, recs, n_rows, tiles, out, qb, sb, mins, unit, wu8, 2); \
+        else panel_body(L, T, recs, n_rows, tiles, out, qb, sb, mins, unit, wu8, 1);              \
+    } while (0)
+
+static void panel_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
+                         const uint8_t *recs, int n_rows, const uint8_t *const *tiles, int n_tiles, float *out)
+{
+    switch (f->wtype) {
+    case STRATA_TYPE_Q8_0: PANEL(QK8_0, QK8_0, false, true, false); break;
+    case STRATA_TYPE_Q4_K:
+    case STRATA_TYPE_Q5_K: PANEL(QK_K, 32, true, false, true); break;
+    case STRATA_TYPE_Q6_K: PANEL(QK_K, 16, false, false, false); break;
+    default: break;
+    }
+}
+
+// ---- canonical dots ---------------------------------------------------------------------------
+
+// 32 bytes broadcast to both halves of a zmm, each half shifted right by its own count of bits
+// per 64-bit lane.
+static inline __m512i broadcast_shift(const uint8_t *p, int lower_shift, int upper_shift)
+{
+    __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+    __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi64(lower_shift), _mm256_set1_epi64x(upper_shift), 1);
+    return _mm512_srlv_epi64(b, shifts);
+}
+
+// vpermw indices: int16 lane i takes scale first + i / run.
+static inline __m512i scale_index(int first, int run)
+{
+    short idx[32];
+    for (int i = 0; i < 32; i++) idx[i] = (short)(first + i / run);
+    return _mm512_loadu_si512(idx);
+}
+
+static inline int32_t hsum256_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline int32_t hsum512_epi32(__m512i v)
+{
+    return hsum256_epi32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+}
+
+// The 64 quants of chunk c (0..3) of a Q4_K/Q5_K block in element order (see kernels_avx512.c).
+static inline __m512i k_chunk_quants(const uint8_t *qs32, const __m512i *qh, __m512i qh_select)
+{
+    __m512i q = _mm512_and_si512(broadcast_shift(qs32, 0, 4), _mm512_set1_epi8(0x0f));
+    if (qh) q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(*qh, qh_select), q, _mm512_set1_epi8(16));
+    return q;
+}
+
+static inline __m512i q5_select(int j)
+{
+    return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))), _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
+}
+
+// One half (128 elements) of a Q6_K block as two zmm of quants in element order.
+static inline void q6_half_quants(const uint8_t *ql64, const uint8_t *qh32, __m512i *q_first, __m512i *q_second)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    __m512i ql = _mm512_loadu_si512(ql64);
+    __m512i qh = broadcast_shift(qh32, 0, 2);
+    *q_first = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45), ql, low4, 0xf8);
+    *q_second = _mm512_ternarylogic_epi32(_mm512_and_si512(qh, bits45), _mm512_srli_epi16(ql, 4), low4, 0xf8);
+}
+
+// ---- unpacking ---------------------------------------------------------------------------------
+
+// gemm_unpack_row (gemm.c) in AVX-512: the same record bytes, but corr is not written for
+// Q4_K/Q5_K (their unsigned weights need no correction in the tile kernel).
+void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec)
+{
+    int8_t *w = (int8_t *)rec;
+    int32_t *sc = (int32_t *)(rec + L->off_sc), *corr = (int32_t *)(rec + L->off_corr);
+    int32_t *mp = (int32_t *)(rec + L->off_mp);
+    float *dw = (float *)(rec + L->off_dw), *ndmin = (float *)(rec + L->off_ndmin);
+    const __m512i zero = _mm512_setzero_si512();
+    switch (f->wtype) {
+    case STRATA_TYPE_Q4_K:
+    case STRATA_TYPE_Q5_K: {
+        const bool five = f->wtype == STRATA_TYPE_Q5_K;
+        const size_t bb = five ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
+        for (uint32_t b = 0; b < L->nb; b++) {
+            const uint8_t *blk = (const uint8_t *)row + b * bb;
+            strata_prefetch_ahead(blk, (int)bb);
+            const struct block_q4_k *head = (const struct block_q4_k *)blk;
+            const uint8_t *qs = five ? ((const struct block_q5_k *)blk)->qs : head->qs;
+            const __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)blk)->qh)) : zero;
+            const __m128i sm = strata_k_scales_sse(head->scales);  // 8 scales, 8 mins
+            _mm256_storeu_si256((__m256i *)(sc + b * 8), _mm256_cvtepu8_epi32(sm));
+            _mm_storeu_si128((__m128i *)(mp + b * 4), _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
+            for (int c = 0; c < 4; c++)
+                _mm512_storeu_si512(w + (size_t)b * QK_K + 64 * c, k_chunk_quants(qs + 32 * c, five ? &qh : NULL, five ? q5_select(c) : zero));
+            dw[b] = _cvtsh_ss(head->d);
+            ndmin[b] = -_cvtsh_ss(head->dmin);
+        }
+        break;
+    }
+    case STRATA_TYPE_Q6_K: {
+        // corr: the sums of 8 values (vpsadbw of q = w + 32) times the scale of their sub-block
+        int32_t idx[4][16];
+        for (int c = 0; c < 4; c++)
+            for (int i = 0; i < 16; i++) idx[c][i] = 4 * c + i / 4;
+        const struct block_q6_k *x = row;
+        for (uint32_t b = 0; b < L->nb; b++) {
+            strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
+            __m512i q[4];
+            q6_half_quants(x[b].ql, x[b].qh, &q[0], &q[1]);
+            q6_half_quants(x[b].ql + 64, x[b].qh + 32, &q[2], &q[3]);
+            const __m512i s16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)x[b].scales));
+            _mm512_storeu_si512(sc + b * 16, s16);
+            __m512i acc = zero;
+            for (int c = 0; c < 4; c++) {
+                _mm512_storeu_si512(w + (size_t)b * QK_K + 64 * c, _mm512_sub_epi8(q[c], _mm512_set1_epi8(32)));
+                const __m512i sums = _mm512_sub_epi64(_mm512_sad_epu8(q[c], zero), _mm512_set1_epi64(8 * 32));
+                acc = _mm512_add_epi64(acc, _mm512_mul_epi32(sums, _mm512_permutexvar_epi32(_mm512_loadu_si512(idx[c]), s16)));
+            }
+            corr[b] = 128 * (int32_t)_mm512_reduce_add_epi64(acc);
+            dw[b] = _cvtsh_ss(x[b].d);
+        }
+        break;
+    }
+    case STRATA_TYPE_Q8_0: {
+        const struct block_q8_0 *x = row;
+        for (uint32_t b = 0; b < L->nb; b++) {
+            strata_prefetch_ahead(x + b, sizeof(struct block_q8_0));
+            const __m256i q = _mm256_loadu_si256((const __m256i *)x[b].qs);
+            _mm256_storeu_si256((__m256i *)(w + (size_t)b * QK8_0), q);
+            // sum of (w + 128) over the block, minus 32 * 128
+            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+            const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+            sc[b] = 1;
+            corr[b] = 128 * ((int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128);
+            dw[b] = _cvtsh_ss(x[b].d);
+        }
+        break;
+    }
+    default:
+        gemm_unpack_row(f, L, row, rec);
+    }
+}
+
+// ---- canonical dots: reductions -----------------------------------------------------------------
+
+// r[i] = the sum of the 16 int32 lanes of v[i], for 16 registers (a transpose-and-add tree).
+static inline __attribute__((always_inline)) __m512i reduce16(const __m512i *v)
+{
+    __m512i a[8], b[4], c[2];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++)
+        b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+    _Pragma("GCC unroll 2")
+    for (int i = 0; i < 2; i++)
+        c[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The addresses of the nt activation rows (lanes past nt: 0, never loaded).
+static inline __attribute__((always_inline)) __m512i row_addresses(const void *const *act, int nt)
+{
+    return _mm512_maskz_loadu_epi64((__mmask8)((1u << nt) - 1), act);
+}
+
+// The float factor d of block b of each Q8_K row at `rows` (lanes past nt zero).
+static inline __attribute__((always_inline)) __m256 q8k_factors(__m512i rows, int64_t b, int nt)
+{
+    const __m512i at = _mm512_add_epi64(rows, _mm512_set1_epi64(b * (int64_t)sizeof(struct block_q8_k)));
+    return _mm512_mask_i64gather_ps(_mm256_setzero_ps(), (__mmask8)((1u << nt) - 1), at, NULL, 1);
+}
+
+// The results of a dot: acc1 for one row, lane t of accv for row t of several.
+static inline __attribute__((always_inline)) void store_results(float *s, float acc1, __m256 accv, int nt)
+{
+    if (nt == 1) {
+        s[0] = acc1;
+        return;
+    }
+    float out[8];
+    _mm256_storeu_ps(out, accv);
+    for (int t = 0; t < nt; t++) s[t] = out[t];
+}
+
+static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s, const uint8_t *w, size_t block_bytes,
+                                                            const void *const *act, int nt, bool five)
+{
+    const __m512i idx0 = scale_index(0, 16), idx1 = scale_index(2, 16), idx2 = scale_index(4, 16), idx3 = scale_index(6, 16);
+    const __m256i dup_mins = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i sel0 = five ? q5_select(0) : zero, sel1 = five ? q5_select(1) : zero;
+    const __m512i sel2 = five ? q5_select(2) : zero, sel3 = five ? q5_select(3) : zero;
+    float acc1 = 0.0f;                  // one row
+    __m256 accv = _mm256_setzero_ps();  // several rows, one per lane
+    const __m512i rows = row_addresses(act, nt);
+    for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
+        strata_prefetch_ahead(w, (int)block_bytes);
+        const struct block_q4_k *head = (const struct block_q4_k *)w;
+        const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
+        __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh)) : zero;
+        const __m512i *qh_p = five ? &qh : NULL;
+        __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(head->scales));
+        __m256i mins = _mm256_permutexvar_epi16(dup_mins, sm16);
+        __m512i scales = _mm512_castsi256_si512(sm16);
+        __m512i q0 = k_chunk_quants(qs, qh_p, sel0), q1 = k_chunk_quants(qs + 32, qh_p, sel1);
+        __m512i q2 = k_chunk_quants(qs + 64, qh_p, sel2), q3 = k_chunk_quants(qs + 96, qh_p, sel3);
+        __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
+        __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
+        const float dw = _cvtsh_ss(head->d), ndmin = -_cvtsh_ss(head->dmin);
+        __m512i sums[16];
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) {
+            const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
+            __m256i mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins);
+            __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
+            __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
+            isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
+            isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
+            if (nt == 1) {  // one row: its two sums straight to scalars
+                acc1 = __builtin_fmaf(dw * y->d, (float)hsum512_epi32(_mm512_add_epi32(isum0, isum1)), acc1);
+                acc1 = __builtin_fmaf(ndmin * y->d, (float)hsum256_epi32(mins_dot), acc1);
+            } else {
+                sums[t] = _mm512_add_epi32(isum0, isum1);
+                sums[8 + t] = _mm512_zextsi256_si512(mins_dot);
+            }
+        }
+        if (nt > 1) {
+            // lanes 0..7: S1 of each row, 8..15: S2; the same fmaf per row as above, in lanes
+            _Pragma("GCC unroll 8")
+            for (int t = nt; t < 8; t++) sums[t] = sums[8 + t] = zero;
+            const __m512 st = _mm512_cvtepi32_ps(reduce16(sums));
+            const __m256 yd = q8k_factors(rows, b, nt);
+            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), yd), _mm512_castps512_ps256(st), accv);
+            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(ndmin), yd), _mm512_extractf32x8_ps(st, 1), accv);
+        }
+    }
+    store_results(s, acc1, accv, nt);
+}
+
+static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, const void *w, const void *const *act,
+                                                           int nt)
+{
+    const struct block_q6_k *x = w;
+    const __m512i idx0 = scale_index(0, 8), idx1 = scale_index(4, 8), idx2 = scale_index(8, 8), idx3 = scale_index(12, 8);
+    const __m512i zero = _mm512_setzero_si512();
+    float acc1 = 0.0f;
+    __m256 accv = _mm256_setzero_ps();
+    const __m512i rows = row_addresses(act, nt);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
+        __m512i scales = _mm512_castsi256_si512(sc16);
+        __m512i q0, q1, q2, q3;
+        q6_half_quants(x[b].ql, x[b].qh, &q0, &q1);
+        q6_half_quants(x[b].ql + 64, x[b].qh + 32, &q2, &q3);
+        __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
+        __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
+        const float dw = _cvtsh_ss(x[b].d);
+        __m512i sums[16];
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) {
+            const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
+            __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+            __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
+            __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
+            isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
+            isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
+            __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum0, isum1), _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
+            if (nt == 1) acc1 = __builtin_fmaf(dw * y->d, (float)hsum512_epi32(total), acc1);
+            else sums[t] = total;
+        }
+        if (nt > 1) {
+            _Pragma("GCC unroll 16")
+            for (int t = nt; t < 16; t++) sums[t] = zero;
+            const __m512 st = _mm512_cvtepi32_ps(reduce16(sums));
+            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), q8k_factors(rows, b, nt)), _mm512_castps512_ps256(st), accv);
+        }
+    }
+    store_results(s, acc1, accv, nt);
+}
+
+// The float factor d (f16) of block b of each of nt Q8_0 rows at `rows` (lanes past nt zero).
+static inline __attribute__((always_inline)) __m256 q8_0_factors(__m512i rows, int64_t b, int nt)
+{
+    const __m512i at = _mm512_add_epi64(rows, _mm512_set1_epi64(b * (int64_t)sizeof(struct block_q8_0)));
+    const __m256i d32 = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), (__mmask8)((1u << nt) - 1), at, NULL, 1);
+    return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(d32));  // the f16 is the low half of each loaded dword
+}
+
+// Q8_0. One row: four blocks per step, their 8-lane sums reduced together (hadd), four fmaf.
+// Several rows: two blocks per step, the 8-lane sums of every (row, block) reduced together
+// (reduce16), the rows' fmaf in lanes.
+static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, const void *w, const void *const *act,
+                                                           int nt)
+{
+    const struct block_q8_0 *x = w;
+    const int64_t nb = n / QK8_0;
+    if (nt == 1) {
+        const struct block_q8_0 *y = act[0];
+        float acc = 0.0f;
+        int64_t b = 0;
+        for (; b + 4 <= nb; b += 4) {
+            strata_prefetch_ahead(x + b, 4 * sizeof(struct block_q8_0));
+            __m256i is[4];
+            for (int i = 0; i < 4; i++) {
+                const __m256i wq = _mm256_loadu_si256((const __m256i *)x[b + i].qs);
+                is[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
+                                            _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[b + i].qs), wq));
+            }
+            // lanes 0..3: the four blocks' sums
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
+            const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            acc = __builtin_fmaf(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d), (float)_mm_cvtsi128_si32(sums), acc);
+            acc = __builtin_fmaf(_cvtsh_ss(x[b + 1].d) * _cvtsh_ss(y[b + 1].d), (float)_mm_extract_epi32(sums, 1), acc);
+            acc = __builtin_fmaf(_cvtsh_ss(x[b + 2].d) * _cvtsh_ss(y[b + 2].d), (float)_mm_extract_epi32(sums, 2), acc);
+            acc = __builtin_fmaf(_cvtsh_ss(x[b + 3].d) * _cvtsh_ss(y[b + 3].d), (float)_mm_extract_epi32(sums, 3), acc);
+        }
+        for (; b < nb; b++) {
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)x[b].qs);
+            const __m256i is = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
+                                                   _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[b].qs), wq));
+            acc = __builtin_fmaf(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d), (float)hsum256_epi32(is), acc);
+        }
+        s[0] = acc;
+        return;
+    }
+    // TP rows (nt padded to 2, 4 or 8) times 16 / TP blocks per step fill the 16 registers reduce16
+    // takes; lane i * TP + t of the result is block b + i of row t.
+    const int TP = nt <= 2 ? 2 : nt <= 4 ? 4 : 8, BPS = 16 / TP;
+    const __m512i rows = row_addresses(act, nt), zero = _mm512_setzero_si512();
+    __m256 accv = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b += BPS) {
+        strata_prefetch_ahead(x + b, BPS * (int)sizeof(struct block_q8_0));
+        const int nblk = nb - b < BPS ? (int)(nb - b) : BPS;
+        __m512i sums[16];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < BPS; i++) {
+            const __m256i wq = i < nblk ? _mm256_loadu_si256((const __m256i *)x[b + i].qs) : _mm256_setzero_si256();
+            const __m256i wa = _mm256_abs_epi8(wq);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < TP; t++) {
+                if (t >= nt || i >= nblk) {
+                    sums[TP * i + t] = zero;
+                    continue;
+                }
+                const struct block_q8_0 *y = (const struct block_q8_0 *)act[t] + b + i;
+                sums[TP * i + t] = _mm512_zextsi256_si512(_mm256_dpbusd_epi32(
+                    _mm256_setzero_si256(), wa, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), wq)));
+            }
+        }
+        const __m512 st = _mm512_cvtepi32_ps(reduce16(sums));
+        for (int i = 0; i < nblk; i++) {
+            // block b + i's TP lanes down to lanes 0..TP-1
+            const __m256 si = _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(TP * i),
+                                                                                              _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0)), st));
+            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(x[b + i].d)), q8_0_factors(rows, b + i, nt)), si, accv);
+        }
+    }
+    store_results(s, 0.0f, accv, nt);
+}
+
+static inline __attribute__((always_inline)) void dot_q4_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_k4_k5(n, s, w, sizeof(struct block_q4_k), a, nt, false);
+}
+
+static inline __attribute__((always_inline)) void dot_q5_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
+{
+    dot_k4_k5(n, s, w, sizeof(struct block_q5_k), a, nt, true);
+}
+
+STRATA_DOT_KERNELS(q8_0, dot_q8_0, 8)
+STRATA_DOT_KERNELS(q4_k, dot_q4_k_n, 8)
+STRATA_DOT_KERNELS(q5_k, dot_q5_k_n, 8)
+STRATA_DOT_KERNELS(q6_k, dot_q6_k, 8)
+
+const struct gemm_kernels gemm_kernels_avx512 = {
+    .lanes = 16,
+    .plus128 = true,
+    .rows_per_panel = 16,
+    .max_tiles = 2,
+    .min_tokens = 9,  // below, the multi-token dot is faster (test_gemm --bench)
+    .unpack = gemm_unpack_avx512,
+    .panel = panel_avx512,
+    .vec_dot = {
+        [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
+        [STRATA_TYPE_Q4_K] = vec_dot_q4_k,
+        [STRATA_TYPE_Q5_K] = vec_dot_q5_k,
+        [STRATA_TYPE_Q6_K] = vec_dot_q6_k,
+    },
+    .vec_dot_multi = {
+        [STRATA_TYPE_Q8_0] = vec_dot_multi_q8_0,
+        [STRATA_TYPE_Q4_K] = vec_dot_multi_q4_k,
+        [STRATA_TYPE_Q5_K] = vec_dot_multi_q5_k,
+        [STRATA_TYPE_Q6_K] = vec_dot_multi_q6_k,
+    },
+};

@@ -1,0 +1,124 @@
+// Private to the GEMM (gemm.c and its ISA files): the canonical integer form of each weight
+// type, the byte layouts of unpacked weight rows ("records") and of activation tiles, and the
+// per-level kernel table. The canonical arithmetic is described in gemm.h.
+//
+// Lanes. A kernel's vector holds 16 int32 lanes (AVX-512, AMX), one per token of a group of 16;
+// every weight access is a broadcast of 4 values to all lanes. Jobs with few tokens (below the
+// level's min_tokens) take the multi-token dot instead, which is faster there.
+//
+// Record of one weight row of n elements (nb blocks of qb, nsub = qb / sb sub-blocks each):
+//   w[n]               int8 values in element order
+//   sc[nb][nsub]       int32 sub-block scales
+//   corr[nb]           int32 128 * sum_j sc[j] * sum_{i in j} w[i]: what adding 128 to every
+//                      activation byte adds to S1 (vpdpbusd wants an unsigned operand: the
+//                      activations where w may be negative; w itself where it never is, and
+//                      then corr is not used)
+//   dw[nb]             float block factor
+//   ndmin[nb]          float -dmin                                   (types with mins)
+//   mp[nb][nsub / 2]   two int16 mins m[2k] | m[2k+1] << 16 per int32  (types with mins)
+// Activation tile of `lanes` tokens (lanes past the group's tokens are zero):
+//   a[nb][qb / 4][lanes][4]    4 consecutive int8 values of the lane's token, + 128 (as uint8)
+//                              where the level's kernel wants that (plus128, signed weights)
+//   da[nb][lanes]              float activation factor of each block
+//   asum[nb][nsub / 2][lanes]  two int16 sub-block sums of the activations per int32 (mins)
+#ifndef STRATA_BACKEND_CPU_GEMM_IMPL_H
+#define STRATA_BACKEND_CPU_GEMM_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cpu/gemm.h"
+#include "quant/blocks.h"
+
+#define GEMM_MAX_LANES 16
+
+struct gemm_format {
+    uint32_t wtype;     // weight type
+    uint32_t atype;     // activation (dot) type: Q8_0 or Q8_K
+    uint32_t qb;        // elements per float factor (block)
+    uint32_t sb;        // elements per integer scale (sub-block)
+    bool mins;          // has the dmin * mins term
+    bool unit_scale;    // every sc is 1 (Q8_0): the kernels skip the multiply
+    bool wu8;           // every w is in 0..127 (Q4_K, Q5_K): an unsigned operand as it is
+};
+
+struct gemm_rec_layout {
+    uint32_t n, nb, nsub;
+    size_t off_sc, off_corr, off_dw, off_ndmin, off_mp;
+    size_t bytes;       // multiple of 64
+};
+
+struct gemm_tile_layout {
+    uint32_t lanes, nb;
+    size_t off_da, off_asum;
+    size_t bytes;       // multiple of 64
+};
+
+// NULL if `wtype` has no canonical form.
+const struct gemm_format *gemm_format_of(uint32_t wtype);
+void gemm_rec_layout_init(struct gemm_rec_layout *L, const struct gemm_format *f, uint32_t n);
+void gemm_tile_layout_init(struct gemm_tile_layout *T, const struct gemm_format *f, uint32_t n, uint32_t lanes);
+
+// Unpack one weight row (n elements of f->wtype) into its record.
+void gemm_unpack_row(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec);
+// Build the tile of n_act (1..lanes) activation rows in f->atype; plus128: store a + 128.
+void gemm_build_tile(const struct gemm_format *f, const struct gemm_tile_layout *T, const void *const *act, int n_act,
+                     bool plus128, uint8_t *tile);
+
+// For each of n_rows records (recs + r * L->bytes) and each of the n_tiles tiles:
+// out[(r * n_tiles + i) * lanes + l] = canonical dot of row r with the token of lane l of tile i.
+typedef void (*gemm_panel_fn)(const struct gemm_format *f, const struct gemm_rec_layout *L,
+                              const struct gemm_tile_layout *T, const uint8_t *recs, int n_rows,
+                              const uint8_t *const *tiles, int n_tiles, float *out);
+
+typedef void (*gemm_unpack_fn)(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row,
+                               uint8_t *rec);
+
+struct gemm_kernels {
+    uint32_t lanes;         // tokens per tile
+    bool plus128;           // tile bytes are a + 128 for formats whose weights may be negative
+    int rows_per_panel;     // weight rows unpacked together by the driver
+    int max_tiles;          // tiles one panel call takes
+    int min_tokens;         // jobs with fewer tokens take the multi-token dot (faster there)
+    gemm_unpack_fn unpack;  // gemm_unpack_row, or the level's own (the same bytes but corr where
+                            // the level's kernel does not read it)
+    gemm_panel_fn panel;    // NULL: every job takes the multi-token dot
+    // prepare / release the calling thread's tile state (AMX); NULL if none. prepare returns 0
+    // or a negative code.
+    int (*thread_prepare)(void);
+    strata_vec_dot_fn vec_dot[STRATA_TYPE_COUNT];
+    strata_vec_dot_multi_fn vec_dot_multi[STRATA_TYPE_COUNT];
+};
+
+// gemm_unpack_row in AVX-512 (the AVX-512 and AMX levels).
+void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec);
+
+extern const struct gemm_kernels gemm_kernels_scalar;
+extern const struct gemm_kernels gemm_kernels_avx2;
+extern const struct gemm_kernels gemm_kernels_avx512;
+extern const struct gemm_kernels gemm_kernels_amx;
+
+// Pointers to the typed fields of a record / tile.
+static inline const int32_t *rec_sc(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const int32_t *)(rec + L->off_sc); }
+static inline const int32_t *rec_corr(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const int32_t *)(rec + L->off_corr); }
+static inline const float *rec_dw(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const float *)(rec + L->off_dw); }
+static inline const float *rec_ndmin(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const float *)(rec + L->off_ndmin); }
+static inline const int32_t *rec_mp(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const int32_t *)(rec + L->off_mp); }
+static inline const float *tile_da(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const float *)(tile + T->off_da); }
+static inline const int32_t *tile_asum(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const int32_t *)(tile + T->off_asum); }
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#include <string.h>
+
+// The 4 bytes at p broadcast to every int32 lane (the tile kernels' weight and scale operand).
+static inline __attribute__((always_inline)) __m512i gemm_bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+#endif
+
+#endif
