@@ -1,0 +1,313 @@
+// Tiled attention over the typed KV cache (fattn.h): the driver and the scalar kernels.
+//
+// Work. The query rows of a call are the (token, head) pairs of each KV head, n_tok * group of
+// them, cut into tiles of FATTN_MAX_ROWS. A tile walks the segments of its context: converts a
+// segment's keys and values to float where the cache is not F32, computes the scores, the
+// softmax and the weighted values of all its rows at once, and folds them into each row's
+// running state. When there are too few tiles to keep the threads busy (decode: one token) and
+// the context has several segments, the segments of a tile are spread over the threads instead,
+// each writing its partial (m, l, o) per row, and a second pass folds them in segment order;
+// both ways compute the same partials and fold them in the same order.
+#include "backend/cpu/fattn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/fattn_impl.h"
+#include "util/log.h"
+
+FATTN_PORTABLE_TABLE(scalar)
+
+// ---- context ----------------------------------------------------------------------------------
+
+struct thread_scratch {
+    float *q;        // [FATTN_MAX_ROWS][dk] the tile's query rows
+    float *s;        // [FATTN_MAX_ROWS][B] scores, then weights
+    float *o;        // [FATTN_MAX_ROWS][dv] the segment's weighted values
+    float *state;    // [FATTN_MAX_ROWS][dv + 2] running (M, L, O) per row
+    float *kt;       // [B][dk] keys converted to float
+    float *v;        // [B][dv] values converted to float
+    float *m, *l;    // [FATTN_MAX_ROWS]
+    int *n_valid;    // [FATTN_MAX_ROWS]
+};
+
+struct strata_fattn_ctx {
+    const struct fattn_kernels *k;
+    const struct strata_kernels *qk;   // dequantisation of the cache types
+    int n_threads;
+    uint32_t dk, dv, group;
+    struct thread_scratch *th;
+    float *partials;                   // split: [tile][segment][row][dv + 2]
+    size_t partials_floats;
+    size_t scratch_bytes;
+};
+
+int strata_fattn_create(struct strata_fattn_ctx **out, int n_threads, enum strata_isa isa, uint32_t dk, uint32_t dv,
+                        uint32_t group)
+{
+    *out = NULL;
+    const struct strata_kernels *qk = strata_kernels_for(isa);
+    if (n_threads < 1 || !qk || dk == 0 || dv == 0 || group == 0) {
+        strata_log_error("fattn_create: %d threads, isa %s, head dims %u/%u, group %u", n_threads, strata_isa_name(isa), dk,
+                         dv, group);
+        return STRATA_EARG;
+    }
+    struct strata_fattn_ctx *c = calloc(1, sizeof *c);
+    if (!c) return STRATA_ENOMEM;
+    c->k = isa == STRATA_ISA_AVX512 ? &fattn_kernels_avx512 : isa == STRATA_ISA_AVX2 ? &fattn_kernels_avx2 : &fattn_kernels_scalar;
+    c->qk = qk;
+    c->n_threads = n_threads;
+    c->dk = dk, c->dv = dv, c->group = group;
+    c->th = calloc((size_t)n_threads, sizeof *c->th);
+    if (!c->th) {
+        free(c);
+        return STRATA_ENOMEM;
+    }
+    const size_t R = FATTN_MAX_ROWS, B = STRATA_KV_BLOCK;
+    const size_t floats = R * dk + R * B + R * dv + R * (dv + 2) + B * dk + B * dv + 2 * R;
+    for (int i = 0; i < n_threads; i++) {
+        struct thread_scratch *t = &c->th[i];
+        void *p = NULL;
+        if (posix_memalign(&p, 64, floats * sizeof(float) + R * sizeof(int))) {
+            strata_fattn_free(c);
+            return STRATA_ENOMEM;
+        }
+        memset(p, 0, floats * sizeof(float) + R * sizeof(int));
+        float *f = p;
+        t->q = f, f += R * dk;
+        t->s = f, f += R * B;
+        t->o = f, f += R * dv;
+        t->state = f, f += R * (dv + 2);
+        t->kt = f, f += B * dk;
+        t->v = f, f += B * dv;
+        t->m = f, f += R;
+        t->l = f, f += R;
+        t->n_valid = (int *)f;
+        c->scratch_bytes += floats * sizeof(float) + R * sizeof(int);
+    }
+    *out = c;
+    return 0;
+}
+
+void strata_fattn_free(struct strata_fattn_ctx *c)
+{
+    if (!c) return;
+    for (int i = 0; c->th && i < c->n_threads; i++) free(c->th[i].q);
+    free(c->th);
+    free(c->partials);
+    free(c);
+}
+
+size_t strata_fattn_scratch_bytes(const struct strata_fattn_ctx *c)
+{
+    return c->scratch_bytes + c->partials_floats * sizeof(float);
+}
+
+// ---- one tile, one segment ----------------------------------------------------------------------
+
+struct call {
+    struct strata_fattn_ctx *c;
+    const struct strata_fattn *a;
+    int n_rows;          // query rows per KV head: n_tok * group
+    int tiles_per_head;  // ceil(n_rows / FATTN_MAX_ROWS)
+    int tile_rows;       // rows of a full tile: min(n_rows, FATTN_MAX_ROWS)
+    int max_segs;        // segments of the longest context in the call
+    bool split;
+    atomic_int next;
+};
+
+// Row i (of one KV head's rows): token i / group, query head kvh * group + i % group.
+static int row_token(const struct call *cl, int i) { return i / (int)cl->c->group; }
+
+// Rows [i0, i0 + rows) of KV head kvh: their query rows into t->q; returns the largest position.
+static int load_queries(const struct call *cl, uint32_t kvh, int i0, int rows, struct thread_scratch *t)
+{
+    const struct strata_fattn *a = cl->a;
+    const uint32_t dk = cl->c->dk, G = cl->c->group;
+    int max_pos = 0;
+    for (int r = 0; r < rows; r++) {
+        const int i = i0 + r, tok = row_token(cl, i);
+        const uint32_t head = kvh * G + (uint32_t)(i % (int)G);
+        memcpy(t->q + (size_t)r * dk, a->q + ((size_t)tok * a->n_head + head) * dk, dk * sizeof(float));
+        if (a->pos[tok] > max_pos) max_pos = a->pos[tok];
+    }
+    return max_pos;
+}
+
+// The partial (m, l, o) of segment seg for the tile's rows (queries already in t->q): into t->m,
+// t->l, t->o; t->n_valid[r] is 0 for rows whose context ends before the segment.
+static void segment(const struct call *cl, uint32_t kvh, int i0, int rows, int seg, struct thread_scratch *t)
+{
+    const struct strata_fattn *a = cl->a;
+    const struct strata_kv_cache *kv = a->kv;
+    const struct strata_fattn_ctx *c = cl->c;
+    const int B = STRATA_KV_BLOCK, base = seg * B;
+    int nk = 0;
+    for (int r = 0; r < rows; r++) {
+        const int p = a->pos[row_token(cl, i0 + r)] + 1 - base;
+        t->n_valid[r] = p <= 0 ? 0 : p > B ? B : p;
+        if (t->n_valid[r] > nk) nk = t->n_valid[r];
+    }
+    const int groups = (nk + 15) / 16;
+    const uint8_t *keys = strata_kv_keys(kv, a->layer, kvh, (uint32_t)seg);
+    const uint8_t *vals = strata_kv_values(kv, a->layer, kvh, (uint32_t)seg);
+    const float *kt = (const float *)keys, *v = (const float *)vals;
+    if (kv->k_type == STRATA_TYPE_Q8_0) {
+        c->k->keys_q8_0(keys, groups, c->dk, t->kt);
+        kt = t->kt;
+    } else if (kv->k_type != STRATA_TYPE_F32) {
+        c->qk->dequant[kv->k_type](keys, t->kt, (int64_t)groups * 16 * c->dk);
+        kt = t->kt;
+    }
+    c->k->scores(t->q, rows, kt, groups, c->dk, a->scale, t->s, (size_t)B);
+    c->k->softmax(t->s, (size_t)B, rows, t->n_valid, nk, t->m, t->l);
+    if (kv->v_type != STRATA_TYPE_F32) {
+        c->qk->dequant[kv->v_type](vals, t->v, (int64_t)nk * c->dv);
+        v = t->v;
+    }
+    c->k->pv(t->s, (size_t)B, rows, nk, v, c->dv, t->o);
+}
+
+// The output row of row r (state: M, L, O[dv]).
+static void finish_row(const struct call *cl, uint32_t kvh, int i, const float *state)
+{
+    const struct strata_fattn *a = cl->a;
+    const uint32_t dv = cl->c->dv, G = cl->c->group;
+    const int tok = row_token(cl, i);
+    float *out = a->out + ((size_t)tok * a->n_head + kvh * G + (uint32_t)(i % (int)G)) * dv;
+    const float inv = 1.0f / state[1];
+    for (uint32_t e = 0; e < dv; e++) out[e] = state[2 + e] * inv;
+}
+
+// ---- the two ways of splitting the work -----------------------------------------------------------
+
+// Tile `tile` (of all KV heads' tiles): its KV head, first row and row count; its queries into
+// t->q. Returns the largest position of its rows.
+static int tile_begin(const struct call *cl, int tile, struct thread_scratch *t, uint32_t *kvh, int *i0, int *rows)
+{
+    *kvh = (uint32_t)(tile / cl->tiles_per_head);
+    *i0 = (tile % cl->tiles_per_head) * FATTN_MAX_ROWS;
+    *rows = cl->n_rows - *i0 < FATTN_MAX_ROWS ? cl->n_rows - *i0 : FATTN_MAX_ROWS;
+    return load_queries(cl, *kvh, *i0, *rows, t);
+}
+
+// A tile walks all its segments.
+static void tile_worker(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct call *cl = arg;
+    const struct strata_fattn_ctx *c = cl->c;
+    struct thread_scratch *t = &c->th[ith];
+    const uint32_t dv = c->dv;
+    const int n_tiles = (int)cl->a->kv->n_head_kv * cl->tiles_per_head;
+    int u0, u1;
+    while (strata_chunk_next(&cl->next, n_tiles, 1, &u0, &u1)) {
+        uint32_t kvh;
+        int i0, rows;
+        const int max_pos = tile_begin(cl, u0, t, &kvh, &i0, &rows);
+        for (int seg = 0; seg <= max_pos / STRATA_KV_BLOCK; seg++) {
+            segment(cl, kvh, i0, rows, seg, t);
+            for (int r = 0; r < rows; r++) {
+                if (t->n_valid[r] == 0) continue;
+                float *st = t->state + (size_t)r * (dv + 2);
+                c->k->fold(&st[0], &st[1], st + 2, t->m[r], t->l[r], t->o + (size_t)r * dv, dv, seg == 0);
+            }
+        }
+        for (int r = 0; r < rows; r++) finish_row(cl, kvh, i0 + r, t->state + (size_t)r * (dv + 2));
+    }
+}
+
+static float *partial_at(const struct call *cl, int tile, int seg, int r)
+{
+    const size_t per_row = cl->c->dv + 2;
+    return cl->c->partials + (((size_t)tile * cl->max_segs + (size_t)seg) * cl->tile_rows + (size_t)r) * per_row;
+}
+
+// One (tile, segment) per unit: the partials.
+static void split_worker(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct call *cl = arg;
+    const struct strata_fattn_ctx *c = cl->c;
+    struct thread_scratch *t = &c->th[ith];
+    const uint32_t dv = c->dv;
+    const int n_tiles = (int)cl->a->kv->n_head_kv * cl->tiles_per_head;
+    int u0, u1;
+    while (strata_chunk_next(&cl->next, n_tiles * cl->max_segs, 1, &u0, &u1)) {
+        const int tile = u0 / cl->max_segs, seg = u0 % cl->max_segs;
+        uint32_t kvh;
+        int i0, rows;
+        const int max_pos = tile_begin(cl, tile, t, &kvh, &i0, &rows);
+        if (seg > max_pos / STRATA_KV_BLOCK) continue;
+        segment(cl, kvh, i0, rows, seg, t);
+        for (int r = 0; r < rows; r++) {
+            float *p = partial_at(cl, tile, seg, r);
+            p[0] = t->m[r], p[1] = t->l[r];
+            if (t->n_valid[r]) memcpy(p + 2, t->o + (size_t)r * dv, dv * sizeof(float));
+        }
+    }
+}
+
+// One row per unit: fold its segments' partials in order.
+static void fold_worker(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct call *cl = arg;
+    const struct strata_fattn_ctx *c = cl->c;
+    struct thread_scratch *t = &c->th[ith];
+    const uint32_t dv = c->dv;
+    const int n_units = (int)cl->a->kv->n_head_kv * cl->n_rows;
+    int u0, u1;
+    while (strata_chunk_next(&cl->next, n_units, 1, &u0, &u1)) {
+        const uint32_t kvh = (uint32_t)(u0 / cl->n_rows);
+        const int i = u0 % cl->n_rows, tile = (int)kvh * cl->tiles_per_head + i / FATTN_MAX_ROWS, r = i % FATTN_MAX_ROWS;
+        const int n_seg = cl->a->pos[row_token(cl, i)] / STRATA_KV_BLOCK + 1;
+        float *st = t->state;
+        for (int seg = 0; seg < n_seg; seg++) {
+            const float *p = partial_at(cl, tile, seg, r);
+            c->k->fold(&st[0], &st[1], st + 2, p[0], p[1], p + 2, dv, seg == 0);
+        }
+        finish_row(cl, kvh, i, st);
+    }
+}
+
+int strata_fattn_run(struct strata_fattn_ctx *c, struct strata_pool *pool, const struct strata_fattn *a)
+{
+    const struct strata_kv_cache *kv = a->kv;
+    STRATA_ASSERT(kv->dk == c->dk && kv->dv == c->dv && a->n_head == kv->n_head_kv * c->group);
+    STRATA_ASSERT(strata_pool_size(pool) <= c->n_threads);
+    if (a->n_tok <= 0) return 0;
+    struct call cl = {.c = c, .a = a, .n_rows = a->n_tok * (int)c->group};
+    cl.tiles_per_head = (cl.n_rows + FATTN_MAX_ROWS - 1) / FATTN_MAX_ROWS;
+    cl.tile_rows = cl.n_rows < FATTN_MAX_ROWS ? cl.n_rows : FATTN_MAX_ROWS;
+    int max_pos = 0;
+    for (int t = 0; t < a->n_tok; t++) {
+        STRATA_ASSERT(a->pos[t] >= 0 && (uint32_t)a->pos[t] < kv->n_blocks * STRATA_KV_BLOCK);
+        if (a->pos[t] > max_pos) max_pos = a->pos[t];
+    }
+    cl.max_segs = max_pos / STRATA_KV_BLOCK + 1;
+    const int n_tiles = (int)kv->n_head_kv * cl.tiles_per_head;
+    cl.split = cl.max_segs > 1 && n_tiles < 2 * strata_pool_size(pool);
+    if (!cl.split) {
+        atomic_init(&cl.next, 0);
+        strata_pool_run(pool, tile_worker, &cl);
+        return 0;
+    }
+    const size_t want = (size_t)n_tiles * cl.max_segs * cl.tile_rows * (c->dv + 2);
+    if (want > c->partials_floats) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, want * sizeof(float))) {
+            strata_log_error("fattn_run: out of memory for %zu bytes of partials", want * sizeof(float));
+            return STRATA_ENOMEM;
+        }
+        free(c->partials);
+        c->partials = p;
+        c->partials_floats = want;
+    }
+    atomic_init(&cl.next, 0);
+    strata_pool_run(pool, split_worker, &cl);
+    atomic_init(&cl.next, 0);
+    strata_pool_run(pool, fold_worker, &cl);
+    return 0;
+}
