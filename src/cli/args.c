@@ -45,7 +45,27 @@ int cli_parse_float(const char *s, const char *name, double lo, double hi, float
     return 0;
 }
 
-int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n)
+// The contents of FILE for "@FILE" (trailing whitespace cut), NULL with one line on failure.
+static char *read_id_file(const char *path, const char *name)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+    if (f && len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) &&
+        fread(buf, 1, (size_t)len, f) == (size_t)len) {
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ')) len--;
+        buf[len] = 0;
+        fclose(f);
+        return buf;
+    }
+    fprintf(stderr, "strata: %s: cannot read '%s'\n", name, path);
+    free(buf);
+    if (f) fclose(f);
+    return NULL;
+}
+
+static int parse_id_list(const char *s, const char *name, int32_t **out, int *n)
 {
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += *p == ',';
@@ -73,4 +93,15 @@ int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n)
     *out = ids;
     *n = count;
     return 0;
+}
+
+int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n)
+{
+    if (s[0] != '@') return parse_id_list(s, name, out, n);
+    // a file of ids: lists longer than one command-line argument may be
+    char *text = read_id_file(s + 1, name);
+    if (!text) return 1;
+    int rc = parse_id_list(text, name, out, n);
+    free(text);
+    return rc;
 }

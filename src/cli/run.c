@@ -44,7 +44,7 @@ static void run_usage(FILE *out)
             "usage: strata run -m MODEL.gguf -p PROMPT [options]\n\n"
             "  -m, --model FILE      GGUF model\n"
             "  -p, --prompt TEXT     prompt text\n"
-            "  --prompt-tokens IDS   prompt as token ids (1,2,3) instead of text\n"
+            "  --prompt-tokens IDS   prompt as token ids (1,2,3, or @FILE holding them) instead of text\n"
             "  -n, --n-predict N     tokens to generate (default 128)\n"
             "  -t, --threads N       compute threads (default: all cores)\n"
             "  -c, --ctx N           context length (default: min(model, 4096))\n"
