@@ -386,9 +386,9 @@ int main(int argc, char **argv)
     test_kernels(&rng);
     for (size_t i = 0; i < sizeof g_kv_types / sizeof g_kv_types[0]; i++) {
         test_calls(g_kv_types[i], 2, 4, 64, 64, 300, &rng);
-        test_calls(g_kv_types[i], 1, 12, 128, 128, 600, &rng);
+        test_calls(g_kv_types[i], 1, 12, 128, 128, 520, &rng);
     }
-    test_calls(STRATA_TYPE_F32, 3, 1, 96, 64, 530, &rng);
+    test_calls(STRATA_TYPE_F32, 3, 1, 96, 64, 270, &rng);
     test_calls(STRATA_TYPE_F16, 2, 2, 64, 64, 1, &rng);
     printf("%s\n", g_failures ? "FAILED" : "all passed");
     return g_failures ? 1 : 0;
