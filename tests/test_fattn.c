@@ -22,7 +22,7 @@
 
 #include "backend/cpu/fattn_impl.h"
 #include "check.h"
-#include "compute/attn.h"
+#include "backend/cpu/attn.h"
 #include "quant/fp16.h"
 #include "util/log.h"
 
@@ -301,9 +301,11 @@ static void test_calls(uint32_t type, uint32_t Hkv, uint32_t G, uint32_t dk, uin
         float old[512];
         for (int t = 0; t < n; t += n / 5 + 1)
             for (uint32_t h = 0; h < H; h++) {
-                const struct strata_attn_query aq = {f.q + ((size_t)t * H + h) * dk, kc + (size_t)(h / G) * dk, (size_t)Hkv * dk,
-                                                     vc + (size_t)(h / G) * dv, (size_t)Hkv * dv, t + 1, dk, dv,
-                                                     1.0f / sqrtf((float)dk), scores, old};
+                const struct strata_attn_query aq = {.q = f.q + ((size_t)t * H + h) * dk,
+                                                     .k = kc + (size_t)(h / G) * dk, .k_stride = (size_t)Hkv * dk,
+                                                     .v = vc + (size_t)(h / G) * dv, .v_stride = (size_t)Hkv * dv,
+                                                     .n_kv = t + 1, .D = dk, .Dv = dv, .scale = 1.0f / sqrtf((float)dk),
+                                                     .scores = scores, .out = old};
                 strata_attn_head(best, &aq);
                 for (uint32_t e = 0; e < dv; e++) diff = fmax(diff, fabs(old[e] - all[((size_t)t * H + h) * dv + e]));
             }

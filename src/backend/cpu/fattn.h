@@ -26,7 +26,8 @@
 #include <stdint.h>
 
 #include "backend/cpu/kv.h"
-#include "compute/pool.h"
+#include "backend/cpu/pool.h"
+#include "backend/cpu/kernels.h"
 #include "quant/quant.h"
 
 // One call: the queries of n_tok tokens of one layer, token t at position pos[t] attending to

@@ -34,8 +34,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "compute/ops.h"
-#include "compute/pool.h"
+#include "backend/cpu/ops.h"
+#include "backend/cpu/pool.h"
+#include "backend/cpu/kernels.h"
 #include "quant/quant.h"
 
 // Kernel levels of the GEMM: the ISA levels of quant.h plus AMX tiles (AVX-512 + AMX-INT8, with

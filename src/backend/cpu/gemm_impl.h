@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "backend/cpu/gemm.h"
-#include "quant/blocks.h"
+#include "backend/cpu/kernels_impl.h"
 
 #define GEMM_MAX_LANES 16
 

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "quant/blocks.h"
+#include "backend/cpu/kernels.h"
 #include "util/log.h"
 
 bool strata_kv_type_ok(uint32_t type)

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/cpu/kernels.h"
 #include "quant/quant.h"
 
 #define STRATA_KV_BLOCK 256   // positions per block (and per attention segment, fattn.h)
