@@ -781,6 +781,16 @@ int strata_synth(const struct strata_synth_opts *o)
                          n_expert, p->n_expert_used);
         return STRATA_EARG;
     }
+    if (p->n_expert_groups > 1 && (n_expert % p->n_expert_groups || n_expert / p->n_expert_groups < 2 ||
+                                   p->n_group_used * (n_expert / p->n_expert_groups) < p->n_expert_used)) {
+        strata_log_error("synth: --experts %u does not split into the preset's %u expert groups (%u used, %u experts "
+                         "per token): use a multiple of %u of at least %u",
+                         n_expert, p->n_expert_groups, p->n_group_used, p->n_expert_used, p->n_expert_groups,
+                         2 * p->n_expert_groups > p->n_expert_used * p->n_expert_groups / p->n_group_used
+                             ? 2 * p->n_expert_groups
+                             : p->n_expert_used * p->n_expert_groups / p->n_group_used);
+        return STRATA_EARG;
+    }
     int wt = o->type >= 0 ? o->type : (int)p->default_type;
     if (!strata_type_computable((uint32_t)wt)) {
         strata_log_error("synth: type %s is not supported for weights", strata_type_name((uint32_t)wt));
