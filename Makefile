@@ -1,10 +1,11 @@
 # strata — build, test, bench.
-#   make            build/strata and build/libstrata.a
+#   make            build/strata, build/libstrata.a, the tests and build/examples/*
 #   make test       build and run every test; last line "N passed, N failed[, N skipped]"
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make test TSAN=1 the same under ThreadSanitizer (build-tsan/)
 #   make CUDA=1     also compile the CUDA backend: src/backend/cuda/*.cu with nvcc, its *.c with CC
 #   make CC=clang BUILD=build-clang   clang 14 build in its own folder
+#   make bench      bench/bench_qwen3moe.sh: strata and llama.cpp on a qwen3-30b-a3b-shaped model
 
 CC      ?= gcc
 SAN     ?= 0
@@ -55,7 +56,7 @@ LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart
 endif
 
 .PHONY: all test bench clean
-all: $(BUILD)/strata $(BUILD)/libstrata.a tests-build
+all: $(BUILD)/strata $(BUILD)/libstrata.a tests-build examples-build
 
 $(BUILD)/libstrata.a: $(LIB_OBJ)
 	@rm -f $@
@@ -63,6 +64,16 @@ $(BUILD)/libstrata.a: $(LIB_OBJ)
 
 $(BUILD)/strata: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libstrata.a
 	$(CC) $(LDSAN) -o $@ $^ $(LDLIBS)
+
+# Examples use the public API only: include/ is their only include path.
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+.PHONY: examples-build
+examples-build: $(EXAMPLE_BIN)
+
+$(BUILD)/examples/%: examples/%.c include/strata.h $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -Isrc,$(CFLAGS)) -o $@ $< $(BUILD)/libstrata.a $(LDSAN) $(LDLIBS)
 
 # page.c embeds page.html with .incbin
 $(BUILD)/src/server/page.o: src/server/page.html
@@ -103,7 +114,7 @@ test: all
 	@STRATA_BUILD=$(BUILD) bash tests/run.sh
 
 bench: all $(BUILD)/membw
-	bash bench/run.sh
+	bash bench/bench_qwen3moe.sh
 
 clean:
 	rm -rf build build-san build-tsan

@@ -63,9 +63,18 @@ static int cmd_inspect(int argc, char **argv)
 
 static void synth_usage(FILE *out)
 {
+    // the architectures of the presets, each once, in table order
+    char archs[256] = "";
+    const struct strata_synth_preset_info *all = strata_synth_presets();
+    for (const struct strata_synth_preset_info *p = all; p->name; p++) {
+        bool seen = false;
+        for (const struct strata_synth_preset_info *q = all; q < p && !seen; q++) seen = strcmp(q->arch, p->arch) == 0;
+        if (!seen && strlen(archs) + strlen(p->arch) + 3 < sizeof archs)
+            snprintf(archs + strlen(archs), sizeof archs - strlen(archs), "%s%s", archs[0] ? ", " : "", p->arch);
+    }
     fprintf(out,
             "usage: strata synth --arch A --preset P -o OUT.gguf [options]\n\n"
-            "  --arch A               architecture (qwen3moe)\n"
+            "  --arch A               architecture (%s)\n"
             "  --preset P             tiny, or the shape of a released model (--list)\n"
             "  -o, --out FILE         output path\n"
             "  --seed N               PRNG seed (default 1)\n"
@@ -77,7 +86,8 @@ static void synth_usage(FILE *out)
             "  --tokenizer FILE       embed a Hugging Face tokenizer.json\n"
             "  --chat-template FILE   jinja template file or tokenizer_config.json\n"
             "  --list                 list presets\n"
-            "  --no-progress          no progress bar\n");
+            "  --no-progress          no progress bar\n",
+            archs);
 }
 
 static int cmd_synth(int argc, char **argv)

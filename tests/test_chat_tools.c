@@ -165,7 +165,7 @@ static void expect_render(const char *name, const char *tmpl, size_t n, const ch
                           bool gen, const char *want)
 {
     char *out = NULL;
-    int rc = strata_chat_apply_tools(tmpl, CONV, n, tools, gen, &out);
+    int rc = strata_chat_render_tools(tmpl, CONV, n, tools, gen, &out);
     CHECK(rc == 0 && strcmp(out, want) == 0, "%s: rc %d\n--- got\n%s\n--- want\n%s", name, rc,
           out ? out : "", want);
     free(out);
@@ -186,24 +186,24 @@ static void test_render(void)
 
     // Without a tool format, plain conversations still render and tools are refused.
     char *out = NULL;
-    CHECK(strata_chat_apply_tools(NULL, CONV, 2, NULL, true, &out) == 0 &&
+    CHECK(strata_chat_render_tools(NULL, CONV, 2, NULL, true, &out) == 0 &&
           strcmp(out, "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi"
                       "<|im_end|>\n<|im_start|>assistant\n") == 0, "chatml without tools");
     free(out);
     out = NULL;
-    CHECK(strata_chat_apply_tools(NULL, CONV, 2, TOOLS, true, &out) == STRATA_EUNSUP && !out,
+    CHECK(strata_chat_render_tools(NULL, CONV, 2, TOOLS, true, &out) == STRATA_EUNSUP && !out,
           "tools refused by a template without a tool format");
-    CHECK(strata_chat_apply_tools(NULL, CONV, 7, NULL, true, &out) == STRATA_EUNSUP && !out,
+    CHECK(strata_chat_render_tools(NULL, CONV, 7, NULL, true, &out) == STRATA_EUNSUP && !out,
           "tool turns refused by a template without a tool format");
-    CHECK(strata_chat_apply_tools(QWEN3_MARKERS, CONV, 2, "{\"not\": \"an array\"}", true, &out)
+    CHECK(strata_chat_render_tools(QWEN3_MARKERS, CONV, 2, "{\"not\": \"an array\"}", true, &out)
               == STRATA_EARG && !out, "tools must be an array");
     const struct strata_chat_tool_call bad_args[] = {{"f", "[1, 2]"}};
     const struct strata_chat_turn bad[] = {{"assistant", "", bad_args, 1}};
-    CHECK(strata_chat_apply_tools(GLM45_MARKERS, bad, 1, NULL, true, &out) == STRATA_EARG && !out,
+    CHECK(strata_chat_render_tools(GLM45_MARKERS, bad, 1, NULL, true, &out) == STRATA_EARG && !out,
           "GLM-4.5 needs object arguments");
     const struct strata_chat_tool_call no_name[] = {{NULL, "{}"}};
     const struct strata_chat_turn bad2[] = {{"assistant", "", no_name, 1}};
-    CHECK(strata_chat_apply_tools(QWEN3_MARKERS, bad2, 1, NULL, true, &out) == STRATA_EARG,
+    CHECK(strata_chat_render_tools(QWEN3_MARKERS, bad2, 1, NULL, true, &out) == STRATA_EARG,
           "a call needs a name");
     case_result("render tools (qwen3, glm45) as their Jinja templates do", before);
 }

@@ -43,7 +43,7 @@ static void test_greedy(void)
     CHECK(strata_sampler_sample(&s, b, NULL, 0) == 2, "NaN is skipped, tie goes to the lower id");
     const float c[6] = {-5, -4, -3, -2, -1, -0.5f};
     CHECK(strata_sampler_sample(&s, c, NULL, 0) == 5, "all negative");
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 
     // llama.cpp applies the penalty before its temperature-0 argmax, and so do we.
     struct strata_sampler_params p = plain(0.0f);
@@ -52,7 +52,7 @@ static void test_greedy(void)
     const int32_t hist[2] = {1, 4};
     CHECK(strata_sampler_sample(&s, a, hist, 2) == 3, "penalised 1 and 4 fall to 1.5, leaving 3 (2.5)");
     CHECK(strata_sampler_sample(&s, a, hist, 0) == 1, "no history, no penalty");
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 }
 
 static void test_determinism(void)
@@ -86,8 +86,8 @@ static void test_determinism(void)
     int again = 0;
     for (int i = 0; i < DRAWS; i++) again += strata_sampler_sample(&s2, logits, run1, (size_t)i) == run1[i];
     CHECK(again == DRAWS, "reseeding restarts the sequence (%d of %d equal)", again, DRAWS);
-    strata_sampler_free(&s1);
-    strata_sampler_free(&s2);
+    strata_sampler_clear(&s1);
+    strata_sampler_clear(&s2);
     free(logits);
     free(run1);
     free(run2);
@@ -123,7 +123,7 @@ static void test_distribution(void)
     struct strata_sampler s;
     init_ok(&s, plain(1.0f), 5);
     check_frequencies(&s, logits, 5, prob, 200000, "temperature 1");
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 
     // Temperature 2 takes the square root of the probabilities before renormalising.
     double want[5], sum = 0;
@@ -131,7 +131,7 @@ static void test_distribution(void)
     for (int i = 0; i < 5; i++) want[i] /= sum;
     init_ok(&s, plain(2.0f), 5);
     check_frequencies(&s, logits, 5, want, 200000, "temperature 2");
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 
     // top-k 2 renormalises the two best.
     struct strata_sampler_params p = plain(1.0f);
@@ -139,7 +139,7 @@ static void test_distribution(void)
     const double top2[5] = {0.4 / 0.7, 0.3 / 0.7, 0, 0, 0};
     init_ok(&s, p, 5);
     check_frequencies(&s, logits, 5, top2, 100000, "top-k 2");
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 }
 
 static void test_top_k(void)
@@ -157,12 +157,12 @@ static void test_top_k(void)
     double sum = 0;
     for (int i = 0; i < n; i++) sum += c[i].p;
     CHECK(fabs(sum - 1.0) < 1e-6, "probabilities sum to %g", sum);
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 
     p.top_k = 100;  // larger than the vocabulary: no-op
     init_ok(&s, p, 8);
     CHECK(strata_sampler_filter(&s, logits, NULL, 0, &c) == 8, "top-k beyond n_vocab keeps all");
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 }
 
 static void test_top_p_min_p_small(void)
@@ -213,7 +213,7 @@ static void test_top_p_min_p_small(void)
                 break;
             }
         }
-        strata_sampler_free(&s);
+        strata_sampler_clear(&s);
     }
 }
 
@@ -252,7 +252,7 @@ static void check_large_vocab(const float *logits, int V, const char *what)
             CHECK(0, "%s: top-k rank %d: %d, want %d", what, i, c[i].id, ref[i].id);
             break;
         }
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 
     const float top_ps[3] = {0.5f, 0.9f, 0.999f};
     for (int k = 0; k < 3; k++) {
@@ -274,7 +274,7 @@ static void check_large_vocab(const float *logits, int V, const char *what)
                 CHECK(0, "%s: top-p %.3f rank %d: %d, want %d", what, top_ps[k], i, c[i].id, ref[i].id);
                 break;
             }
-        strata_sampler_free(&s);
+        strata_sampler_clear(&s);
     }
     free(ref);
 }
@@ -317,7 +317,7 @@ static void test_large_vocab(void)
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) / DRAWS;
         printf("%-24s %.3f ms/token over %d tokens\n", chains[k].name, ms, V);
-        strata_sampler_free(&s);
+        strata_sampler_clear(&s);
     }
     free(logits);
 }
@@ -349,19 +349,19 @@ static void test_penalty(void)
     // The penalty works on a copy: the same call again gives the same result.
     n = strata_sampler_filter(&s, logits, hist, 4, &c);
     CHECK(n == 5 && c[0].logit == 1.0f, "second call saw %g", n > 0 ? c[0].logit : 0.0f);
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 
     p.repeat_last_n = 2;  // window {0, 4}: token 1 not penalised
     init_ok(&s, p, 5);
     n = strata_sampler_filter(&s, logits, hist, 4, &c);
     CHECK(n == 5 && c[0].logit == 1.0f && c[1].logit == -2.0f, "window 2: %g %g", c[0].logit, c[1].logit);
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 
     p.repeat_last_n = 0;  // disabled
     init_ok(&s, p, 5);
     n = strata_sampler_filter(&s, logits, hist, 4, &c);
     CHECK(n == 5 && c[0].logit == 2.0f && c[1].logit == -2.0f, "window 0: %g %g", c[0].logit, c[1].logit);
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 
     p.repeat_last_n = 64;  // window longer than the history
     init_ok(&s, p, 5);
@@ -374,7 +374,7 @@ static void test_penalty(void)
     CHECK(strata_sampler_sample(&s, NULL, NULL, 0) == STRATA_EARG, "NULL logits");
     CHECK(n_error_lines == 3, "%d error lines for 3 errors", n_error_lines);
     strata_log_set_sink(NULL, NULL);
-    strata_sampler_free(&s);
+    strata_sampler_clear(&s);
 }
 
 static void test_params(void)
@@ -398,8 +398,8 @@ static void test_params(void)
     CHECK(strata_sampler_init(&s, p, 10) == STRATA_EARG, "repeat_last_n -2");
     p = strata_sampler_default_params();
     CHECK(strata_sampler_init(&s, p, 10) == 0, "defaults");
-    strata_sampler_free(&s);
-    strata_sampler_free(&s);  // idempotent
+    strata_sampler_clear(&s);
+    strata_sampler_clear(&s);  // idempotent
 }
 
 int main(void)

@@ -215,7 +215,7 @@ static int tokenize_alloc(const struct strata_tokenizer *t, const char *text, si
     if (!*ids) {
         return -ENOMEM;
     }
-    return strata_tokenize(t, text, len, special, *ids, cap, n);
+    return strata_tokenizer_encode(t, text, len, special, *ids, cap, n);
 }
 
 // Concatenated pieces of ids (special tokens printed).
@@ -326,21 +326,21 @@ static void test_builtin(void)
             const struct strata_tokenizer_info *in = strata_tokenizer_get_info(t);
             int32_t last = (int32_t)sizes[k] - 1;
             CHECK(in->n_vocab == sizes[k] && in->eos == last && in->bos == last - 2 &&
-                  !in->add_bos && strata_token_is_eog(t, last) &&
-                  strata_token_is_eog(t, last - 2) && !strata_token_is_eog(t, last - 1),
+                  !in->add_bos && strata_tokenizer_is_eog(t, last) &&
+                  strata_tokenizer_is_eog(t, last - 2) && !strata_tokenizer_is_eog(t, last - 1),
                   "info of %u", sizes[k]);
             check_round_trips(t, "builtin");
             const char *chat = "<|im_start|>user\nhi<|im_end|>";
             int32_t ids[64];
             size_t n;
-            rc = strata_tokenize(t, chat, strlen(chat), true, ids, 64, &n);
+            rc = strata_tokenizer_encode(t, chat, strlen(chat), true, ids, 64, &n);
             CHECK(rc == 0 && n >= 3 && ids[0] == last - 1 && ids[n - 1] == last,
                   "specials parsed: rc %d n %zu", rc, n);
-            rc = strata_tokenize(t, chat, strlen(chat), false, ids, 64, &n);
+            rc = strata_tokenizer_encode(t, chat, strlen(chat), false, ids, 64, &n);
             CHECK(rc == 0 && ids[0] != last - 1, "specials not parsed without parse_special");
             if (sizes[k] >= 1024) {
                 const char *word = " the lighthouse";
-                rc = strata_tokenize(t, word, strlen(word), false, ids, 64, &n);
+                rc = strata_tokenizer_encode(t, word, strlen(word), false, ids, 64, &n);
                 CHECK(rc == 0 && n <= 3, "trained merges compress ' the lighthouse': %zu ids", n);
             }
             strata_tokenizer_free(t);
@@ -641,14 +641,14 @@ static void test_random_texts(void)
     for (int iter = 0; iter < 2000; iter++) {
         size_t len = random_text(&rng, text, 40), n, n2;
         bool special = iter & 1;
-        int rc = strata_tokenize(t, text, len, special, ids, 4096, &n);
+        int rc = strata_tokenizer_encode(t, text, len, special, ids, 4096, &n);
         size_t back_len = 0;
         char *back = rc == 0 ? detokenize_all(t, ids, n, &back_len) : NULL;
         CHECK(back && back_len == len && memcmp(back, text, len) == 0,
               "round trip of '%s' (special %d): rc %d", show(text, len), special, rc);
         free(back);
         if (n > 0) {  // too small an output buffer: same count, same prefix
-            rc = strata_tokenize(t, text, len, special, ids2, n - 1, &n2);
+            rc = strata_tokenizer_encode(t, text, len, special, ids2, n - 1, &n2);
             CHECK(rc == -ENOSPC && n2 == n && memcmp(ids, ids2, (n - 1) * sizeof(*ids)) == 0,
                   "cap %zu: rc %d n %zu", n - 1, rc, n2);
         }
@@ -670,7 +670,7 @@ static void test_random_texts(void)
         for (size_t i = 0; i < len; i++) {
             text[i] = (char)rng_next(&rng);
         }
-        int rc = strata_tokenize(t, text, len, iter & 1, ids, 4096, &n);
+        int rc = strata_tokenizer_encode(t, text, len, iter & 1, ids, 4096, &n);
         CHECK(rc == 0 || rc == STRATA_EARG, "random bytes: rc %d", rc);
     }
     strata_tokenizer_free(t);
@@ -724,7 +724,7 @@ static void test_chat(void)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out = NULL;
-        int rc = strata_chat_apply(cases[i].tmpl, msgs, 4, true, &out);
+        int rc = strata_chat_render(cases[i].tmpl, msgs, 4, true, &out);
         CHECK(rc == 0 && strcmp(out, cases[i].want) == 0, "%s: rc %d '%s'", cases[i].family, rc,
               out ? show(out, strlen(out)) : "");
         CHECK(strcmp(strata_chat_family(cases[i].tmpl), cases[i].family) == 0, "family %s",
@@ -732,19 +732,19 @@ static void test_chat(void)
         free(out);
     }
     char *out = NULL;
-    CHECK(strata_chat_apply(qwen3, msgs + 1, 1, false, &out) == 0 &&
+    CHECK(strata_chat_render(qwen3, msgs + 1, 1, false, &out) == 0 &&
           strcmp(out, "<|im_start|>user\n  Hi there  <|im_end|>\n") == 0, "qwen3 template");
     free(out);
-    CHECK(strata_chat_apply("<start_of_turn>{{ x }}", msgs, 1, true, &out) == STRATA_EUNSUP &&
+    CHECK(strata_chat_render("<start_of_turn>{{ x }}", msgs, 1, true, &out) == STRATA_EUNSUP &&
           !out && strstr(strata_last_error(), "gemma"), "gemma refused by name");
-    CHECK(strata_chat_apply("{{ messages }}", msgs, 1, true, &out) == STRATA_EUNSUP,
+    CHECK(strata_chat_render("{{ messages }}", msgs, 1, true, &out) == STRATA_EUNSUP,
           "unknown template refused");
-    CHECK(strata_chat_apply("<|im_start|><|im_sep|>", msgs, 1, true, &out) == STRATA_EUNSUP,
+    CHECK(strata_chat_render("<|im_start|><|im_sep|>", msgs, 1, true, &out) == STRATA_EUNSUP,
           "phi4 is not chatml");
-    CHECK(strata_chat_apply("<|header_start|><|header_end|><|start|><|channel|>", msgs, 1, true, &out) ==
+    CHECK(strata_chat_render("<|header_start|><|header_end|><|start|><|channel|>", msgs, 1, true, &out) ==
               STRATA_EUNSUP && strstr(strata_last_error(), "llama4"),
           "llama4 is tested before gpt-oss, as in llama.cpp");
-    CHECK(strata_chat_apply(NULL, msgs, 0, false, &out) == 0 && strcmp(out, "") == 0,
+    CHECK(strata_chat_render(NULL, msgs, 0, false, &out) == 0 && strcmp(out, "") == 0,
           "empty conversation");
     free(out);
     case_result("chat formatting (chatml, chatglm4, llama3, deepseek3, gpt-oss, kimi-k2, refusals)", before);
@@ -781,18 +781,18 @@ static void test_errors(void)
     int32_t ids[4];
     size_t n;
     const char *text = "hello there world";
-    CHECK(strata_tokenize(t, text, strlen(text), false, ids, 2, &n) == -ENOSPC && n > 2,
+    CHECK(strata_tokenizer_encode(t, text, strlen(text), false, ids, 2, &n) == -ENOSPC && n > 2,
           "too small output: n %zu", n);
     size_t counted;
-    CHECK(strata_tokenize(t, text, strlen(text), false, NULL, 0, &counted) == 0 && counted == n,
+    CHECK(strata_tokenizer_encode(t, text, strlen(text), false, NULL, 0, &counted) == 0 && counted == n,
           "count only: %zu", counted);
-    CHECK(strata_tokenize(t, "\xf4\x90\x80\x80", 4, false, ids, 4, &n) == STRATA_EARG,
+    CHECK(strata_tokenizer_encode(t, "\xf4\x90\x80\x80", 4, false, ids, 4, &n) == STRATA_EARG,
           "code point past U+10FFFF");
-    CHECK(strata_tokenize(t, "\xff", 1, false, ids, 4, &n) == 0 && n == 3 && ids[0] == 0xEF &&
+    CHECK(strata_tokenizer_encode(t, "\xff", 1, false, ids, 4, &n) == 0 && n == 3 && ids[0] == 0xEF &&
           ids[1] == 0xBF && ids[2] == 0xBD, "invalid byte -> U+FFFD bytes");
-    CHECK(strata_tokenize(t, "\xc1\x81", 2, false, ids, 4, &n) == 0 && n == 1 && ids[0] == 'A',
+    CHECK(strata_tokenizer_encode(t, "\xc1\x81", 2, false, ids, 4, &n) == 0 && n == 1 && ids[0] == 'A',
           "overlong 'A' re-encodes as 'A' (llama.cpp)");
-    CHECK(strata_tokenize(t, NULL, 0, false, ids, 4, &n) == 0 && n == 0, "empty text");
+    CHECK(strata_tokenizer_encode(t, NULL, 0, false, ids, 4, &n) == 0 && n == 0, "empty text");
     const char *p;
     size_t len;
     CHECK(strata_token_to_piece(t, -1, true, &p, &len) == STRATA_EARG, "piece of -1");
@@ -852,7 +852,7 @@ static void test_qwen3(void)
         const struct strata_chat_msg msgs[] = {
             {"system", "You are helpful."}, {"user", "  Hi there  "}, {"assistant", "Hello!"}};
         char *out = NULL;
-        CHECK(tmpl && strata_chat_apply(tmpl, msgs, 3, true, &out) == 0 &&
+        CHECK(tmpl && strata_chat_render(tmpl, msgs, 3, true, &out) == 0 &&
               strcmp(out, "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n"
                           "  Hi there  <|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
                           "<|im_start|>assistant\n") == 0, "Qwen3 chat: '%s'", out ? out : "");
@@ -869,8 +869,8 @@ static void test_qwen3(void)
     const struct strata_tokenizer_info *in = strata_tokenizer_get_info(t);
     CHECK(in->n_vocab == 151669 && in->eos == 151645 && in->bos == 151643 &&
           in->pad == 151643 && in->eot == 151645 && !in->add_bos, "info");
-    CHECK(strata_token_is_eog(t, 151643) && strata_token_is_eog(t, 151645) &&
-          strata_token_is_eog(t, 151662) && !strata_token_is_eog(t, 151644), "eog set");
+    CHECK(strata_tokenizer_is_eog(t, 151643) && strata_tokenizer_is_eog(t, 151645) &&
+          strata_tokenizer_is_eog(t, 151662) && !strata_tokenizer_is_eog(t, 151644), "eog set");
     CHECK(strata_token_type_of(t, 151667) == STRATA_TOKEN_TYPE_USER_DEFINED &&
           strata_token_type_of(t, 151659) == STRATA_TOKEN_TYPE_CONTROL, "token types");
     // ids from llama.cpp (node-llama-cpp 3.22.1) for these strings
@@ -901,7 +901,7 @@ static void test_qwen3(void)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int32_t ids[64];
         size_t n;
-        rc = strata_tokenize(t, cases[i].text, strlen(cases[i].text), cases[i].special, ids, 64,
+        rc = strata_tokenizer_encode(t, cases[i].text, strlen(cases[i].text), cases[i].special, ids, 64,
                              &n);
         CHECK(rc == 0 && n == cases[i].n && memcmp(ids, cases[i].ids, n * sizeof(ids[0])) == 0,
               "'%s': rc %d, %zu ids, first %d", show(cases[i].text, strlen(cases[i].text)), rc, n,
@@ -1000,7 +1000,7 @@ static int compare_mode(const char *gguf_path, const char *oracle_path)
         char *lists[2] = {ids_plain, ids_special};
         for (int special = 0; special < 2; special++) {
             size_t n_want = parse_ids(lists[special], want, line_cap), n_got = 0;
-            int rc = strata_tokenize(t, text, len, special, got, line_cap, &n_got);
+            int rc = strata_tokenizer_encode(t, text, len, special, got, line_cap, &n_got);
             if (rc == 0 && n_got == n_want && memcmp(got, want, n_got * sizeof(*got)) == 0) {
                 continue;
             }

@@ -3,10 +3,11 @@
 #define STRATA_CLI_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/model.h"
+#include "strata.h"
 
 int cli_run(int argc, char **argv);
 int cli_eval(int argc, char **argv);
@@ -20,10 +21,11 @@ int cli_parse_float(const char *s, const char *name, double lo, double hi, float
 // "1,2,3" -> malloc'd array (caller frees).
 int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n);
 
-// Expert-store options of run and eval: getopt codes, their usage lines, the parser.
+// Engine options of run, eval and serve (expert store, backend): getopt codes, their usage
+// lines, the parser.
 enum {
     CLI_OPT_CACHE_MIB = 1000, CLI_OPT_CACHE_CLASSES, CLI_OPT_IO, CLI_OPT_IO_THREADS,
-    CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT, CLI_OPT_CACHE_POLICY
+    CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT, CLI_OPT_CACHE_POLICY, CLI_OPT_BACKEND, CLI_OPT_GPU
 };
 #define CLI_STORE_OPTIONS                                                                          \
     {"cache-mib", required_argument, 0, CLI_OPT_CACHE_MIB},                                        \
@@ -31,13 +33,25 @@ enum {
         {"io", required_argument, 0, CLI_OPT_IO}, {"io-threads", required_argument, 0, CLI_OPT_IO_THREADS}, \
         {"stats-layers", no_argument, 0, CLI_OPT_STATS_LAYERS},                                    \
         {"trace-out", required_argument, 0, CLI_OPT_TRACE_OUT},                                    \
-        {"cache-policy", required_argument, 0, CLI_OPT_CACHE_POLICY}
+        {"cache-policy", required_argument, 0, CLI_OPT_CACHE_POLICY},                             \
+        {"backend", required_argument, 0, CLI_OPT_BACKEND}, {"gpu", required_argument, 0, CLI_OPT_GPU}
+#define CLI_CASE_STORE_OPTIONS                                                                     \
+    case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:   \
+    case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: case CLI_OPT_BACKEND:   \
+    case CLI_OPT_GPU
 extern const char *const cli_store_usage;
-int cli_parse_store_opt(int c, const char *arg, struct strata_experts_config *cfg);
+
+// What the CLI does with the statistics beside the engine's parameters.
+struct cli_report_opts {
+    bool stats_layers;          // per-layer expert counters in the summary / --json
+    const char *trace_path;     // route trace of the session, or NULL
+};
+int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, struct cli_report_opts *r);
 // The "experts" object of --json, and the one-line (plus per-layer) human summary.
-void cli_store_json(cJSON *js, const struct strata_model *m, const struct strata_experts_config *cfg,
-                    double seconds);
-void cli_store_summary(FILE *out, const struct strata_model *m, const struct strata_experts_config *cfg);
+void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engine_params *p,
+                    const struct cli_report_opts *r, double seconds);
+void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_engine_params *p,
+                       const struct cli_report_opts *r);
 
 int cli_sim(int argc, char **argv);
 int cli_plan(int argc, char **argv);

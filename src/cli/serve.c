@@ -43,7 +43,8 @@ int cli_serve(int argc, char **argv)
         {"no-prefix-reuse", no_argument, 0, O_NO_REUSE}, {"help", no_argument, 0, 'h'},
         CLI_STORE_OPTIONS,                         {0, 0, 0, 0}};
     struct srv_config cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64,
-                             .max_body = 4096u << 10, .ec = {.io = STRATA_IO_URING}};
+                             .max_body = 4096u << 10, .ep = strata_engine_default_params()};
+    struct cli_report_opts ro = {0};   // the server reports through /metrics
     cfg.api_key = getenv("STRATA_API_KEY");
     if (cfg.api_key && !*cfg.api_key) cfg.api_key = NULL;
     int max_body_kib = 4096, c;
@@ -66,8 +67,7 @@ int cli_serve(int argc, char **argv)
         case O_MAX_TOKENS: bad = cli_parse_int(optarg, "--max-tokens", 1, 1 << 24, &cfg.max_tokens); break;
         case O_NO_REUSE: cfg.no_prefix_reuse = true; break;
         case 'h': serve_usage(stdout); return 0;
-        case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:
-        case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: bad = cli_parse_store_opt(c, optarg, &cfg.ec); break;
+        CLI_CASE_STORE_OPTIONS: bad = cli_parse_store_opt(c, optarg, &cfg.ep, &ro); break;
         default:
             fprintf(stderr, "strata serve: bad option '%s' (see strata serve --help)\n", argv[optind - 1]);
             return 2;

@@ -1,5 +1,6 @@
-// Expert-store options shared by run and eval (--cache-mib, --cache-classes, --io, --io-threads,
-// --stats-layers, --trace-out) and the store's part of the JSON output and the human summary.
+// Engine options shared by run, eval and serve (--cache-mib, --cache-classes, --io, --io-threads,
+// --stats-layers, --trace-out, --backend, --gpu) and the store's part of the JSON output and the
+// human summary.
 #include <stdio.h>
 #include <string.h>
 
@@ -14,14 +15,19 @@ const char *const cli_store_usage =
     "                        is unavailable) or a pread thread pool through the page cache\n"
     "  --io-threads N        pread threads / io_uring queue depth (default 4)\n"
     "  --stats-layers        per-layer expert cache counters in the summary / --json\n"
-    "  --trace-out FILE      write every token's expert ids per layer (strata sim replays it)\n";
+    "  --trace-out FILE      write every token's expert ids per layer (strata sim replays it)\n"
+    "  --backend cpu|cuda    where the forward pass runs (default: cpu; cuda needs a CUDA build)\n"
+    "  --gpu N               GPU index for --backend cuda (default 0)\n";
 
-int cli_parse_store_opt(int c, const char *arg, struct strata_experts_config *cfg)
+static const char *const g_io_names[STRATA_IO_COUNT] = {"pread", "uring"};
+static const char *const g_policy_names[STRATA_POLICY_COUNT] = {"lfu", "lru"};
+
+int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, struct cli_report_opts *r)
 {
     switch (c) {
     case CLI_OPT_CACHE_MIB: {
         if (strcmp(arg, "full") == 0) {
-            cfg->cache_bytes = 0;
+            p->host_cache_bytes = 0;
             return 0;
         }
         uint64_t mib;
@@ -30,7 +36,7 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_experts_config *cf
             fprintf(stderr, "strata: --cache-mib: '%s' must be 1..2^40 or 'full'\n", arg);
             return 1;
         }
-        cfg->cache_bytes = mib << 20;
+        p->host_cache_bytes = mib << 20;
         return 0;
     }
     case CLI_OPT_CACHE_CLASSES:
@@ -38,68 +44,79 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_experts_config *cf
             fprintf(stderr, "strata: --cache-classes: '%s' is not on or off\n", arg);
             return 1;
         }
-        cfg->no_classes = strcmp(arg, "off") == 0;
+        p->cache_classes = strcmp(arg, "on") == 0;
         return 0;
     case CLI_OPT_IO:
-        if (strcmp(arg, "pread") == 0) cfg->io = STRATA_IO_PREAD;
-        else if (strcmp(arg, "uring") == 0) cfg->io = STRATA_IO_URING;
+        if (strcmp(arg, "pread") == 0) p->io = STRATA_IO_PREAD;
+        else if (strcmp(arg, "uring") == 0) p->io = STRATA_IO_URING;
         else {
             fprintf(stderr, "strata: --io: '%s' is not pread or uring\n", arg);
             return 1;
         }
         return 0;
-    case CLI_OPT_IO_THREADS: return cli_parse_int(arg, "--io-threads", 1, 256, &cfg->io_threads);
+    case CLI_OPT_IO_THREADS: return cli_parse_int(arg, "--io-threads", 1, 256, &p->io_threads);
     case CLI_OPT_CACHE_POLICY:
-        if (strcmp(arg, "lru") == 0) cfg->policy = STRATA_POLICY_LRU;
-        else if (strcmp(arg, "lfu") == 0) cfg->policy = STRATA_POLICY_LFU;
+        if (strcmp(arg, "lru") == 0) p->cache_policy = STRATA_POLICY_LRU;
+        else if (strcmp(arg, "lfu") == 0) p->cache_policy = STRATA_POLICY_LFU;
         else {
             fprintf(stderr, "strata: --cache-policy: '%s' is not lfu or lru\n", arg);
             return 1;
         }
         return 0;
-    case CLI_OPT_STATS_LAYERS: cfg->stats_layers = true; return 0;
-    case CLI_OPT_TRACE_OUT: cfg->trace_path = arg; return 0;
+    case CLI_OPT_STATS_LAYERS: r->stats_layers = true; return 0;
+    case CLI_OPT_TRACE_OUT: r->trace_path = arg; return 0;
+    case CLI_OPT_BACKEND:
+        if (strcmp(arg, "cpu") == 0) p->backend = STRATA_BACKEND_CPU;
+        else if (strcmp(arg, "cuda") == 0) p->backend = STRATA_BACKEND_CUDA;
+        else {
+            fprintf(stderr, "strata: --backend: '%s' is not cpu or cuda\n", arg);
+            return 1;
+        }
+        return 0;
+    case CLI_OPT_GPU: return cli_parse_int(arg, "--gpu", 0, 1024, &p->gpu);
     default: return 1;
     }
 }
 
-void cli_store_json(cJSON *js, const struct strata_model *m, const struct strata_experts_config *cfg,
-                    double seconds)
+void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engine_params *p,
+                    const struct cli_report_opts *r, double seconds)
 {
-    struct strata_experts_stats st;
-    strata_model_expert_stats(m, &st);
+    struct strata_stats all;
+    strata_engine_stats(e, &all);
+    const struct strata_expert_stats *st = &all.experts[STRATA_TIER_HOST];
     cJSON *o = cJSON_AddObjectToObject(js, "experts");
-    const uint64_t acc = st.hits + st.misses;
-    cJSON_AddStringToObject(o, "cache", st.full ? "full" : "bounded");
-    cJSON_AddNumberToObject(o, "cache_mib", st.slot_bytes_total / 1048576.0);
-    cJSON_AddNumberToObject(o, "slots_per_layer", st.slots_per_layer);
-    cJSON_AddNumberToObject(o, "classes", st.n_classes);
-    cJSON_AddStringToObject(o, "policy", strata_cache_policy_name(cfg->policy));
-    cJSON_AddStringToObject(o, "io", strata_io_engine_name(cfg->io));
-    cJSON_AddNumberToObject(o, "io_threads", st.io_depth);
-    cJSON_AddBoolToObject(o, "io_direct", st.io_direct);
-    cJSON_AddNumberToObject(o, "io_buffer_mib", st.io_buffer_bytes / 1048576.0);
-    cJSON_AddNumberToObject(o, "hits", (double)st.hits);
-    cJSON_AddNumberToObject(o, "misses", (double)st.misses);
-    cJSON_AddNumberToObject(o, "evictions", (double)st.evictions);
-    cJSON_AddNumberToObject(o, "hit_rate", acc ? (double)st.hits / (double)acc : 1.0);
-    cJSON_AddNumberToObject(o, "bytes_read", (double)st.bytes_read);
-    cJSON_AddNumberToObject(o, "reads", (double)st.reads);
-    cJSON_AddNumberToObject(o, "retries", (double)st.retries);
-    cJSON_AddNumberToObject(o, "io_wait_s", st.io_wait_s);
-    cJSON_AddNumberToObject(o, "read_gbs", st.io_wait_s > 0 ? st.bytes_read / st.io_wait_s / 1e9 : 0);
-    cJSON_AddNumberToObject(o, "prefetched", (double)st.prefetched);
-    cJSON_AddNumberToObject(o, "prefetch_used", (double)st.prefetch_used);
-    cJSON_AddNumberToObject(o, "joined", (double)st.joined);
-    cJSON_AddNumberToObject(o, "preload_bytes", (double)st.preload_bytes);
-    cJSON_AddNumberToObject(o, "preload_s", st.preload_s);
+    const uint64_t acc = st->hits + st->misses;
+    cJSON_AddStringToObject(o, "cache", st->full ? "full" : "bounded");
+    cJSON_AddNumberToObject(o, "cache_mib", st->slot_bytes / 1048576.0);
+    cJSON_AddNumberToObject(o, "slots_per_layer", st->slots_per_layer);
+    cJSON_AddNumberToObject(o, "classes", st->n_classes);
+    cJSON_AddStringToObject(o, "policy", g_policy_names[p->cache_policy]);
+    cJSON_AddStringToObject(o, "io", g_io_names[p->io]);
+    cJSON_AddNumberToObject(o, "io_threads", st->io_depth);
+    cJSON_AddBoolToObject(o, "io_direct", st->io_direct);
+    cJSON_AddNumberToObject(o, "io_buffer_mib", st->io_buffer_bytes / 1048576.0);
+    cJSON_AddNumberToObject(o, "hits", (double)st->hits);
+    cJSON_AddNumberToObject(o, "misses", (double)st->misses);
+    cJSON_AddNumberToObject(o, "evictions", (double)st->evictions);
+    cJSON_AddNumberToObject(o, "hit_rate", acc ? (double)st->hits / (double)acc : 1.0);
+    cJSON_AddNumberToObject(o, "bytes_read", (double)st->bytes_read);
+    cJSON_AddNumberToObject(o, "reads", (double)st->reads);
+    cJSON_AddNumberToObject(o, "retries", (double)st->retries);
+    cJSON_AddNumberToObject(o, "io_wait_s", st->io_wait_s);
+    cJSON_AddNumberToObject(o, "read_gbs", st->io_wait_s > 0 ? st->bytes_read / st->io_wait_s / 1e9 : 0);
+    cJSON_AddNumberToObject(o, "prefetched", (double)st->prefetched);
+    cJSON_AddNumberToObject(o, "prefetch_used", (double)st->prefetch_used);
+    cJSON_AddNumberToObject(o, "joined", (double)st->joined);
+    cJSON_AddNumberToObject(o, "preload_bytes", (double)st->preload_bytes);
+    cJSON_AddNumberToObject(o, "preload_s", st->preload_s);
     cJSON_AddNumberToObject(o, "seconds", seconds);
-    if (cfg->stats_layers) {
+    if (r->stats_layers) {
+        struct strata_model_info info;
+        strata_engine_info(e, &info);
         cJSON *arr = cJSON_AddArrayToObject(o, "layers");
-        const uint32_t L = strata_model_hparams(m)->n_layer;
-        for (uint32_t l = 0; l < L; l++) {
-            struct strata_experts_layer_stats ls;
-            strata_model_expert_layer_stats(m, l, &ls);
+        for (uint32_t l = 0; l < info.n_layer; l++) {
+            struct strata_layer_stats ls;
+            strata_engine_layer_stats(e, STRATA_TIER_HOST, l, &ls);
             cJSON *x = cJSON_CreateObject();
             cJSON_AddNumberToObject(x, "layer", l);
             cJSON_AddNumberToObject(x, "hits", (double)ls.hits);
@@ -113,24 +130,27 @@ void cli_store_json(cJSON *js, const struct strata_model *m, const struct strata
     }
 }
 
-void cli_store_summary(FILE *out, const struct strata_model *m, const struct strata_experts_config *cfg)
+void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_engine_params *p,
+                       const struct cli_report_opts *r)
 {
-    struct strata_experts_stats st;
-    strata_model_expert_stats(m, &st);
-    const uint64_t acc = st.hits + st.misses;
+    struct strata_stats all;
+    strata_engine_stats(e, &all);
+    const struct strata_expert_stats *st = &all.experts[STRATA_TIER_HOST];
+    const uint64_t acc = st->hits + st->misses;
     fprintf(out,
             "experts: %s cache %.0f MiB (%u slots/layer, %u class%s), hit rate %.1f%% (%llu hits, %llu misses, "
             "%llu evictions), read %.1f MiB in %.2f s I/O wait (%.2f GB/s, %s)%s\n",
-            st.full ? "full" : "bounded", st.slot_bytes_total / 1048576.0, st.slots_per_layer, st.n_classes,
-            st.n_classes == 1 ? "" : "es", acc ? 100.0 * (double)st.hits / (double)acc : 100.0,
-            (unsigned long long)st.hits, (unsigned long long)st.misses, (unsigned long long)st.evictions,
-            st.bytes_read / 1048576.0, st.io_wait_s, st.io_wait_s > 0 ? st.bytes_read / st.io_wait_s / 1e9 : 0.0,
-            strata_io_engine_name(cfg->io), st.retries ? " (with retries)" : "");
-    if (!cfg->stats_layers) return;
-    const uint32_t L = strata_model_hparams(m)->n_layer;
-    for (uint32_t l = 0; l < L; l++) {
-        struct strata_experts_layer_stats ls;
-        strata_model_expert_layer_stats(m, l, &ls);
+            st->full ? "full" : "bounded", st->slot_bytes / 1048576.0, st->slots_per_layer, st->n_classes,
+            st->n_classes == 1 ? "" : "es", acc ? 100.0 * (double)st->hits / (double)acc : 100.0,
+            (unsigned long long)st->hits, (unsigned long long)st->misses, (unsigned long long)st->evictions,
+            st->bytes_read / 1048576.0, st->io_wait_s, st->io_wait_s > 0 ? st->bytes_read / st->io_wait_s / 1e9 : 0.0,
+            g_io_names[p->io], st->retries ? " (with retries)" : "");
+    if (!r->stats_layers) return;
+    struct strata_model_info info;
+    strata_engine_info(e, &info);
+    for (uint32_t l = 0; l < info.n_layer; l++) {
+        struct strata_layer_stats ls;
+        strata_engine_layer_stats(e, STRATA_TIER_HOST, l, &ls);
         const uint64_t a = ls.hits + ls.misses;
         fprintf(out, "  layer %3u: hit rate %5.1f%%  hits %llu  misses %llu  evictions %llu  read %.1f MiB\n", l,
                 a ? 100.0 * (double)ls.hits / (double)a : 100.0, (unsigned long long)ls.hits,

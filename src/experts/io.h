@@ -33,10 +33,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "strata.h"  // enum strata_io_engine
+
 #define STRATA_IO_MAX_TRIES 3
 #define STRATA_IO_PAGE 4096u   // the phase rule's period (see the header comment)
 
-enum strata_io_engine { STRATA_IO_PREAD, STRATA_IO_URING, STRATA_IO_COUNT };
 
 struct strata_io_req {
     uint64_t file_off;   // absolute offset in the file

@@ -21,7 +21,7 @@ struct strata_gguf_file;
 // Which resident expert a miss replaces (strata sim's LFU and LRU, the same decisions exactly).
 // LFU comes first so that a zeroed config gets it: on decode traces it missed 12% less than LRU
 // in both the simulator and the engine (docs/expert-store.md, Policies).
-enum strata_cache_policy { STRATA_POLICY_LFU, STRATA_POLICY_LRU, STRATA_POLICY_COUNT };
+// enum strata_cache_policy (lfu, lru) is in strata.h: the engine's parameters take it.
 
 struct strata_experts_config {
     uint64_t cache_bytes;       // budget for expert slots; 0 = full residency

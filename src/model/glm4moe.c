@@ -1,5 +1,5 @@
-// glm4moe (GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7): tensors. The forward pass is the shared one
-// (qwen3moe.c) with what these weights switch on:
+// glm4moe (GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7): tensors. The forward pass is forward.c's
+// with what these weights switch on:
 //   attention with q/k/v biases, optional per-head q/k RMS norms (the 355B models have them,
 //   Air not), NeoX RoPE on the first n_rot dims of each head (half of it in the real models);
 //   leading_dense_block_count blocks with a dense SwiGLU FFN, the rest MoE: sigmoid router,
@@ -53,7 +53,7 @@ int strata_glm4moe_load(struct strata_model *m)
             continue;
         }
         if ((rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), E, X, true, &L->router)) ||
-            (rc = strata_model_load_vec(m, NM("exp_probs_b.bias"), X, &L->exp_probs_b)))
+            (rc = strata_model_load_vec_host(m, NM("exp_probs_b.bias"), X, true, &L->exp_probs_b)))
             return rc;
         if (Fs && ((rc = strata_model_load_mat(m, NM("ffn_gate_shexp.weight"), E, Fs, true, &L->sh_gate)) ||
                    (rc = strata_model_load_mat(m, NM("ffn_up_shexp.weight"), E, Fs, true, &L->sh_up)) ||

@@ -1,5 +1,7 @@
-// Model loading (dense weights resident, experts through the provider); each architecture's
-// file (qwen3moe.c, glm4moe.c, qwen3next.c) loads its tensors. The forward pass is in qwen3moe.c.
+// Model loading: dense weights read from the file into host memory and handed to the backend as
+// views (the CPU backend keeps the host bytes; a GPU backend copies them, and the host bytes are
+// freed). Each architecture's file (qwen3moe.c, glm4moe.c, qwen3next.c) loads its tensors with
+// these helpers and sets the feature flags the forward pass (forward.c) reads.
 #include "model/model_impl.h"
 
 #include <errno.h>
@@ -11,28 +13,73 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-// Read a whole tensor into 64-byte aligned memory owned by the model.
-static int load_tensor(struct strata_model *m, const struct strata_gguf_tensor *t, void **out)
+// Host memory of `bytes`, owned by the model (64-byte aligned, zeroed).
+static void *own_alloc(struct strata_model *m, size_t bytes, const char *what)
 {
     if (m->n_owned == m->cap_owned) {
         size_t cap = m->cap_owned ? m->cap_owned * 2 : 256;
         struct strata_owned *o = realloc(m->owned, cap * sizeof *o);
-        if (!o) return STRATA_ENOMEM;
+        if (!o) return NULL;
         m->owned = o;
         m->cap_owned = cap;
     }
-    void *buf = strata_big_alloc(t->n_bytes);
+    void *buf = strata_big_alloc(bytes);
     if (!buf) {
-        strata_log_error("model_load: out of memory for '%s' (%llu bytes)", t->name,
-                         (unsigned long long)t->n_bytes);
-        return STRATA_ENOMEM;
+        strata_log_error("model_load: out of memory for '%s' (%zu bytes)", what, bytes);
+        return NULL;
     }
-    m->owned[m->n_owned++] = (struct strata_owned){buf, t->n_bytes};
+    m->owned[m->n_owned++] = (struct strata_owned){buf, bytes};
+    return buf;
+}
+
+// Give the last owned buffer back (the backend copied it).
+static void own_drop_last(struct strata_model *m)
+{
+    struct strata_owned *o = &m->owned[--m->n_owned];
+    strata_big_free(o->p, o->bytes);
+}
+
+// Read a whole tensor into host memory owned by the model.
+static int read_tensor(struct strata_model *m, const struct strata_gguf_tensor *t, void **out)
+{
+    void *buf = own_alloc(m, t->n_bytes, t->name);
+    if (!buf) return STRATA_ENOMEM;
     int rc = strata_gguf_read_tensor(m->file, t, 0, buf, t->n_bytes);
     if (rc) return rc;
     m->dense_bytes += t->n_bytes;
     *out = buf;
     return 0;
+}
+
+// The backend view of host matrix `host` (the last owned buffer); the host bytes are freed when
+// the backend copied them.
+static int make_view(struct strata_model *m, const struct strata_mat *host, struct strata_mat *view)
+{
+    if (m->n_views == m->cap_views) {
+        size_t cap = m->cap_views ? m->cap_views * 2 : 256;
+        struct strata_mat *v = realloc(m->views, cap * sizeof *v);
+        if (!v) return STRATA_ENOMEM;
+        m->views = v;
+        m->cap_views = cap;
+    }
+    bool copied = false;
+    int rc = m->be->iface->weight_load(m->be->ctx, host, view, &copied);
+    if (rc) return rc;
+    m->views[m->n_views++] = *view;
+    if (copied) own_drop_last(m);
+    return 0;
+}
+
+// Read tensor t ([n_out][n_in] of its type) and make its backend view.
+static int load_view(struct strata_model *m, const struct strata_gguf_tensor *t, uint64_t n_in, uint64_t n_out,
+                     struct strata_mat *out)
+{
+    void *data;
+    int rc = read_tensor(m, t, &data);
+    if (rc) return rc;
+    const struct strata_mat host = {data, t->type, (uint32_t)n_in, (uint32_t)n_out,
+                                    strata_type_row_bytes(t->type, n_in)};
+    return make_view(m, &host, out);
 }
 
 static const struct strata_gguf_tensor *find(const struct strata_model *m, const char *name, bool required)
@@ -60,18 +107,66 @@ static int check_shape(const struct strata_model *m, const struct strata_gguf_te
     return 0;
 }
 
-int strata_model_load_vec(struct strata_model *m, const char *name, uint64_t n, const float **out)
+// An F32 tensor of shape [ne0, ne1] (norms, biases, routers, conv taps).
+static int find_f32(struct strata_model *m, const char *name, uint64_t ne0, uint64_t ne1,
+                    const struct strata_gguf_tensor **out)
 {
     const struct strata_gguf_tensor *t = find(m, name, true);
     if (!t) return STRATA_EFORMAT;
-    int rc = check_shape(m, t, n, 1, 1);
+    int rc = check_shape(m, t, ne0, ne1, 1);
     if (rc) return rc;
     if (t->type != STRATA_TYPE_F32) {
         strata_log_error("model_load: %s: tensor '%s' is %s; norms, biases and routers must be F32",
                          m->file->path, name, strata_type_name(t->type));
         return STRATA_EUNSUP;
     }
-    return load_tensor(m, t, (void **)out);
+    *out = t;
+    return 0;
+}
+
+int strata_model_load_vec(struct strata_model *m, const char *name, uint64_t n, const float **out)
+{
+    const struct strata_gguf_tensor *t;
+    int rc = find_f32(m, name, n, 1, &t);
+    struct strata_mat view;
+    if (rc == 0) rc = load_view(m, t, n, 1, &view);
+    if (rc == 0) *out = view.data;
+    return rc;
+}
+
+int strata_model_load_vec_host(struct strata_model *m, const char *name, uint64_t n, bool required,
+                               const float **out)
+{
+    *out = NULL;
+    if (!required && !strata_gguf_find_tensor(m->file, name)) return 0;
+    const struct strata_gguf_tensor *t;
+    int rc = find_f32(m, name, n, 1, &t);
+    if (rc == 0) rc = read_tensor(m, t, (void **)out);
+    return rc;
+}
+
+int strata_model_load_transposed(struct strata_model *m, const char *name, uint64_t n_in, uint64_t n_out,
+                                 const float **out)
+{
+    const struct strata_gguf_tensor *t;
+    int rc = find_f32(m, name, n_in, n_out, &t);
+    float *src = NULL;
+    if (rc == 0) rc = read_tensor(m, t, (void **)&src);
+    if (rc) return rc;
+    float *tr = own_alloc(m, (size_t)n_in * n_out * sizeof(float), name);
+    if (!tr) return STRATA_ENOMEM;
+    for (uint64_t o = 0; o < n_out; o++)
+        for (uint64_t i = 0; i < n_in; i++) tr[i * n_out + o] = src[o * n_in + i];
+    // the file's layout is not needed any more: drop it (it is the owned buffer before tr)
+    struct strata_owned last = m->owned[m->n_owned - 1];
+    m->n_owned--;
+    own_drop_last(m);
+    m->owned[m->n_owned++] = last;
+    const struct strata_mat host = {tr, STRATA_TYPE_F32, (uint32_t)n_out, (uint32_t)n_in, n_out * sizeof(float)};
+    struct strata_mat view;
+    if ((rc = make_view(m, &host, &view))) return rc;
+    *out = view.data;
+    return 0;
 }
 
 int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_in, uint64_t n_out,
@@ -87,11 +182,12 @@ int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_i
                          m->file->path, name, strata_type_name(t->type));
         return STRATA_EUNSUP;
     }
-    void *data;
-    if ((rc = load_tensor(m, t, &data))) return rc;
-    *out = (struct strata_mat){data, t->type, (uint32_t)n_in, (uint32_t)n_out,
-                               strata_type_row_bytes(t->type, n_in)};
-    return 0;
+    if (!m->be->iface->supports_type(m->be->ctx, t->type)) {
+        strata_log_error("model_load: %s: tensor '%s' has type %s, which the %s backend cannot compute with",
+                         m->file->path, name, strata_type_name(t->type), m->be->iface->name);
+        return STRATA_EUNSUP;
+    }
+    return load_view(m, t, n_in, n_out, out);
 }
 
 int strata_model_load_vec_opt(struct strata_model *m, const char *name, uint64_t n, const float **out)
@@ -141,6 +237,7 @@ int strata_model_load_attention(struct strata_model *m, uint32_t l, bool gated, 
         return rc;
 #undef NM
     L->q_gated = gated;
+    if (L->wq.n_out > m->max_q_dim) m->max_q_dim = L->wq.n_out;
     return 0;
 }
 
@@ -164,13 +261,12 @@ static int load_arch(struct strata_model *m)
     return STRATA_EUNSUP;
 }
 
-int strata_model_load(struct strata_model **out, const char *path, const struct strata_model_params *p)
+int strata_model_load(struct strata_model **out, const char *path, struct strata_backend *be)
 {
-    static const struct strata_model_params defaults = {0};
-    if (!p) p = &defaults;
     *out = NULL;
     struct strata_model *m = calloc(1, sizeof *m);
     if (!m) return STRATA_ENOMEM;
+    m->be = be;
     int rc = strata_gguf_open(&m->file, path);
     if (rc == 0) rc = strata_hparams_load(&m->hp, m->file);
     if (rc == 0) rc = strata_expert_layout_init(&m->layout, m->file);
@@ -182,19 +278,10 @@ int strata_model_load(struct strata_model **out, const char *path, const struct 
         rc = STRATA_EFORMAT;
     }
     if (rc == 0) rc = load_arch(m);
-    if (rc == 0)
-        rc = strata_experts_open(&m->experts, m->file, &m->layout, m->hp.n_expert_used, &p->experts);
-    if (rc == 0 && p->experts.trace_path) {
-        const char *name = NULL;
-        strata_gguf_get_str(m->file, "general.name", &name);
-        rc = strata_trace_open(&m->trace, p->experts.trace_path, name, m->layout.n_layers, m->hp.n_expert,
-                               m->hp.n_expert_used);
-    }
     if (rc) {
         strata_model_free(m);
         return rc;
     }
-    m->kernels = strata_kernels();
     *out = m;
     return 0;
 }
@@ -202,8 +289,8 @@ int strata_model_load(struct strata_model **out, const char *path, const struct 
 void strata_model_free(struct strata_model *m)
 {
     if (!m) return;
-    strata_trace_close(m->trace);
-    strata_experts_close(m->experts);
+    for (size_t i = 0; i < m->n_views; i++) m->be->iface->weight_free(m->be->ctx, &m->views[i]);
+    free(m->views);
     for (size_t i = 0; i < m->n_owned; i++) strata_big_free(m->owned[i].p, m->owned[i].bytes);
     free(m->owned);
     free(m->layers);
@@ -214,19 +301,6 @@ void strata_model_free(struct strata_model *m)
 
 const struct strata_hparams *strata_model_hparams(const struct strata_model *m) { return &m->hp; }
 const struct strata_gguf_file *strata_model_file(const struct strata_model *m) { return m->file; }
+struct strata_gguf_file *strata_model_file_rw(struct strata_model *m) { return m->file; }
+const struct strata_expert_layout *strata_model_expert_layout(const struct strata_model *m) { return &m->layout; }
 uint64_t strata_model_dense_bytes(const struct strata_model *m) { return m->dense_bytes; }
-uint64_t strata_model_expert_bytes(const struct strata_model *m)
-{
-    return strata_experts_resident_bytes(m->experts);
-}
-
-void strata_model_expert_stats(const struct strata_model *m, struct strata_experts_stats *st)
-{
-    strata_experts_get_stats(m->experts, st);
-}
-
-void strata_model_expert_layer_stats(const struct strata_model *m, uint32_t layer,
-                                     struct strata_experts_layer_stats *st)
-{
-    strata_experts_get_layer_stats(m->experts, layer, st);
-}

@@ -1,13 +1,13 @@
 // qwen3next (Qwen3-Next-80B-A3B) and qwen35moe (Qwen3.5 MoE, e.g. 397B-A17B): tensors. The
-// forward pass is the shared one (qwen3moe.c) with what these weights switch on:
+// forward pass is forward.c's with what these weights switch on:
 //   every full_attention_interval-th block: attention whose query projection gives, per head,
 //   the query then a gate; per-head q/k RMS norms, NeoX RoPE on the first n_rot dims, output
 //   times sigmoid(gate);
 //   the other blocks: gated delta-net linear attention (deltanet.c);
 //   every block: post_attention_norm, softmax router top-k renormalised, and a shared expert
 //   scaled by sigmoid(ffn_gate_inp_shexp . h).
-// qwen35moe differs in the loading only by separate beta and alpha projections; in the forward
-// pass by key heads tiled over the value heads and the M-RoPE section mask (deltanet.c, blocks.c).
+// qwen35moe differs by separate beta and alpha projections, key heads tiled over the value heads
+// and the interleaved M-RoPE section mask (flags set here).
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,24 +21,19 @@ static int load_deltanet(struct strata_model *m, uint32_t l, struct strata_delta
     const struct strata_hparams *hp = &m->hp;
     const uint64_t E = hp->n_embd, d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank;
     const uint64_t C = 2 * nk * d + nv * d, K = hp->ssm_d_conv;
-    struct strata_mat conv;
     char n[96];
     int rc;
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
     if ((rc = strata_model_load_mat(m, NM("attn_qkv.weight"), E, C, true, &dn->qkv)) ||
         (rc = strata_model_load_mat(m, NM("attn_gate.weight"), E, nv * d, true, &dn->z)) ||
-        (rc = strata_model_load_mat(m, NM("ssm_conv1d.weight"), K, C, true, &conv)) ||
+        (rc = strata_model_load_transposed(m, NM("ssm_conv1d.weight"), K, C, &dn->conv_taps)) ||
         (rc = strata_model_load_vec(m, NM("ssm_dt.bias"), nv, &dn->dt_bias)) ||
         (rc = strata_model_load_vec(m, NM("ssm_a"), nv, &dn->a)) ||
         (rc = strata_model_load_vec(m, NM("ssm_norm.weight"), d, &dn->norm)) ||
         (rc = strata_model_load_mat(m, NM("ssm_out.weight"), nv * d, E, true, &dn->out)))
         return rc;
-    if (conv.type != STRATA_TYPE_F32) {
-        strata_log_error("model_load: %s: tensor '%s' is %s; the conv taps must be F32", m->file->path,
-                         NM("ssm_conv1d.weight"), strata_type_name(conv.type));
-        return STRATA_EUNSUP;
-    }
-    dn->conv = conv.data;
+    // qwen35moe: separate beta and alpha projections, key heads tiled over the value heads
+    dn->ba_split = dn->kv_tiled = hp->arch == STRATA_ARCH_QWEN35MOE;
     if (hp->arch == STRATA_ARCH_QWEN35MOE)
         rc = strata_model_load_mat(m, NM("ssm_beta.weight"), E, nv, true, &dn->beta);
     if (hp->arch == STRATA_ARCH_QWEN35MOE && rc == 0)
@@ -60,6 +55,7 @@ int strata_qwen3next_load(struct strata_model *m)
     }
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
     if (!m->layers) return STRATA_ENOMEM;
+    m->rope_mrope = hp->arch == STRATA_ARCH_QWEN35MOE;
     const uint64_t OD = (uint64_t)hp->n_head * hp->head_dim_v, VDn = (uint64_t)hp->ssm_d_inner;
     m->max_act_dim = (uint32_t)E;
     if (OD > m->max_act_dim) m->max_act_dim = (uint32_t)OD;

@@ -310,7 +310,7 @@ int strata_sampler_init(struct strata_sampler *s, struct strata_sampler_params p
     s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
     if (!s->cand || !s->sorted_tmp || !s->seen) {
         strata_log_error("strata_sampler_init: cannot allocate scratch for %d tokens", (int)n_vocab);
-        strata_sampler_free(s);
+        strata_sampler_clear(s);
         return STRATA_ENOMEM;
     }
     s->params = params;
@@ -319,7 +319,7 @@ int strata_sampler_init(struct strata_sampler *s, struct strata_sampler_params p
     return 0;
 }
 
-void strata_sampler_free(struct strata_sampler *s)
+void strata_sampler_clear(struct strata_sampler *s)
 {
     if (!s) return;
     free(s->cand);

@@ -46,7 +46,7 @@ struct strata_sampler_params strata_sampler_default_params(void);
 // Checks params (top_k >= 0, top_p and min_p in [0,1], repeat_penalty > 0, repeat_last_n >= -1,
 // n_vocab > 0) and allocates the scratch. 0 or a negative STRATA_E* code.
 int strata_sampler_init(struct strata_sampler *s, struct strata_sampler_params params, int32_t n_vocab);
-void strata_sampler_free(struct strata_sampler *s);
+void strata_sampler_clear(struct strata_sampler *s);
 
 // Restarts the random sequence as if freshly initialised with `seed`.
 void strata_sampler_seed(struct strata_sampler *s, uint64_t seed);

@@ -162,7 +162,7 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
                    (unsigned long long)st.generated_tokens, (unsigned long long)st.forward_passes,
                    st.busy_s, st.decode_s > 0 ? st.generated_tokens / st.decode_s : 0.0, st.active,
                    st.queued);
-    const struct strata_experts_stats *e = &st.experts;
+    const struct strata_expert_stats *e = &st.experts;
     strata_strbuf_printf(&b,
                    "# TYPE strata_expert_hits_total counter\nstrata_expert_hits_total{tier=\"ram\"} %llu\n"
                    "# TYPE strata_expert_misses_total counter\nstrata_expert_misses_total{tier=\"ram\"} %llu\n"
@@ -172,7 +172,7 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
                    "# TYPE strata_expert_cache_bytes gauge\nstrata_expert_cache_bytes{tier=\"ram\"} %llu\n",
                    (unsigned long long)e->hits, (unsigned long long)e->misses,
                    (unsigned long long)e->evictions, (unsigned long long)e->bytes_read, e->io_wait_s,
-                   (unsigned long long)e->slot_bytes_total);
+                   (unsigned long long)e->slot_bytes);
     enum MHD_Result r = send_body(c, mc, 200, "text/plain; version=0.0.4", b.s ? b.s : "", b.len);
     free(b.s);
     return r;

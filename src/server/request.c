@@ -217,7 +217,7 @@ static int render_prompt(struct srv_sched *s, const struct srv_request *r, char 
         *text = strdup(r->prompt ? r->prompt : "");
         return *text ? 0 : STRATA_ENOMEM;
     }
-    int rc = strata_chat_apply_tools(srv_sched_chat_template(s), r->turns, r->n_turns,
+    int rc = strata_chat_render_tools(srv_sched_chat_template(s), r->turns, r->n_turns,
                                      r->tools_json, true, text);
     if (rc == 0 && r->prefill && *r->prefill) {
         size_t a = strlen(*text), b = strlen(r->prefill);

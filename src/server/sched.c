@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/gguf.h"
-#include "model/model.h"
 #include "server/server.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -34,8 +32,7 @@ struct slot {
 
 struct srv_sched {
     struct srv_config cfg;
-    struct strata_model *m;
-    struct strata_tokenizer *tok;
+    struct strata_engine *e;
     const char *chat_template;
     int n_vocab, n_ctx;
     struct slot *slots;
@@ -151,7 +148,7 @@ static int slot_start(struct srv_sched *s, struct slot *sl, struct srv_job *j)
     sl->n_toks = keep;
     int rc = slot_reserve(sl, j->n_prompt + j->max_tokens + 1);
     if (rc == 0) {
-        strata_sampler_free(&sl->smp);
+        strata_sampler_clear(&sl->smp);
         rc = strata_sampler_init(&sl->smp, j->sp, s->n_vocab);
     }
     if (rc == 0 && j->top_logprobs >= 0) {
@@ -207,13 +204,12 @@ static void assign_queued(struct srv_sched *s)
 static void slot_take_token(struct srv_sched *s, struct slot *sl, int32_t id)
 {
     struct srv_job *j = sl->job;
-    const struct strata_tokenizer *tok = s->tok;
     if (j->top_logprobs >= 0) fill_logprobs(sl->logits, s->n_vocab, id, j->top_logprobs, &j->lp[j->n_gen]);
     pthread_mutex_lock(&j->mu);
     j->n_gen++;
     if (j->n_gen == 1) j->t_first = strata_now();
     pthread_mutex_unlock(&j->mu);
-    if (!j->ignore_eos && strata_token_is_eog(tok, id)) {
+    if (!j->ignore_eos && strata_token_is_eog(s->e, id)) {
         slot_finish(s, sl, SRV_FINISH_EOG, NULL);
         return;
     }
@@ -222,11 +218,11 @@ static void slot_take_token(struct srv_sched *s, struct slot *sl, int32_t id)
     const char *raw = NULL;
     size_t np = 0, raw_len = 0, cap = sizeof small;
     int stop = -1;
-    if (strata_token_to_piece(tok, id, false, &raw, &raw_len) == 0 && 3 * (raw_len + 1) > cap) {
+    if (strata_token_piece(s->e, id, false, &raw, &raw_len) == 0 && 3 * (raw_len + 1) > cap) {
         cap = 3 * (raw_len + 1);
         piece = malloc(cap);
     }
-    if (piece && strata_detok_push(&sl->dt, tok, id, piece, cap, &np) == 0 && np) {
+    if (piece && strata_detokenize(s->e, &sl->dt, id, piece, cap, &np) == 0 && np) {
         pthread_mutex_lock(&j->mu);
         size_t from = j->len, at = 0, final_len = 0;
         if (job_append(j, piece, np) == 0) {
@@ -337,12 +333,17 @@ int srv_sched_open(struct srv_sched **out, const struct srv_config *cfg)
     s->cfg = *cfg;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    struct strata_model_params mp = {.experts = cfg->ec};
-    int rc = strata_model_load(&s->m, cfg->model_path, &mp);
-    if (rc == 0) rc = strata_tokenizer_load(&s->tok, strata_model_file(s->m));
+    struct strata_engine_params ep = cfg->ep;
+    ep.model = cfg->model_path;
+    ep.n_threads = cfg->n_threads;
+    ep.n_ctx = cfg->n_ctx;
+    ep.n_batch = cfg->n_batch;
+    int rc = strata_engine_open(&s->e, &ep);
     if (rc == 0) {
-        s->n_vocab = (int)strata_model_hparams(s->m)->n_vocab;
-        strata_gguf_get_str(strata_model_file(s->m), "tokenizer.chat_template", &s->chat_template);
+        struct strata_model_info info;
+        strata_engine_info(s->e, &info);
+        s->n_vocab = (int)info.n_vocab;
+        s->chat_template = strata_engine_chat_template(s->e);
         s->n_slots = cfg->parallel;
         s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
         s->q_cap = cfg->queue + cfg->parallel;
@@ -350,8 +351,8 @@ int srv_sched_open(struct srv_sched **out, const struct srv_config *cfg)
         if (!s->slots || !s->queue) rc = STRATA_ENOMEM;
     }
     for (int i = 0; rc == 0 && i < s->n_slots; i++) {
-        struct strata_session_params sp = {cfg->n_ctx, cfg->n_batch, cfg->n_threads};
-        rc = strata_session_create(&s->slots[i].sess, s->m, &sp);
+        struct strata_session_params sp = {cfg->n_ctx, cfg->n_batch};
+        rc = strata_session_create(&s->slots[i].sess, s->e, &sp);
         if (rc == 0) {
             s->slots[i].logits = malloc((size_t)s->n_vocab * sizeof(float));
             if (!s->slots[i].logits) rc = STRATA_ENOMEM;
@@ -396,14 +397,13 @@ void srv_sched_close(struct srv_sched *s)
     }
     for (int i = 0; s->slots && i < s->n_slots; i++) {
         strata_session_free(s->slots[i].sess);
-        strata_sampler_free(&s->slots[i].smp);
+        strata_sampler_clear(&s->slots[i].smp);
         free(s->slots[i].toks);
         free(s->slots[i].logits);
     }
     free(s->slots);
     free(s->queue);
-    strata_tokenizer_free(s->tok);
-    strata_model_free(s->m);
+    strata_engine_close(s->e);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -436,7 +436,9 @@ void srv_sched_stats(struct srv_sched *s, struct srv_sched_stats *st)
     pthread_mutex_lock(&s->mu);
     *st = s->st;
     pthread_mutex_unlock(&s->mu);
-    strata_model_expert_stats(s->m, &st->experts);
+    struct strata_stats es;
+    strata_engine_stats(s->e, &es);
+    st->experts = es.experts[STRATA_TIER_HOST];
 }
 
 int srv_sched_n_ctx(const struct srv_sched *s)
@@ -456,22 +458,20 @@ const char *srv_sched_chat_template(const struct srv_sched *s)
 
 int srv_sched_tokenize(const struct srv_sched *s, const char *text, int32_t **ids, int *n)
 {
-    size_t len = strlen(text), cap = 3 * len + 2, got = 0, off = 0;
-    const struct strata_tokenizer_info *info = strata_tokenizer_get_info(s->tok);
+    size_t len = strlen(text), cap = 3 * len + 2, got = 0;
     int32_t *buf = malloc(cap * sizeof *buf);
     if (!buf) return STRATA_ENOMEM;
-    if (info->add_bos && info->bos >= 0) buf[off++] = info->bos;
-    int rc = strata_tokenize(s->tok, text, len, true, buf + off, cap - off, &got);
+    int rc = strata_tokenize(s->e, text, len, true, true, buf, cap, &got);
     if (rc) {
         free(buf);
         return rc;
     }
     *ids = buf;
-    *n = (int)(off + got);
+    *n = (int)got;
     return 0;
 }
 
 int srv_sched_piece(const struct srv_sched *s, int32_t id, const char **piece, size_t *len)
 {
-    return strata_token_to_piece(s->tok, id, false, piece, len);
+    return strata_token_piece(s->e, id, false, piece, len);
 }

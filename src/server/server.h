@@ -19,9 +19,9 @@
 #include <stdint.h>
 #include <pthread.h>
 
-#include "experts/experts.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
+#include "strata.h"
 #include "util/strbuf.h"
 
 struct srv_config {
@@ -36,7 +36,7 @@ struct srv_config {
     size_t max_body;          // request body bytes (413 beyond)
     int max_tokens;           // cap on generated tokens per request (0: context)
     bool no_prefix_reuse;     // every request starts from an empty session
-    struct strata_experts_config ec;
+    struct strata_engine_params ep;   // expert cache, I/O and backend (the fields above set the rest)
 };
 
 // Runs until SIGINT/SIGTERM. 0 on a clean shutdown, negative if it could not start.
@@ -110,7 +110,7 @@ struct srv_sched_stats {
     double busy_s;             // wall time of all forward passes
     uint64_t forward_passes;
     int active, queued;
-    struct strata_experts_stats experts;
+    struct strata_expert_stats experts;   // the host tier
 };
 
 // Loads the model (slow) and starts the scheduler thread.

@@ -4,7 +4,7 @@
 // with a fixed formatter for that family. Families llama.cpp knows but strata does not format
 // are still recognised, so that they are refused by name instead of being mistaken for another.
 //
-// Tool calling (strata_chat_apply_tools, strata_chat_parse_tools): the two tool formats of the
+// Tool calling (strata_chat_render_tools, strata_chat_parse_tools): the two tool formats of the
 // supported MoE families are written out the way their Jinja templates print them, byte for
 // byte: Qwen3 (ChatML with <tools> in the system turn and <tool_call>{JSON}</tool_call> in the
 // output) and GLM-4.5 (<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>).
@@ -209,20 +209,20 @@ const char *strata_chat_family(const char *template_text)
     return detect(template_text ? template_text : "chatml").name;
 }
 
-int strata_chat_apply(const char *template_text, const struct strata_chat_msg *msgs, size_t n,
+int strata_chat_render(const char *template_text, const struct strata_chat_msg *msgs, size_t n,
                       bool add_generation_prompt, char **out)
 {
     *out = NULL;
     struct detected d = detect(template_text ? template_text : "chatml");
     if (d.family == CHAT_UNKNOWN || d.family == CHAT_UNSUPPORTED) {
-        strata_log_error("strata_chat_apply: chat template family '%s' is not supported "
+        strata_log_error("strata_chat_render: chat template family '%s' is not supported "
                          "(supported: chatml, chatglm3, chatglm4, glmedge, llama3, deepseek2, "
                          "deepseek3, gpt-oss, kimi-k2)", d.name);
         return STRATA_EUNSUP;
     }
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content) {
-            strata_log_error("strata_chat_apply: message %zu has no %s", i,
+            strata_log_error("strata_chat_render: message %zu has no %s", i,
                              msgs[i].role ? "content" : "role");
             return STRATA_EARG;
         }
@@ -319,7 +319,7 @@ int strata_chat_apply(const char *template_text, const struct strata_chat_msg *m
     }
     if (b.oom) {
         free(b.s);
-        strata_log_error("strata_chat_apply: out of memory formatting %zu messages", n);
+        strata_log_error("strata_chat_render: out of memory formatting %zu messages", n);
         return -ENOMEM;
     }
     *out = b.s;
@@ -472,7 +472,7 @@ static int parse_tools(const char *tools_json, cJSON **tools)
     cJSON *t = cJSON_Parse(tools_json);
     if (!cJSON_IsArray(t)) {
         cJSON_Delete(t);
-        strata_log_error("strata_chat_apply_tools: tools are not a JSON array");
+        strata_log_error("strata_chat_render_tools: tools are not a JSON array");
         return STRATA_EARG;
     }
     *tools = t;
@@ -616,7 +616,7 @@ static int render_glm45(struct strata_strbuf *b, const struct strata_chat_turn *
                 cJSON *args = cJSON_Parse(tc->arguments);
                 if (!cJSON_IsObject(args)) {
                     cJSON_Delete(args);
-                    strata_log_error("strata_chat_apply_tools: arguments of tool call '%s' in "
+                    strata_log_error("strata_chat_render_tools: arguments of tool call '%s' in "
                                      "message %zu are not a JSON object", tc->name, i);
                     return STRATA_EARG;
                 }
@@ -652,7 +652,7 @@ static int render_glm45(struct strata_strbuf *b, const struct strata_chat_turn *
     return 0;
 }
 
-int strata_chat_apply_tools(const char *template_text, const struct strata_chat_turn *msgs,
+int strata_chat_render_tools(const char *template_text, const struct strata_chat_turn *msgs,
                             size_t n, const char *tools_json, bool add_generation_prompt,
                             char **out)
 {
@@ -661,13 +661,13 @@ int strata_chat_apply_tools(const char *template_text, const struct strata_chat_
     bool wants_tools = tools_json && *tools_json && strcmp(tools_json, "[]") != 0;
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content) {
-            strata_log_error("strata_chat_apply_tools: message %zu has no %s", i,
+            strata_log_error("strata_chat_render_tools: message %zu has no %s", i,
                              msgs[i].role ? "content" : "role");
             return STRATA_EARG;
         }
         for (size_t j = 0; j < msgs[i].n_tool_calls; j++) {
             if (!msgs[i].tool_calls[j].name || !msgs[i].tool_calls[j].arguments) {
-                strata_log_error("strata_chat_apply_tools: tool call %zu of message %zu has no %s",
+                strata_log_error("strata_chat_render_tools: tool call %zu of message %zu has no %s",
                                  j, i, msgs[i].tool_calls[j].name ? "arguments" : "name");
                 return STRATA_EARG;
             }
@@ -676,7 +676,7 @@ int strata_chat_apply_tools(const char *template_text, const struct strata_chat_
     }
     if (fmt == STRATA_TOOLS_NONE) {
         if (wants_tools) {
-            strata_log_error("strata_chat_apply_tools: the chat template (%s) has no tool-call "
+            strata_log_error("strata_chat_render_tools: the chat template (%s) has no tool-call "
                              "format strata knows (Qwen3 or GLM-4.5)",
                              strata_chat_family(template_text));
             return STRATA_EUNSUP;
@@ -688,7 +688,7 @@ int strata_chat_apply_tools(const char *template_text, const struct strata_chat_
         for (size_t i = 0; i < n; i++) {
             plain[i] = (struct strata_chat_msg){msgs[i].role, msgs[i].content};
         }
-        int rc = strata_chat_apply(template_text, plain, n, add_generation_prompt, out);
+        int rc = strata_chat_render(template_text, plain, n, add_generation_prompt, out);
         free(plain);
         return rc;
     }
@@ -706,7 +706,7 @@ int strata_chat_apply_tools(const char *template_text, const struct strata_chat_
     }
     cJSON_Delete(tools);
     if (rc == 0 && b.oom) {
-        strata_log_error("strata_chat_apply_tools: out of memory formatting %zu messages", n);
+        strata_log_error("strata_chat_render_tools: out of memory formatting %zu messages", n);
         rc = -ENOMEM;
     }
     if (rc) {

@@ -1215,7 +1215,7 @@ static int tokenize_fragment(const struct strata_tokenizer *t, struct scratch *s
         for (size_t i = start; i < end; i++) {
             size_t k = strata_utf8_encode(s->cps[i], s->bytes + nb);
             if (k == 0) {
-                strata_log_error("strata_tokenize: code point 0x%X is past U+10FFFF",
+                strata_log_error("strata_tokenizer_encode: code point 0x%X is past U+10FFFF",
                                  (unsigned)s->cps[i]);
                 return STRATA_EARG;
             }
@@ -1304,7 +1304,7 @@ static void scratch_free(struct scratch *s)
     free(s->frags_next);
 }
 
-int strata_tokenize(const struct strata_tokenizer *t, const char *text, size_t len,
+int strata_tokenizer_encode(const struct strata_tokenizer *t, const char *text, size_t len,
                     bool parse_special, int32_t *out, size_t cap, size_t *n_out)
 {
     struct scratch s;
@@ -1317,7 +1317,7 @@ int strata_tokenize(const struct strata_tokenizer *t, const char *text, size_t l
         return 0;
     }
     if (!text || len > INT32_MAX) {  // symbol indices are 32-bit
-        strata_log_error("strata_tokenize: text %s of %zu bytes", text ? "too long" : "NULL", len);
+        strata_log_error("strata_tokenizer_encode: text %s of %zu bytes", text ? "too long" : "NULL", len);
         return STRATA_EARG;
     }
     if ((rc = frags_reserve(&s, 16)) < 0) {
@@ -1353,12 +1353,12 @@ int strata_tokenize(const struct strata_tokenizer *t, const char *text, size_t l
     }
     *n_out = e.n;
     if (e.n > e.cap && !count_only) {
-        strata_log_error("strata_tokenize: %zu tokens do not fit in %zu", e.n, e.cap);
+        strata_log_error("strata_tokenizer_encode: %zu tokens do not fit in %zu", e.n, e.cap);
         rc = -ENOSPC;
     }
 done:
     if (rc == -ENOMEM) {
-        strata_log_error("strata_tokenize: out of memory for %zu bytes of text", len);
+        strata_log_error("strata_tokenizer_encode: out of memory for %zu bytes of text", len);
     }
     scratch_free(&s);
     return rc;
@@ -1421,7 +1421,7 @@ enum strata_token_type strata_token_type_of(const struct strata_tokenizer *t, in
     return (a & ATTR_NORMAL) ? STRATA_TOKEN_TYPE_NORMAL : STRATA_TOKEN_TYPE_UNDEFINED;
 }
 
-bool strata_token_is_eog(const struct strata_tokenizer *t, int32_t id)
+bool strata_tokenizer_is_eog(const struct strata_tokenizer *t, int32_t id)
 {
     return id >= 0 && (uint32_t)id < t->info.n_vocab && (t->attr[id] & ATTR_EOG);
 }

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strata.h"  // the chat, tool-call and detokenizer types, shared with the public API
+
 struct strata_gguf_file;
 struct strata_gguf_writer;
 struct strata_tokenizer;
@@ -76,7 +78,7 @@ const char *strata_tokenizer_pre_name(size_t i);
 // cap >= *n_out; 3 * len is enough for any vocabulary whose merges only make tokens),
 // STRATA_EARG for a code point past U+10FFFF (4-byte sequences F4 90.. to F7 BF..), which
 // llama.cpp rejects too (it throws), or -ENOMEM. Thread-safe: the tokenizer is read-only.
-int strata_tokenize(const struct strata_tokenizer *t, const char *text, size_t len,
+int strata_tokenizer_encode(const struct strata_tokenizer *t, const char *text, size_t len,
                     bool parse_special, int32_t *out, size_t cap, size_t *n_out);
 
 // Id of a token given its exact text (the GPT-2 encoded form for normal tokens), or
@@ -97,27 +99,18 @@ int strata_token_to_piece(const struct strata_tokenizer *t, int32_t id, bool spe
 const char *strata_token_text(const struct strata_tokenizer *t, int32_t id, size_t *len);
 enum strata_token_type strata_token_type_of(const struct strata_tokenizer *t, int32_t id);
 // End of generation: eos, eot, eom and the end-of-turn tokens llama.cpp recognises by text.
-bool strata_token_is_eog(const struct strata_tokenizer *t, int32_t id);
+bool strata_tokenizer_is_eog(const struct strata_tokenizer *t, int32_t id);
 
-// Streaming detokenizer: feed tokens one at a time, get back only complete, valid UTF-8.
-// A token that ends inside a multi-byte character is held until the next one completes it;
-// bytes that can never form a valid character come out as U+FFFD (one per maximal invalid
-// subpart, as the Unicode standard recommends), and flush ends a dangling partial character
-// with U+FFFD. Plain value type, no allocation: keep one per sequence.
-struct strata_detok {
-    uint8_t pending[4];  // start of an incomplete character (at most 3 bytes are ever kept)
-    uint8_t n_pending;
-    bool special;        // print control tokens' text (set by init)
-};
-
-void strata_detok_init(struct strata_detok *d, bool special);
+// Streaming detokenizer (struct strata_detok, strata_detok_init and strata_detok_flush are public,
+// include/strata.h): feed tokens one at a time, get back only complete, valid UTF-8. A token that
+// ends inside a multi-byte character is held until the next one completes it; bytes that can never
+// form a valid character come out as U+FFFD (one per maximal invalid subpart, as the Unicode
+// standard recommends), and flush ends a dangling partial character with U+FFFD.
 // Append the bytes that became printable to out; *n_out bytes written. A token whose piece
 // is L bytes long writes at most 3 * (L + 1) bytes (every byte may turn into U+FFFD).
 // Returns 0, -ENOSPC (nothing consumed; logged) or STRATA_EARG (bad id).
 int strata_detok_push(struct strata_detok *d, const struct strata_tokenizer *t, int32_t id,
                       char *out, size_t cap, size_t *n_out);
-// Emit what is left (U+FFFD for an unfinished character): needs cap >= 3.
-int strata_detok_flush(struct strata_detok *d, char *out, size_t cap, size_t *n_out);
 
 // ---- writing tokenizer metadata ----------------------------------------------------------------
 
@@ -149,11 +142,6 @@ int strata_tokenizer_write_builtin(struct strata_gguf_writer *w, uint32_t n_voca
 
 // ---- chat --------------------------------------------------------------------------------------
 
-struct strata_chat_msg {
-    const char *role;     // "system", "user", "assistant", ...
-    const char *content;
-};
-
 // Render a conversation the way llama.cpp's llama_chat_apply_template does: the family is
 // detected from the template text (or given by name: "chatml", "llama3", "chatglm4",
 // "deepseek3", ...), then a built-in formatter writes it; no Jinja is interpreted. NULL
@@ -161,10 +149,10 @@ struct strata_chat_msg {
 // "[gMASK]<sop>"), chatglm3, glmedge, llama3, deepseek2, deepseek3 (DeepSeek V3/R1). Anything
 // else, including families llama.cpp knows but we do not implement: STRATA_EUNSUP, logged with the
 // family's name. *out is a NUL-terminated string the caller frees.
-int strata_chat_apply(const char *template_text, const struct strata_chat_msg *msgs, size_t n,
+int strata_chat_render(const char *template_text, const struct strata_chat_msg *msgs, size_t n,
                       bool add_generation_prompt, char **out);
 
-// Name of the family strata_chat_apply would use ("chatml", ...; "unknown" if none).
+// Name of the family strata_chat_render would use ("chatml", ...; "unknown" if none).
 const char *strata_chat_family(const char *template_text);
 
 // ---- tool calling ------------------------------------------------------------------------------
@@ -173,38 +161,17 @@ const char *strata_chat_family(const char *template_text);
 // with <tools> and <tool_call>: a JSON object {"name", "arguments"} between <tool_call> and
 // </tool_call>) or GLM-4.5 ("[gMASK]<sop>" template with <arg_key>: <tool_call>NAME then
 // <arg_key>K</arg_key><arg_value>V</arg_value> pairs, then </tool_call>).
-enum strata_tool_format { STRATA_TOOLS_NONE, STRATA_TOOLS_QWEN3, STRATA_TOOLS_GLM45, STRATA_TOOLS_COUNT };
 enum strata_tool_format strata_chat_tool_format(const char *template_text);
 
-// A tool call made by an assistant turn (rendered back into the prompt in later requests).
-struct strata_chat_tool_call {
-    const char *name;
-    const char *arguments;  // JSON object text, as the OpenAI API carries it
-};
-
-// A message of a conversation with tools.
-struct strata_chat_turn {
-    const char *role;     // "system", "user", "assistant", "tool" (a tool's result)
-    const char *content;
-    const struct strata_chat_tool_call *tool_calls;  // assistant turns; n_tool_calls of them
-    size_t n_tool_calls;
-};
-
-// Like strata_chat_apply, plus tools: tools_json is a JSON array of OpenAI tool objects
+// Like strata_chat_render, plus tools: tools_json is a JSON array of OpenAI tool objects
 // ({"type": "function", "function": {"name", "description", "parameters"}}; NULL or "[]" for
 // none), assistant turns may carry tool calls and "tool" turns carry results. For the Qwen3
 // and GLM-4.5 formats the text is what their Jinja templates print (tools in the system turn,
-// reasoning kept only after the last user turn); other templates go to strata_chat_apply and
+// reasoning kept only after the last user turn); other templates go to strata_chat_render and
 // refuse tools (STRATA_EUNSUP). STRATA_EARG for malformed tools or call arguments.
-int strata_chat_apply_tools(const char *template_text, const struct strata_chat_turn *msgs,
+int strata_chat_render_tools(const char *template_text, const struct strata_chat_turn *msgs,
                             size_t n, const char *tools_json, bool add_generation_prompt,
                             char **out);
-
-// One tool call found in generated text; both strings owned.
-struct strata_tool_call_out {
-    char *name;
-    char *arguments;  // compact JSON object text
-};
 
 // Split generated text into content and tool calls. A call that is not well formed stays in the
 // content as written; a call cut off at the end of the text is parsed if what is there is

@@ -308,7 +308,7 @@ static int overrides_type(const struct overrides *ov, const char *name, int dflt
     return dflt;
 }
 
-// Tensors of a qwen3moe model (shapes in GGUF order, ORACLE.md).
+// Tensors of a qwen3moe model (shapes in GGUF order, as llama.cpp's loader checks them).
 static int qwen3moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
                             uint32_t n_layer, uint32_t n_expert, uint32_t wt)
 {
@@ -401,7 +401,7 @@ static int glm_ffn_nextn_tensors(struct tensor_list *tl, const struct preset *p,
     return 0;
 }
 
-// glm4moe (ORACLE.md): n_layer trunk blocks then n_nextn prediction blocks, which real files
+// glm4moe: n_layer trunk blocks then n_nextn prediction blocks, which real files
 // carry in block_count; llama.cpp and strata skip them when decoding.
 static int glm4moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
                            uint32_t n_layer, uint32_t n_expert, uint32_t wt)
@@ -434,7 +434,7 @@ static int glm4moe_tensors(struct tensor_list *tl, const struct preset *p, uint3
     return rc;
 }
 
-// qwen3next / qwen35moe (ORACLE.md): delta-net blocks with a gated full-attention block every
+// qwen3next / qwen35moe: delta-net blocks with a gated full-attention block every
 // full_attn_interval; every block has routed experts and a sigmoid-gated shared expert.
 static int qwen3next_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
                              uint32_t n_layer, uint32_t n_expert, uint32_t wt)
@@ -618,7 +618,7 @@ static int write_mla_gptoss_hparams(struct strata_gguf_writer *w, const struct p
     return 0;
 }
 
-// Keys of the newer architectures (ORACLE.md lists which llama.cpp requires).
+// Keys of the newer architectures (the ones llama.cpp requires).
 static int write_arch_hparams(struct strata_gguf_writer *w, const struct preset *p)
 {
     char k[128];

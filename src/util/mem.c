@@ -8,14 +8,17 @@
 
 #define HUGE_BYTES ((size_t)2 << 20)
 
+void *strata_zalloc_aligned(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+    memset(p, 0, bytes ? bytes : 64);
+    return p;
+}
+
 void *strata_big_alloc(size_t bytes)
 {
-    if (bytes < HUGE_BYTES) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
-        memset(p, 0, bytes);
-        return p;
-    }
+    if (bytes < HUGE_BYTES) return strata_zalloc_aligned(bytes);
     // Over-map by one huge page and trim, so the buffer starts on a 2 MiB boundary and the
     // kernel can back it with huge pages from the first byte.
     size_t len = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;

@@ -11,5 +11,8 @@
 void *strata_big_alloc(size_t bytes);
 // bytes must be the size given to strata_big_alloc. NULL is fine.
 void strata_big_free(void *p, size_t bytes);
+// Small and medium buffers (scratch, tables): 64-byte aligned, zero-filled, released with free().
+// NULL on failure (not logged).
+void *strata_zalloc_aligned(size_t bytes);
 
 #endif

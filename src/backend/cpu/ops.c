@@ -70,11 +70,9 @@ void strata_mm_run(struct strata_pool *pool, const struct strata_kernels *k,
     if (n_jobs == 0) return;
     struct mm_batch b = {.k = k, .jobs = jobs, .n_jobs = n_jobs};
     uint64_t rows = 0;
-    int max_tok = 0;
     for (int j = 0; j < n_jobs; j++) {
         STRATA_ASSERT(k->vec_dot[jobs[j].w.type] != NULL);
         rows += jobs[j].w.n_out;
-        if (jobs[j].n_tok > max_tok) max_tok = jobs[j].n_tok;
     }
     // Enough chunks for balance (8 per thread), few enough that a chunk amortises its
     // scheduling; with many tokens a chunk of rows is reused across them from cache (64 rows of
@@ -92,7 +90,6 @@ void strata_mm_run(struct strata_pool *pool, const struct strata_kernels *k,
     }
     b.job_chunk_start[n_jobs] = total;
     atomic_init(&b.next, 0);
-    (void)max_tok;
     strata_pool_run(pool, mm_worker, &b);
 }
 
@@ -142,25 +139,4 @@ void strata_rope_apply(float *x, const float *cs, uint32_t n_rot)
         x[i] = fmaf(x0, c, -(x1 * s));
         x[i + half] = fmaf(x0, s, x1 * c);
     }
-}
-
-void strata_rope_neox(float *x, uint32_t n_rot, int pos, float freq_base)
-{
-    float cs[1024];
-    STRATA_ASSERT(n_rot <= 1024);
-    strata_rope_cache(cs, n_rot, pos, freq_base);
-    strata_rope_apply(x, cs, n_rot);
-}
-
-void strata_softmax(float *x, int n)
-{
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= inv;
 }

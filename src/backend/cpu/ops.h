@@ -8,16 +8,8 @@
 #include <stdint.h>
 
 #include "backend/cpu/pool.h"
+#include "backend/backend.h"
 #include "backend/cpu/kernels.h"
-
-// A weight matrix y = W x: n_out rows of n_in elements in `type` blocks, row after row.
-struct strata_mat {
-    const void *data;   // [n_out][row_bytes]
-    uint32_t type;
-    uint32_t n_in;      // GGUF ne[0]
-    uint32_t n_out;     // GGUF ne[1]
-    uint64_t row_bytes;
-};
 
 // One product of a batch: y[y_row(t)][0..n_out) = W · act[x_row(t)] for t in 0..n_tok.
 struct strata_mm_job {
@@ -47,13 +39,11 @@ void strata_act_quantize(const struct strata_kernels *k, uint32_t wtype, const f
 
 // y = x / sqrt(mean(x^2) + eps) * w, as ggml (sum of squares in double).
 void strata_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps);
-// NeoX RoPE in place on one head: pairs (i, i + n_rot/2), i < n_rot/2, angle pos * base^(-2i/n_rot)
-// with the angle accumulated in float the way ggml builds its cache.
-void strata_rope_neox(float *x, uint32_t n_rot, int pos, float freq_base);
-void strata_rope_cache(float *cs, uint32_t n_rot, int pos, float freq_base); // [n_rot/2][cos,sin]
+// NeoX RoPE of one head in two steps: the [n_rot/2][cos, sin] table of a position (the angle
+// pos * base^(-2i/n_rot) accumulated in float the way ggml builds its cache), then the rotation
+// of pairs (i, i + n_rot/2), i < n_rot/2.
+void strata_rope_cache(float *cs, uint32_t n_rot, int pos, float freq_base);
 void strata_rope_apply(float *x, const float *cs, uint32_t n_rot);
-// In-place softmax of n values.
-void strata_softmax(float *x, int n);
 static inline float strata_silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 
 #endif

@@ -1,0 +1,437 @@
+// The CPU backend (backend.h): host memory, one persistent thread pool, the kernel table of the
+// CPU's instruction set. Products, attention and the delta-net run on the pool; the elementwise
+// ops are cheap enough to run on the calling thread.
+//
+// Activation rounding: mm rounds each distinct activation block (x, stride, rows, format) of a
+// call once into the context's scratch (act), then runs every product of the call in one
+// parallel region (ops.c). The scratch is sized by reserve and grows if a call needs more.
+#include "backend/cpu/cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/attn.h"
+#include "backend/cpu/deltanet.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/ops.h"
+#include "backend/cpu/pool.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+// One activation block of an mm call already rounded into act.
+struct act_block {
+    const float *x;
+    size_t x_stride;
+    int n_rows;
+    uint32_t n_in, vdt;
+    size_t offset, row_bytes;
+};
+
+struct cpu_ctx {
+    struct strata_pool *pool;
+    const struct strata_kernels *k;
+    char *act;                       // rounded activations of one mm call
+    size_t act_cap;
+    struct act_block blocks[STRATA_MM_MAX_JOBS];
+    struct strata_mm_job jobs[STRATA_MM_MAX_JOBS];
+    float *att_scratch;              // [n_threads][att_ctx] attention scores
+    int att_ctx;
+    float *row;                      // [row_cap] moe_combine accumulator
+    uint32_t row_cap;
+    int32_t *tok_seq;                // [tok_cap] sequence of each token of the pass
+    int tok_cap;
+    const struct strata_batch *batch;
+};
+
+// ---- memory ------------------------------------------------------------------------------------
+
+static void *cpu_alloc(void *ctx, size_t bytes, const char *what)
+{
+    (void)ctx;
+    void *p = strata_zalloc_aligned(bytes);
+    if (!p) strata_log_error("cpu backend: out of memory for %s (%zu bytes)", what, bytes);
+    return p;
+}
+
+static void cpu_release(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static int cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    if (bytes) memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_memset(void *ctx, void *dst, int value, size_t bytes)
+{
+    (void)ctx;
+    memset(dst, value, bytes);
+    return 0;
+}
+
+static int cpu_weight_load(void *ctx, const struct strata_mat *host, struct strata_mat *view, bool *copied)
+{
+    (void)ctx;
+    *view = *host;
+    *copied = false;
+    return 0;
+}
+
+static void cpu_weight_free(void *ctx, struct strata_mat *view)
+{
+    (void)ctx;
+    (void)view;
+}
+
+static int grow(void **buf, size_t *cap, size_t want, const char *what)
+{
+    if (want <= *cap) return 0;
+    void *p = strata_zalloc_aligned(want);
+    if (!p) {
+        strata_log_error("cpu backend: out of memory for %s (%zu bytes)", what, want);
+        return STRATA_ENOMEM;
+    }
+    free(*buf);
+    *buf = p;
+    *cap = want;
+    return 0;
+}
+
+// Largest activation row (bytes) of n elements in any dot format.
+static size_t max_act_row(uint32_t n)
+{
+    size_t best = (size_t)n * sizeof(float);
+    for (uint32_t t = 0; t < STRATA_TYPE_COUNT; t++)
+        if (strata_type_computable(t)) {
+            const uint32_t vdt = strata_type_traits(t)->vec_dot_type;
+            const uint32_t bs = strata_type_traits(vdt)->block_size;
+            const size_t b = strata_type_row_bytes(vdt, (n + bs - 1) / bs * bs);
+            if (b > best) best = b;
+        }
+    return best;
+}
+
+static int cpu_reserve(void *vctx, const struct strata_backend_reserve *r)
+{
+    struct cpu_ctx *c = vctx;
+    const size_t nth = (size_t)strata_pool_size(c->pool);
+    size_t att_cap = (size_t)c->att_ctx * nth * sizeof(float), row_cap = (size_t)c->row_cap * sizeof(float);
+    size_t tok_cap = (size_t)c->tok_cap * sizeof(int32_t);
+    // two blocks of the widest rows: gate and up in two formats (q/k/v in up to three, of fewer rows)
+    int rc = grow((void **)&c->act, &c->act_cap, 2 * (size_t)r->max_rows * max_act_row(r->max_n_in), "activations");
+    if (rc == 0) rc = grow((void **)&c->att_scratch, &att_cap, (size_t)r->max_ctx * nth * sizeof(float), "attention scores");
+    if (rc == 0) rc = grow((void **)&c->row, &row_cap, (size_t)r->max_n_in * sizeof(float), "combine row");
+    if (rc == 0) rc = grow((void **)&c->tok_seq, &tok_cap, (size_t)r->max_tok * sizeof(int32_t), "token map");
+    if (rc) return rc;
+    c->att_ctx = (int)(att_cap / nth / sizeof(float));
+    c->row_cap = (uint32_t)(row_cap / sizeof(float));
+    c->tok_cap = (int)(tok_cap / sizeof(int32_t));
+    return 0;
+}
+
+static bool cpu_supports_type(void *vctx, uint32_t type)
+{
+    const struct cpu_ctx *c = vctx;
+    return strata_type_computable(type) && c->k->vec_dot[type] != NULL;
+}
+
+static int cpu_sync(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+// ---- products ----------------------------------------------------------------------------------
+
+static int cpu_batch_begin(void *vctx, const struct strata_batch *b)
+{
+    struct cpu_ctx *c = vctx;
+    STRATA_ASSERT(b->n_tok <= c->tok_cap);
+    c->batch = b;
+    for (int s = 0; s < b->n_seq; s++)
+        for (int t = 0; t < b->seq[s].n_tok; t++) c->tok_seq[b->seq[s].tok0 + t] = s;
+    return 0;
+}
+
+static int cpu_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
+{
+    struct cpu_ctx *c = vctx;
+    STRATA_ASSERT(n_ops >= 0 && n_ops <= STRATA_MM_MAX_JOBS);
+    // The distinct activation blocks and their place in the scratch, then the rounding.
+    int n_blocks = 0;
+    size_t total = 0;
+    int block_of[STRATA_MM_MAX_JOBS];
+    for (int i = 0; i < n_ops; i++) {
+        const struct strata_mm_op *op = &ops[i];
+        const uint32_t vdt = strata_type_traits(op->w.type)->vec_dot_type;
+        const int rows = op->x_rows ? op->x_n : op->n_tok;
+        int b = 0;
+        while (b < n_blocks && !(c->blocks[b].x == op->x && c->blocks[b].x_stride == op->x_stride &&
+                                 c->blocks[b].n_rows == rows && c->blocks[b].n_in == op->w.n_in &&
+                                 c->blocks[b].vdt == vdt))
+            b++;
+        if (b == n_blocks) {
+            const size_t rb = strata_type_row_bytes(vdt, op->w.n_in);
+            c->blocks[b] = (struct act_block){op->x, op->x_stride, rows, op->w.n_in, vdt, total, rb};
+            total += (size_t)rows * rb;
+            n_blocks++;
+        }
+        block_of[i] = b;
+    }
+    int rc = grow((void **)&c->act, &c->act_cap, total, "activations");
+    if (rc) return rc;
+    for (int b = 0; b < n_blocks; b++) {
+        const struct act_block *ab = &c->blocks[b];
+        strata_quantize_fn q = c->k->quantize[ab->vdt];
+        STRATA_ASSERT(q != NULL);
+        for (int r = 0; r < ab->n_rows; r++)
+            q(ab->x + (size_t)r * ab->x_stride, c->act + ab->offset + (size_t)r * ab->row_bytes, ab->n_in);
+    }
+    for (int i = 0; i < n_ops; i++) {
+        const struct strata_mm_op *op = &ops[i];
+        const struct act_block *ab = &c->blocks[block_of[i]];
+        c->jobs[i] = (struct strata_mm_job){op->w, c->act + ab->offset, ab->row_bytes, op->x_rows, op->n_tok,
+                                            op->y, op->y_stride, op->y_rows};
+    }
+    strata_mm_run(c->pool, c->k, c->jobs, n_ops);
+    return 0;
+}
+
+static int cpu_get_rows(void *vctx, const struct strata_mat *w, const int32_t *ids, int n, float *out)
+{
+    const struct cpu_ctx *c = vctx;
+    strata_dequant_fn deq = c->k->dequant[w->type];
+    for (int t = 0; t < n; t++)
+        deq((const char *)w->data + (size_t)ids[t] * w->row_bytes, out + (size_t)t * w->n_in, w->n_in);
+    return 0;
+}
+
+// ---- elementwise -------------------------------------------------------------------------------
+
+static int cpu_rmsnorm(void *ctx, float *y, size_t y_stride, const float *x, size_t x_stride, const float *w,
+                       int n_rows, uint32_t n, float eps)
+{
+    (void)ctx;
+    for (int r = 0; r < n_rows; r++) strata_rmsnorm(y + (size_t)r * y_stride, x + (size_t)r * x_stride, w, n, eps);
+    return 0;
+}
+
+// Interleaved M-RoPE for text positions: pair i belongs to t, h, w by i mod 3 while inside their
+// sections; t, h and w all carry the token position, the rest (the fourth section) position 0.
+static void rope_sections_mask(const int32_t *sec, uint32_t n_rot, float *cs)
+{
+    const int sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+    if (sect_dims <= 0) return;
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        const int sector = (int)i % sect_dims;
+        const bool thw = (sector % 3 == 0 && sector < 3 * sec[0]) || (sector % 3 == 1 && sector < 3 * sec[1]) ||
+                         (sector % 3 == 2 && sector < 3 * sec[2]);
+        if (!thw) {
+            cs[2 * i] = 1.0f;
+            cs[2 * i + 1] = 0.0f;
+        }
+    }
+}
+
+static int cpu_rope(void *ctx, const struct strata_rope_op *op)
+{
+    (void)ctx;
+    float cs[2048];
+    STRATA_ASSERT(op->n_rot <= 2048);
+    for (int t = 0; t < op->n_tok; t++) {
+        strata_rope_cache(cs, op->n_rot, op->pos[t], op->freq_base);
+        if (op->sections) rope_sections_mask(op->sections, op->n_rot, cs);
+        for (uint32_t h = 0; h < op->n_head; h++)
+            strata_rope_apply(op->x + (size_t)t * op->tok_stride + (size_t)h * op->head_stride, cs, op->n_rot);
+    }
+    return 0;
+}
+
+static int cpu_swiglu(void *ctx, float *y, const float *g, const float *u, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) y[i] = strata_silu(g[i]) * u[i];
+    return 0;
+}
+
+static int cpu_add(void *ctx, float *y, const float *x, size_t x_stride, int n_rows, uint32_t n)
+{
+    (void)ctx;
+    for (int r = 0; r < n_rows; r++) {
+        float *yr = y + (size_t)r * n;
+        const float *xr = x + (size_t)r * x_stride;
+        for (uint32_t i = 0; i < n; i++) yr[i] += xr[i];
+    }
+    return 0;
+}
+
+static int cpu_mul_sigmoid(void *ctx, float *y, size_t y_stride, const float *g, size_t g_stride, bool g_per_row,
+                           int n_rows, uint32_t n)
+{
+    (void)ctx;
+    for (int r = 0; r < n_rows; r++) {
+        float *yr = y + (size_t)r * y_stride;
+        const float *gr = g + (size_t)r * g_stride;
+        if (g_per_row) {
+            const float gate = 1.0f / (1.0f + expf(-gr[0]));
+            for (uint32_t i = 0; i < n; i++) yr[i] *= gate;
+        } else {
+            for (uint32_t i = 0; i < n; i++) yr[i] *= 1.0f / (1.0f + expf(-gr[i]));
+        }
+    }
+    return 0;
+}
+
+static int cpu_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
+{
+    struct cpu_ctx *c = vctx;
+    STRATA_ASSERT(op->n <= c->row_cap);
+    float *acc = c->row;
+    for (int t = 0; t < op->n_tok; t++) {
+        float *x = op->x + (size_t)t * op->n;
+        for (int k = 0; k < op->k; k++) {
+            const float w = op->weight[(size_t)t * op->k + k];
+            const float *d = op->rows + (size_t)op->route_of[(size_t)t * op->k + k] * op->n;
+            for (uint32_t i = 0; i < op->n; i++) acc[i] = k == 0 ? w * d[i] : acc[i] + w * d[i];
+        }
+        if (op->shared) {
+            const float *sh = op->shared + (size_t)t * op->n;
+            for (uint32_t i = 0; i < op->n; i++) x[i] += acc[i] + sh[i];
+        } else {
+            for (uint32_t i = 0; i < op->n; i++) x[i] += acc[i];
+        }
+    }
+    return 0;
+}
+
+// ---- attention ---------------------------------------------------------------------------------
+
+struct attn_job {
+    const struct cpu_ctx *c;
+    const struct strata_attn_op *op;
+    atomic_int next;
+};
+
+static void attn_worker(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct attn_job *j = arg;
+    const struct strata_attn_op *op = j->op;
+    const struct strata_batch *b = op->batch;
+    const int H = (int)op->n_head, D = (int)op->head_dim_k, Dv = (int)op->head_dim_v;
+    const int group = H / (int)op->n_head_kv;
+    const size_t KD = (size_t)op->n_head_kv * D, VD = (size_t)op->n_head_kv * Dv;
+    float *scores = j->c->att_scratch + (size_t)ith * j->c->att_ctx;
+    int i0, i1;
+    while (strata_chunk_next(&j->next, b->n_tok * H, 1, &i0, &i1)) {
+        const int t = i0 / H, h = i0 % H, kvh = h / group;
+        const struct strata_seq *sq = &b->seq[j->c->tok_seq[t]];
+        const float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
+        const float *vc = sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        // in llama.cpp's order of operations, so the output-projection activations round alike
+        const struct strata_attn_query aq = {
+            .q = op->q + (size_t)t * op->q_tok_stride + (size_t)h * op->q_head_stride,
+            .k = kc + (size_t)kvh * D, .k_stride = KD,
+            .v = vc + (size_t)kvh * Dv, .v_stride = VD,
+            .n_kv = b->pos[t] + 1,  // causal: positions 0..pos
+            .D = (uint32_t)D, .Dv = (uint32_t)Dv, .scale = op->scale,
+            .scores = scores,
+            .out = op->out + (size_t)t * H * Dv + (size_t)h * Dv,
+        };
+        strata_attn_head(j->c->k->isa, &aq);
+    }
+}
+
+static int cpu_attention(void *vctx, const struct strata_attn_op *op)
+{
+    struct cpu_ctx *c = vctx;
+    const struct strata_batch *b = op->batch;
+    const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = (size_t)op->n_head_kv * op->head_dim_v;
+    for (int s = 0; s < b->n_seq; s++) {
+        const struct strata_seq *sq = &b->seq[s];
+        STRATA_ASSERT(sq->pos0 + sq->n_tok <= sq->n_ctx && sq->n_ctx <= c->att_ctx);
+        float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
+        float *vc = sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        for (int t = sq->tok0; t < sq->tok0 + sq->n_tok; t++) {
+            memcpy(kc + (size_t)b->pos[t] * KD, op->k + (size_t)t * KD, KD * sizeof(float));
+            memcpy(vc + (size_t)b->pos[t] * VD, op->v + (size_t)t * VD, VD * sizeof(float));
+        }
+    }
+    struct attn_job aj = {.c = c, .op = op};
+    atomic_init(&aj.next, 0);
+    strata_pool_run(c->pool, attn_worker, &aj);
+    return 0;
+}
+
+static int cpu_deltanet(void *vctx, const struct strata_deltanet_op *op)
+{
+    struct cpu_ctx *c = vctx;
+    strata_cpu_deltanet(c->pool, c->k->isa, op);
+    return 0;
+}
+
+// ---- lifecycle ---------------------------------------------------------------------------------
+
+static void cpu_free(void *vctx)
+{
+    struct cpu_ctx *c = vctx;
+    if (!c) return;
+    strata_pool_free(c->pool);
+    free(c->act);
+    free(c->att_scratch);
+    free(c->row);
+    free(c->tok_seq);
+    free(c);
+}
+
+static const struct strata_backend_i g_cpu_iface = {
+    .name = "cpu",
+    .free = cpu_free,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .memset = cpu_memset,
+    .weight_load = cpu_weight_load,
+    .weight_free = cpu_weight_free,
+    .reserve = cpu_reserve,
+    .supports_type = cpu_supports_type,
+    .sync = cpu_sync,
+    .batch_begin = cpu_batch_begin,
+    .mm = cpu_mm,
+    .get_rows = cpu_get_rows,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .deltanet = cpu_deltanet,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .mul_sigmoid = cpu_mul_sigmoid,
+    .moe_combine = cpu_moe_combine,
+    // the ops of the architectures not in the forward pass yet, and device routing: not offered
+    .copy = NULL,
+    .layernorm = NULL,
+    .swiglu_oai = NULL,
+    .indexer = NULL,
+    .route = NULL,
+};
+
+int strata_backend_cpu_open(struct strata_backend *out, int n_threads)
+{
+    *out = (struct strata_backend){0};
+    struct cpu_ctx *c = calloc(1, sizeof *c);
+    if (!c) return STRATA_ENOMEM;
+    c->k = strata_kernels();
+    int rc = strata_pool_create(&c->pool, n_threads);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    *out = (struct strata_backend){&g_cpu_iface, c};
+    return 0;
+}

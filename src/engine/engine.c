@@ -1,0 +1,257 @@
+// The engine (include/strata.h): opening a model on a backend with its expert store, tokenizer
+// and forward scratch; model information, statistics and the last error; tokens, text and chat.
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "gguf/gguf.h"
+#include "model/arch.h"
+#include "util/log.h"
+#include "util/time.h"
+
+struct strata_engine_params strata_engine_default_params(void)
+{
+    return (struct strata_engine_params){
+        .backend = STRATA_BACKEND_AUTO,
+        .io = STRATA_IO_URING,  // faster than pread, measured in docs/expert-store.md
+        .cache_classes = true,
+    };
+}
+
+int strata_engine_fail(struct strata_engine *e, int rc)
+{
+    if (!e || rc == 0) return rc;
+    pthread_mutex_lock(&e->err_mu);
+    snprintf(e->errmsg, sizeof e->errmsg, "%s", strata_last_error());
+    pthread_mutex_unlock(&e->err_mu);
+    return rc;
+}
+
+const char *strata_engine_errmsg(const struct strata_engine *e)
+{
+    return e ? e->errmsg : strata_last_error();
+}
+
+static int check_params(const struct strata_engine_params *p)
+{
+    if (!p || !p->model) {
+        strata_log_error("engine_open: no model path given");
+        return STRATA_EARG;
+    }
+    if ((unsigned)p->backend >= STRATA_BACKEND_COUNT || (unsigned)p->io >= STRATA_IO_COUNT ||
+        (unsigned)p->cache_policy >= STRATA_POLICY_COUNT) {
+        strata_log_error("engine_open: backend %d / io %d / cache policy %d out of range", (int)p->backend, (int)p->io,
+                         (int)p->cache_policy);
+        return STRATA_EARG;
+    }
+    if (p->n_threads < 0 || p->n_threads > 1024 || p->io_threads < 0 || p->io_threads > 256 || p->gpu < 0 ||
+        p->n_ctx < 0 || p->n_ctx > (1 << 24) || p->n_batch < 0 || p->n_batch > (1 << 16)) {
+        strata_log_error("engine_open: threads %d, io threads %d, gpu %d, context %d or batch %d out of range",
+                         p->n_threads, p->io_threads, p->gpu, p->n_ctx, p->n_batch);
+        return STRATA_EARG;
+    }
+    return 0;
+}
+
+// The memory bound: dense weights plus what the expert cache will hold must fit.
+static int check_memory_bound(const struct strata_engine *e)
+{
+    const uint64_t bound = e->params.memory_bound_bytes;
+    if (!bound) return 0;
+    const uint64_t need = strata_model_dense_bytes(e->m) + strata_store_resident_bytes(e->store);
+    if (need <= bound) return 0;
+    strata_log_error("engine_open: dense weights and expert cache need %.0f MiB, over the memory bound of %.0f MiB",
+                     need / 1048576.0, bound / 1048576.0);
+    return STRATA_ENOMEM;
+}
+
+static int open_parts(struct strata_engine *e)
+{
+    const struct strata_engine_params *p = &e->params;
+    const struct strata_backend_params bp = {p->backend, p->n_threads, p->gpu};
+    int rc = strata_backend_open(&e->be, &bp);
+    if (rc == 0) rc = strata_model_load(&e->m, p->model, &e->be);
+    if (rc) return rc;
+    const struct strata_hparams *hp = strata_model_hparams(e->m);
+    const struct strata_experts_config ec = {
+        .cache_bytes = p->host_cache_bytes, .no_classes = !p->cache_classes, .io = p->io, .io_threads = p->io_threads,
+        .policy = p->cache_policy,
+    };
+    if ((rc = strata_store_open(&e->store, strata_model_file_rw(e->m), strata_model_expert_layout(e->m),
+                                hp->n_expert_used, &ec)))
+        return rc;
+    e->experts = strata_store_provider(e->store);
+    if ((rc = check_memory_bound(e))) return rc;
+    if ((rc = strata_tokenizer_load(&e->tok, strata_model_file(e->m)))) return rc;
+    strata_gguf_get_str(strata_model_file(e->m), "tokenizer.chat_template", &e->chat_template);
+    e->n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096);
+    e->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx;
+    e->isa = strcmp(e->be.iface->name, "cpu") == 0 ? strata_isa_name(strata_isa_detect()) : "";
+    return strata_forward_create(&e->fwd, e->m, e->experts, e->n_batch, e->n_ctx);
+}
+
+int strata_engine_open(struct strata_engine **out, const struct strata_engine_params *p)
+{
+    *out = NULL;
+    int rc = check_params(p);
+    if (rc) return rc;
+    struct strata_engine *e = calloc(1, sizeof *e);
+    if (!e) return STRATA_ENOMEM;
+    e->params = *p;
+    pthread_mutex_init(&e->pass_mu, NULL);
+    pthread_mutex_init(&e->err_mu, NULL);
+    if ((rc = open_parts(e))) {
+        strata_engine_close(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+void strata_engine_close(struct strata_engine *e)
+{
+    if (!e) return;
+    strata_forward_free(e->fwd);
+    strata_tokenizer_free(e->tok);
+    strata_store_close(e->store);
+    strata_model_free(e->m);
+    strata_backend_close(&e->be);
+    pthread_mutex_destroy(&e->pass_mu);
+    pthread_mutex_destroy(&e->err_mu);
+    free(e);
+}
+
+void strata_engine_info(const struct strata_engine *e, struct strata_model_info *out)
+{
+    const struct strata_hparams *hp = strata_model_hparams(e->m);
+    const struct strata_tokenizer_info *ti = strata_tokenizer_get_info(e->tok);
+    *out = (struct strata_model_info){
+        .arch = strata_arch_name(hp->arch),
+        .name = hp->name,
+        .backend = e->be.iface->name,
+        .isa = e->isa,
+        .n_vocab = hp->n_vocab,
+        .n_ctx_train = hp->n_ctx_train,
+        .n_embd = hp->n_embd,
+        .n_layer = hp->n_layer,
+        .n_moe_layers = strata_model_expert_layout(e->m)->n_layers,
+        .n_expert = hp->n_expert,
+        .n_expert_used = hp->n_expert_used,
+        .bos = ti->bos,
+        .eos = ti->eos,
+        .add_bos = ti->add_bos,
+        .dense_bytes = strata_model_dense_bytes(e->m),
+        .expert_bytes = strata_store_resident_bytes(e->store),
+        .n_ctx = e->n_ctx,
+        .n_batch = e->n_batch,
+    };
+}
+
+// ---- statistics ----------------------------------------------------------------------------------
+
+void strata_stats_add_pass(struct strata_stats *st, const struct strata_fwd_stats *f, int n_tok)
+{
+    st->t_embed += f->t_embed;
+    st->t_attn += f->t_attn;
+    st->t_linear_attn += f->t_linear_attn;
+    st->t_router += f->t_router;
+    st->t_experts += f->t_experts;
+    st->t_head += f->t_head;
+    st->n_tokens += (uint64_t)n_tok;
+    st->n_passes++;
+}
+
+void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st)
+{
+    struct strata_experts_stats x;
+    strata_provider_stats(e->experts, &x);
+    st->experts[STRATA_TIER_HOST] = (struct strata_expert_stats){
+        .present = true, .full = x.full, .hits = x.hits, .misses = x.misses, .evictions = x.evictions,
+        .bytes_read = x.bytes_read, .reads = x.reads, .retries = x.retries, .io_wait_s = x.io_wait_s,
+        .prefetched = x.prefetched, .prefetch_used = x.prefetch_used, .joined = x.joined,
+        .preload_bytes = x.preload_bytes,
+        .preload_s = x.preload_s, .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes,
+        .slot_bytes = x.slot_bytes_total, .io_buffer_bytes = x.io_buffer_bytes, .io_depth = x.io_depth,
+        .io_direct = x.io_direct,
+    };
+    st->experts[STRATA_TIER_VRAM] = (struct strata_expert_stats){0};
+}
+
+void strata_engine_stats(struct strata_engine *e, struct strata_stats *out)
+{
+    pthread_mutex_lock(&e->pass_mu);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->pass_mu);
+    strata_engine_expert_stats(e, out);
+}
+
+void strata_engine_layer_stats(struct strata_engine *e, enum strata_tier tier, uint32_t layer,
+                               struct strata_layer_stats *out)
+{
+    *out = (struct strata_layer_stats){0};
+    if (tier != STRATA_TIER_HOST) return;
+    struct strata_experts_layer_stats ls;
+    strata_provider_layer_stats(e->experts, layer, &ls);
+    *out = (struct strata_layer_stats){ls.hits, ls.misses, ls.evictions, ls.bytes_read, ls.prefetched, ls.prefetch_used};
+}
+
+// ---- tokens and text -----------------------------------------------------------------------------
+
+int strata_tokenize(const struct strata_engine *e, const char *text, size_t len, bool add_bos, bool parse_special,
+                    int32_t *out, size_t cap, size_t *n)
+{
+    const struct strata_tokenizer_info *info = strata_tokenizer_get_info(e->tok);
+    const size_t off = add_bos && info->add_bos && info->bos >= 0 ? 1 : 0;
+    size_t got = 0;
+    int rc = strata_tokenizer_encode(e->tok, text, len, parse_special, cap > off ? out + off : NULL,
+                                     cap > off ? cap - off : 0, &got);
+    *n = got + off;
+    if (rc == 0 && *n > cap) {
+        strata_log_error("tokenize: %zu tokens do not fit in %zu", *n, cap);
+        rc = -ENOSPC;
+    }
+    if (rc == 0 && off) out[0] = info->bos;
+    return strata_engine_fail((struct strata_engine *)e, rc);
+}
+
+bool strata_token_is_eog(const struct strata_engine *e, int32_t tok)
+{
+    return strata_tokenizer_is_eog(e->tok, tok);
+}
+
+int strata_token_piece(const struct strata_engine *e, int32_t tok, bool special, const char **piece, size_t *len)
+{
+    return strata_engine_fail((struct strata_engine *)e, strata_token_to_piece(e->tok, tok, special, piece, len));
+}
+
+int strata_detokenize(const struct strata_engine *e, struct strata_detok *d, int32_t tok, char *out, size_t cap,
+                      size_t *n)
+{
+    return strata_engine_fail((struct strata_engine *)e, strata_detok_push(d, e->tok, tok, out, cap, n));
+}
+
+int strata_chat_apply(const struct strata_engine *e, const struct strata_chat_msg *msgs, size_t n,
+                      bool add_generation_prompt, char **out)
+{
+    return strata_engine_fail((struct strata_engine *)e,
+                              strata_chat_render(e->chat_template, msgs, n, add_generation_prompt, out));
+}
+
+const char *strata_engine_chat_template(const struct strata_engine *e) { return e->chat_template; }
+
+enum strata_tool_format strata_engine_tool_format(const struct strata_engine *e)
+{
+    return strata_chat_tool_format(e->chat_template);
+}
+
+int strata_chat_apply_tools(const struct strata_engine *e, const struct strata_chat_turn *msgs, size_t n,
+                            const char *tools_json, bool add_generation_prompt, char **out)
+{
+    return strata_engine_fail((struct strata_engine *)e, strata_chat_render_tools(e->chat_template, msgs, n, tools_json,
+                                                                                  add_generation_prompt, out));
+}

@@ -1,0 +1,58 @@
+// The engine's internals, shared by engine.c (open, info, statistics, text), session.c
+// (sessions, evaluation, batching) and generate.c (sampling, generation). The public contract is
+// include/strata.h.
+//
+// Locking: pass_mu is held for each forward pass (one at a time per engine: the forward scratch,
+// the backend's scratch and its thread pool serve every session) and around reading the
+// engine-wide counters; err_mu guards the engine's last error message. Everything else an engine
+// holds is read-only after open (model, tokenizer, template), so text functions take no lock. A
+// session's fields belong to the one thread using it; the engine-wide stats are updated under
+// pass_mu.
+#ifndef STRATA_ENGINE_H
+#define STRATA_ENGINE_H
+
+#include <pthread.h>
+
+#include "backend/backend.h"
+#include "experts/store.h"
+#include "experts/trace.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "strata.h"
+#include "tokenizer/tokenizer.h"
+
+struct strata_engine {
+    struct strata_engine_params params;
+    struct strata_backend be;
+    struct strata_model *m;
+    struct strata_store *store;
+    struct strata_expert_provider experts;
+    struct strata_tokenizer *tok;
+    struct strata_forward *fwd;
+    const char *chat_template;     // tokenizer.chat_template or NULL (borrowed from the file)
+    const char *isa;
+    int n_ctx, n_batch;            // session defaults; n_batch is the forward scratch's size
+    pthread_mutex_t pass_mu;
+    struct strata_stats stats;     // phase times and tokens of every pass (under pass_mu)
+    pthread_mutex_t err_mu;
+    char errmsg[512];
+};
+
+struct strata_session {
+    struct strata_engine *e;
+    struct strata_seq_state state;
+    int n_ctx, n_batch, n_past;
+    struct strata_stats stats;
+    strata_route_cb route_cb;
+    void *route_user;
+    struct strata_trace_writer *trace;   // strata_session_trace_file's writer, or NULL
+};
+
+// Keep the calling thread's last error line as the engine's; returns rc.
+int strata_engine_fail(struct strata_engine *e, int rc);
+// The expert counters of every tier into st->experts.
+void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st);
+// Add one pass's phase times and tokens to st.
+void strata_stats_add_pass(struct strata_stats *st, const struct strata_fwd_stats *f, int n_tok);
+
+#endif

@@ -1,0 +1,544 @@
+// The forward pass of every architecture (forward.h), against the backend interface only.
+//
+// Activations live in backend scratch: x the residual stream [n][E], h the normed input of the
+// block [n][E], o a block's output [n][E]. Routing runs on the host: the router logits come back
+// with download, model/route.c picks and groups, the gather lists and weights go back up with
+// upload. Experts come from the expert provider (experts/provider.h) through acquire / release, in
+// groups of at most max_batch per layer.
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "experts/provider.h"
+#include "model/model_impl.h"
+#include "model/route.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#define LOGIT_ROWS 16   // output-head rows per product (the logits scratch holds this many)
+
+#define TRY(call)                     \
+    do {                              \
+        if ((rc = (call)) != 0) return rc; \
+    } while (0)
+
+struct strata_forward {
+    const struct strata_model *m;
+    struct strata_backend *be;
+    const struct strata_backend_i *bi;
+    void *bc;
+    struct strata_expert_provider experts;
+    int max_tok, max_ctx;
+    // backend scratch
+    float *x, *h, *o;             // [B][E]
+    float *q, *k, *v, *attn;      // [B][max_q_dim], [B][Hkv*D], [B][Hkv*Dv], [B][H*Dv]
+    float *router_logits;         // [B][X]
+    float *gate_out, *up_out;     // [B*K][F]
+    float *down_out;              // [B*K][E]
+    float *ffn_a, *ffn_b;         // [B][max(Fd, Fs)]
+    float *ffn_out;               // [B][E] shared expert output
+    float *dn_qkv, *dn_z, *dn_ba, *dn_core, *dn_work;  // delta-net [B][C], [B][nv*d], [B][2nv], [B][nv*d], work
+    float *logits;                // [LOGIT_ROWS][V]
+    int32_t *ids, *pos;           // [B]
+    int32_t *tok_of, *route_of;   // [B*K]
+    float *weight;                // [B*K]
+    void *bufs[32];               // every backend buffer above, for free
+    int n_bufs;
+    // host
+    float *logits_host;           // [B][X] router logits, then probabilities
+    int32_t *sel;                 // [B][K]
+    float *selw;                  // [B][K]
+    struct strata_route_groups g; // count/first [X], tok_of/route_of [B*K], used [X]
+    struct strata_expert_view *views;  // [X]
+    struct strata_mm_op *ops;     // [2X] the expert products of one group
+    int32_t *trace_ids;           // [B][n_moe][K]
+    int32_t *ids_host, *pos_host; // [B]
+    struct strata_seq *seqs;      // [B]
+    struct strata_batch batch;
+    int want_trace;
+};
+
+// ---- sequence state -----------------------------------------------------------------------------
+
+static size_t kv_floats(const struct strata_model *m, int n_ctx, uint32_t head_dim)
+{
+    return (size_t)m->n_kv_layers * (size_t)n_ctx * m->hp.n_head_kv * head_dim;
+}
+
+static size_t conv_floats(const struct strata_model *m)
+{
+    const struct strata_hparams *hp = &m->hp;
+    const size_t C = 2 * (size_t)hp->ssm_n_group * hp->ssm_d_state + (size_t)hp->ssm_dt_rank * hp->ssm_d_state;
+    return (size_t)m->n_rs_layers * (hp->ssm_d_conv - 1) * C;
+}
+
+static size_t ssm_floats(const struct strata_model *m)
+{
+    const struct strata_hparams *hp = &m->hp;
+    return (size_t)m->n_rs_layers * hp->ssm_dt_rank * hp->ssm_d_state * hp->ssm_d_state;
+}
+
+static float *be_floats(struct strata_backend *be, size_t n, const char *what, int *rc)
+{
+    if (*rc) return NULL;
+    float *p = be->iface->alloc(be->ctx, (n ? n : 1) * sizeof(float), what);
+    if (!p) *rc = STRATA_ENOMEM;
+    else *rc = be->iface->memset(be->ctx, p, 0, (n ? n : 1) * sizeof(float));
+    return p;
+}
+
+int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx)
+{
+    memset(st, 0, sizeof *st);
+    int rc = 0;
+    st->n_ctx = n_ctx;
+    st->k_cache = be_floats(m->be, kv_floats(m, n_ctx, m->hp.head_dim_k), "KV cache", &rc);
+    st->v_cache = be_floats(m->be, kv_floats(m, n_ctx, m->hp.head_dim_v), "KV cache", &rc);
+    if (m->n_rs_layers) {
+        st->conv = be_floats(m->be, conv_floats(m), "delta-net state", &rc);
+        st->ssm = be_floats(m->be, ssm_floats(m), "delta-net state", &rc);
+    }
+    if (rc) strata_seq_state_free(st, m);
+    return rc;
+}
+
+void strata_seq_state_free(struct strata_seq_state *st, const struct strata_model *m)
+{
+    float *bufs[] = {st->k_cache, st->v_cache, st->conv, st->ssm};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) m->be->iface->release(m->be->ctx, bufs[i]);
+    memset(st, 0, sizeof *st);
+}
+
+int strata_seq_state_reset(struct strata_seq_state *st, const struct strata_model *m)
+{
+    if (!m->n_rs_layers) return 0;
+    int rc = m->be->iface->memset(m->be->ctx, st->conv, 0, conv_floats(m) * sizeof(float));
+    if (rc == 0) rc = m->be->iface->memset(m->be->ctx, st->ssm, 0, ssm_floats(m) * sizeof(float));
+    return rc;
+}
+
+// ---- scratch ------------------------------------------------------------------------------------
+
+static void *scratch(struct strata_forward *f, size_t bytes, const char *what, int *rc)
+{
+    if (*rc) return NULL;
+    STRATA_ASSERT(f->n_bufs < (int)(sizeof f->bufs / sizeof f->bufs[0]));
+    void *p = f->bi->alloc(f->bc, bytes ? bytes : 64, what);
+    if (!p) {
+        *rc = STRATA_ENOMEM;
+        return NULL;
+    }
+    *rc = f->bi->memset(f->bc, p, 0, bytes ? bytes : 64);
+    f->bufs[f->n_bufs++] = p;
+    return p;
+}
+
+static void *host_zalloc(size_t bytes, int *rc)
+{
+    if (*rc) return NULL;
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) {
+        strata_log_error("forward_create: out of memory (%zu bytes of scratch)", bytes);
+        *rc = STRATA_ENOMEM;
+    }
+    return p;
+}
+
+int strata_forward_reserve_ctx(struct strata_forward *f, int max_ctx)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    if (max_ctx < f->max_ctx) max_ctx = f->max_ctx;
+    uint32_t n_in = m->max_act_dim;
+    if (hp->n_embd > n_in) n_in = hp->n_embd;
+    if (m->max_q_dim > n_in) n_in = m->max_q_dim;
+    const struct strata_backend_reserve r = {
+        .max_tok = f->max_tok,
+        .max_rows = f->max_tok * (int)hp->n_expert_used,
+        .max_n_in = n_in,
+        .max_ctx = max_ctx,
+    };
+    int rc = f->bi->reserve(f->bc, &r);
+    if (rc == 0) f->max_ctx = max_ctx;
+    return rc;
+}
+
+int strata_forward_create(struct strata_forward **out, const struct strata_model *m,
+                          struct strata_expert_provider experts, int max_tok, int max_ctx)
+{
+    *out = NULL;
+    struct strata_forward *f = calloc(1, sizeof *f);
+    if (!f) return STRATA_ENOMEM;
+    const struct strata_hparams *hp = &m->hp;
+    f->m = m;
+    f->be = m->be;
+    f->bi = m->be->iface;
+    f->bc = m->be->ctx;
+    f->experts = experts;
+    f->max_tok = max_tok;
+    const size_t B = (size_t)max_tok, E = hp->n_embd, K = hp->n_expert_used, X = hp->n_expert;
+    const size_t KD = (size_t)hp->n_head_kv * hp->head_dim_k, VD = (size_t)hp->n_head_kv * hp->head_dim_v;
+    const size_t OD = (size_t)hp->n_head * hp->head_dim_v, F = hp->n_ff_exp;
+    const size_t Fd = hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp;
+    const size_t nv = hp->ssm_dt_rank, d = hp->ssm_d_state;
+    const size_t C = 2 * (size_t)hp->ssm_n_group * d + nv * d;
+    const size_t fl = sizeof(float);
+    int rc = 0;
+    f->x = scratch(f, B * E * fl, "activations", &rc);
+    f->h = scratch(f, B * E * fl, "activations", &rc);
+    f->o = scratch(f, B * E * fl, "activations", &rc);
+    f->q = scratch(f, B * m->max_q_dim * fl, "activations", &rc);
+    f->k = scratch(f, B * KD * fl, "activations", &rc);
+    f->v = scratch(f, B * VD * fl, "activations", &rc);
+    f->attn = scratch(f, B * OD * fl, "activations", &rc);
+    f->router_logits = scratch(f, B * X * fl, "router logits", &rc);
+    f->gate_out = scratch(f, B * K * F * fl, "expert activations", &rc);
+    f->up_out = scratch(f, B * K * F * fl, "expert activations", &rc);
+    f->down_out = scratch(f, B * K * E * fl, "expert activations", &rc);
+    f->ffn_a = scratch(f, B * (Fd ? Fd : 1) * fl, "FFN activations", &rc);
+    f->ffn_b = scratch(f, B * (Fd ? Fd : 1) * fl, "FFN activations", &rc);
+    f->ffn_out = scratch(f, B * E * fl, "FFN activations", &rc);
+    if (m->n_rs_layers) {
+        f->dn_qkv = scratch(f, B * C * fl, "delta-net activations", &rc);
+        f->dn_z = scratch(f, B * nv * d * fl, "delta-net activations", &rc);
+        f->dn_ba = scratch(f, B * 2 * nv * fl, "delta-net activations", &rc);
+        f->dn_core = scratch(f, B * nv * d * fl, "delta-net activations", &rc);
+        f->dn_work = scratch(f, B * (C + 2 * nv) * fl, "delta-net activations", &rc);
+    }
+    const size_t lrows = B < LOGIT_ROWS ? B : LOGIT_ROWS;
+    f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
+    f->ids = scratch(f, B * sizeof(int32_t), "token ids", &rc);
+    f->pos = scratch(f, B * sizeof(int32_t), "positions", &rc);
+    f->tok_of = scratch(f, B * K * sizeof(int32_t), "routes", &rc);
+    f->route_of = scratch(f, B * K * sizeof(int32_t), "routes", &rc);
+    f->weight = scratch(f, B * K * fl, "routes", &rc);
+    f->logits_host = host_zalloc(B * X * fl, &rc);
+    f->sel = host_zalloc(B * K * sizeof(int32_t), &rc);
+    f->selw = host_zalloc(B * K * fl, &rc);
+    f->g.count = host_zalloc(X * sizeof(int32_t), &rc);
+    f->g.first = host_zalloc(X * sizeof(int32_t), &rc);
+    f->g.tok_of = host_zalloc(B * K * sizeof(int32_t), &rc);
+    f->g.route_of = host_zalloc(B * K * sizeof(int32_t), &rc);
+    f->g.used = host_zalloc(X * sizeof(uint32_t), &rc);
+    f->views = host_zalloc(X * sizeof *f->views, &rc);
+    f->ops = host_zalloc(2 * X * sizeof *f->ops, &rc);
+    f->trace_ids = host_zalloc(B * (m->layout.n_layers ? m->layout.n_layers : 1) * K * sizeof(int32_t), &rc);
+    f->ids_host = host_zalloc(B * sizeof(int32_t), &rc);
+    f->pos_host = host_zalloc(B * sizeof(int32_t), &rc);
+    f->seqs = host_zalloc(B * sizeof *f->seqs, &rc);
+    if (rc == 0) rc = strata_forward_reserve_ctx(f, max_ctx);
+    if (rc) {
+        strata_forward_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+void strata_forward_free(struct strata_forward *f)
+{
+    if (!f) return;
+    for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
+    void *host[] = {f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
+                    f->g.used, f->views, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    free(f);
+}
+
+int strata_forward_max_tok(const struct strata_forward *f) { return f->max_tok; }
+
+// ---- blocks -------------------------------------------------------------------------------------
+
+// y_i = W_i h for the weights of one block on the same n rows (one mm call).
+static int project(struct strata_forward *f, const struct strata_mat *const *w, float *const *y, int nw,
+                   const float *x, int n)
+{
+    struct strata_mm_op ops[4];
+    STRATA_ASSERT(nw <= 4);
+    for (int i = 0; i < nw; i++)
+        ops[i] = (struct strata_mm_op){*w[i], x, w[i]->n_in, n, NULL, n, y[i], w[i]->n_out, NULL};
+    return f->bi->mm(f->bc, ops, nw);
+}
+
+static int attention_block(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t E = hp->n_embd, H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim_k, Dv = hp->head_dim_v;
+    const size_t KD = (size_t)Hkv * D, VD = (size_t)Hkv * Dv, QW = L->wq.n_out;
+    int rc;
+    TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->attn_norm, n, E, hp->rms_eps));
+    const struct strata_mat *w[3] = {&L->wq, &L->wk, &L->wv};
+    float *y[3] = {f->q, f->k, f->v};
+    TRY(project(f, w, y, 3, f->h, n));
+    if (L->bq) TRY(f->bi->add(f->bc, f->q, L->bq, 0, n, (uint32_t)QW));
+    if (L->bk) TRY(f->bi->add(f->bc, f->k, L->bk, 0, n, (uint32_t)KD));
+    if (L->bv) TRY(f->bi->add(f->bc, f->v, L->bv, 0, n, (uint32_t)VD));
+    // A gated query row is [H][query D | gate D]: the heads are 2D apart.
+    const size_t qs = L->q_gated ? 2 * (size_t)D : D;
+    if (L->q_norm) TRY(f->bi->rmsnorm(f->bc, f->q, qs, f->q, qs, L->q_norm, n * (int)H, D, hp->rms_eps));
+    const int32_t *sections = m->rope_mrope ? hp->rope_sections : NULL;
+    const struct strata_rope_op rq = {.x = f->q, .tok_stride = QW, .head_stride = qs, .n_tok = n, .n_head = H,
+                                      .pos = f->pos, .n_rot = hp->n_rot, .freq_base = hp->rope_freq_base,
+                                      .sections = sections};
+    TRY(f->bi->rope(f->bc, &rq));
+    if (L->k_norm) TRY(f->bi->rmsnorm(f->bc, f->k, D, f->k, D, L->k_norm, n * (int)Hkv, D, hp->rms_eps));
+    const struct strata_rope_op rk = {.x = f->k, .tok_stride = KD, .head_stride = D, .n_tok = n, .n_head = Hkv,
+                                      .pos = f->pos, .n_rot = hp->n_rot, .freq_base = hp->rope_freq_base,
+                                      .sections = sections};
+    TRY(f->bi->rope(f->bc, &rk));
+    const struct strata_attn_op ao = {
+        .batch = &f->batch, .kv_slot = (uint32_t)L->kv_slot,
+        .q = f->q, .q_tok_stride = QW, .q_head_stride = qs, .k = f->k, .v = f->v, .out = f->attn,
+        .n_head = H, .n_head_kv = Hkv, .head_dim_k = D, .head_dim_v = Dv, .scale = 1.0f / sqrtf((float)D),
+    };
+    TRY(f->bi->attention(f->bc, &ao));
+    if (L->q_gated) TRY(f->bi->mul_sigmoid(f->bc, f->attn, Dv, f->q + D, qs, false, n * (int)H, Dv));
+    const struct strata_mat *wo[1] = {&L->wo};
+    TRY(project(f, wo, &f->o, 1, f->attn, n));
+    return f->bi->add(f->bc, f->x, f->o, E, n, E);
+}
+
+static int deltanet_block(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const struct strata_deltanet_layer *dn = &L->dn;
+    const uint32_t E = hp->n_embd, nv = hp->ssm_dt_rank;
+    int rc;
+    TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->attn_norm, n, E, hp->rms_eps));
+    // qkv, z and the beta/alpha rows (fused as [nk][r betas | r alphas], or split)
+    const struct strata_mat *w[4] = {&dn->qkv, &dn->z, dn->ba_split ? &dn->beta : &dn->ba, &dn->alpha};
+    float *y[4] = {f->dn_qkv, f->dn_z, f->dn_ba, f->dn_ba + (size_t)n * nv};
+    TRY(project(f, w, y, dn->ba_split ? 4 : 3, f->h, n));
+    const struct strata_deltanet_op op = {
+        .batch = &f->batch, .rs_slot = (uint32_t)dn->rs_slot, .qkv = f->dn_qkv, .z = f->dn_z, .ba = f->dn_ba,
+        .ba_split = dn->ba_split, .conv_taps = dn->conv_taps, .dt_bias = dn->dt_bias, .a = dn->a, .norm = dn->norm,
+        .out = f->dn_core, .work = f->dn_work, .nk = hp->ssm_n_group, .nv = nv, .d = hp->ssm_d_state,
+        .conv_k = hp->ssm_d_conv, .kv_tiled = dn->kv_tiled, .eps = hp->rms_eps,
+    };
+    TRY(f->bi->deltanet(f->bc, &op));
+    const struct strata_mat *wo[1] = {&dn->out};
+    TRY(project(f, wo, &f->o, 1, f->dn_core, n));
+    return f->bi->add(f->bc, f->x, f->o, E, n, E);
+}
+
+// out[n][E] = down(silu(gate h) * up h) for a SwiGLU FFN (dense or shared expert).
+static int swiglu_ffn(struct strata_forward *f, const struct strata_mat *gate, const struct strata_mat *up,
+                      const struct strata_mat *down, int n, float *out)
+{
+    int rc;
+    const struct strata_mat *gu[2] = {gate, up};
+    float *gu_out[2] = {f->ffn_a, f->ffn_b};
+    TRY(project(f, gu, gu_out, 2, f->h, n));
+    TRY(f->bi->swiglu(f->bc, f->ffn_a, f->ffn_a, f->ffn_b, (size_t)n * gate->n_out));
+    const struct strata_mat *d[1] = {down};
+    return project(f, d, &out, 1, f->ffn_a, n);
+}
+
+static int dense_ffn_block(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t E = hp->n_embd;
+    const double t0 = strata_now();
+    int rc;
+    TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->ffn_norm, n, E, hp->rms_eps));
+    TRY(swiglu_ffn(f, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n, f->o));
+    TRY(f->bi->add(f->bc, f->x, f->o, E, n, E));
+    st->t_experts += strata_now() - t0;
+    return 0;
+}
+
+// The shared expert on h into ffn_out, scaled by sigmoid(sh_gate_inp . h) when the layer has it.
+static int shared_expert(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const uint32_t E = f->m->hp.n_embd;
+    int rc;
+    TRY(swiglu_ffn(f, &L->sh_gate, &L->sh_up, &L->sh_down, n, f->ffn_out));
+    if (!L->sh_gate_inp.data) return 0;
+    const struct strata_mat *g[1] = {&L->sh_gate_inp};
+    TRY(project(f, g, &f->ffn_a, 1, f->h, n));   // one gate logit per token; ffn_a is free again
+    return f->bi->mul_sigmoid(f->bc, f->ffn_out, E, f->ffn_a, 1, true, n, E);
+}
+
+// Router, host routing, the upload of the grouped routes.
+static int route(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t X = hp->n_expert, K = hp->n_expert_used;
+    int rc;
+    const struct strata_mat *w[1] = {&L->router};
+    TRY(project(f, w, &f->router_logits, 1, f->h, n));
+    TRY(f->bi->download(f->bc, f->logits_host, f->router_logits, (size_t)n * X * sizeof(float)));
+    const struct strata_route_params rp = {
+        .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
+        .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale, .bias = L->exp_probs_b,
+    };
+    strata_route_topk(&rp, f->logits_host, n, f->sel, f->selw);
+    if (f->want_trace)
+        for (int t = 0; t < n; t++)
+            memcpy(f->trace_ids + ((size_t)t * m->layout.n_layers + (size_t)L->moe_index) * K, f->sel + (size_t)t * K,
+                   K * sizeof(int32_t));
+    strata_route_group(f->sel, n, K, X, &f->g);
+    TRY(f->bi->upload(f->bc, f->tok_of, f->g.tok_of, (size_t)n * K * sizeof(int32_t)));
+    TRY(f->bi->upload(f->bc, f->route_of, f->g.route_of, (size_t)n * K * sizeof(int32_t)));
+    return f->bi->upload(f->bc, f->weight, f->selw, (size_t)n * K * sizeof(float));
+}
+
+// The experts of a pass, each fetched once. A bounded cache holds max_batch experts of a layer at
+// a time, so a pass needing more runs them in groups: each group is acquired, computed and
+// released before the next. Every (token, expert) row is computed the same way in any grouping,
+// so the output depends neither on the cache size nor on the other sequences in the pass.
+static int experts_block(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t moe_l = (uint32_t)L->moe_index;
+    const uint32_t E = hp->n_embd, F = hp->n_ff_exp;
+    const struct strata_route_groups *g = &f->g;
+    const int n_used = g->n_used_experts, max_group = strata_provider_max_batch(f->experts);
+    struct strata_mm_op *ops = f->ops;
+    int rc;
+    for (int g0 = 0; g0 < n_used; g0 += max_group) {
+        const int g1 = n_used - g0 < max_group ? n_used : g0 + max_group;
+        TRY(strata_provider_acquire(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0));
+        // gate and up of every expert of the group in one product call, then down in another
+        int no = 0;
+        for (int i = g0; i < g1; i++) {
+            const uint32_t e = g->used[i];
+            const int first = g->first[e], cnt = g->count[e];
+            struct strata_mat wg = L->exp_gate, wu = L->exp_up;
+            wg.data = f->views[i].part[STRATA_EXPERT_GATE];
+            wu.data = f->views[i].part[STRATA_EXPERT_UP];
+            ops[no++] = (struct strata_mm_op){wg, f->h, E, n, f->tok_of + first, cnt, f->gate_out + (size_t)first * F, F, NULL};
+            ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL};
+        }
+        rc = f->bi->mm(f->bc, ops, no);
+        // rows are grouped by expert, so the group's rows are one contiguous range
+        const uint32_t e_first = g->used[g0], e_last = g->used[g1 - 1];
+        const size_t r0 = (size_t)g->first[e_first], r1 = (size_t)g->first[e_last] + (size_t)g->count[e_last];
+        if (rc == 0)
+            rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
+        no = 0;
+        for (int i = g0; i < g1 && rc == 0; i++) {
+            const uint32_t e = g->used[i];
+            const int first = g->first[e], cnt = g->count[e];
+            struct strata_mat wd = L->exp_down;
+            wd.data = f->views[i].part[STRATA_EXPERT_DOWN];
+            ops[no++] = (struct strata_mm_op){wd, f->gate_out + (size_t)first * F, F, cnt, NULL, cnt,
+                                              f->down_out + (size_t)first * E, E, NULL};
+        }
+        if (rc == 0) rc = f->bi->mm(f->bc, ops, no);
+        // the products must be done with the views before they are released
+        if (rc == 0) rc = f->bi->sync(f->bc);
+        strata_provider_release(f->experts, moe_l, f->views + g0, g1 - g0);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int moe_block(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t E = hp->n_embd;
+    const double t0 = strata_now();
+    int rc;
+    TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->ffn_norm, n, E, hp->rms_eps));
+    TRY(route(f, L, n));
+    const double t1 = strata_now();
+    st->t_router += t1 - t0;
+    TRY(experts_block(f, L, n));
+    if (L->sh_down.data) TRY(shared_expert(f, L, n));
+    // weighted sum in selection order (+ the shared expert), then the residual
+    const struct strata_moe_combine_op co = {f->x, f->down_out, f->route_of, f->weight,
+                                             L->sh_down.data ? f->ffn_out : NULL, n, (int)hp->n_expert_used, E};
+    TRY(f->bi->moe_combine(f->bc, &co));
+    st->t_experts += strata_now() - t1;
+    return 0;
+}
+
+// The final norm and the output head for the rows that want logits, LOGIT_ROWS at a time.
+static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t E = hp->n_embd, V = hp->n_vocab;
+    const int group = f->max_tok < LOGIT_ROWS ? f->max_tok : LOGIT_ROWS;
+    int rc;
+    for (int s = 0; s < n_seq; s++) {
+        const struct strata_fwd_seq *sq = &seqs[s];
+        if (!sq->logits) continue;
+        const int tok0 = f->seqs[s].tok0;
+        const int first = sq->all_logits ? 0 : sq->n_tok - 1;
+        for (int r0 = first; r0 < sq->n_tok; r0 += group) {
+            const int nr = sq->n_tok - r0 < group ? sq->n_tok - r0 : group;
+            TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x + (size_t)(tok0 + r0) * E, E, m->output_norm, nr, E, hp->rms_eps));
+            const struct strata_mat *w[1] = {&m->output};
+            TRY(project(f, w, &f->logits, 1, f->h, nr));
+            float *dst = sq->logits + (size_t)(r0 - first) * V;
+            TRY(f->bi->download(f->bc, dst, f->logits, (size_t)nr * V * sizeof(float)));
+        }
+    }
+    return 0;
+}
+
+// ---- the pass -----------------------------------------------------------------------------------
+
+int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq,
+                       struct strata_fwd_stats *st)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    int n = 0, rc;
+    f->want_trace = 0;
+    for (int s = 0; s < n_seq; s++) {
+        const struct strata_fwd_seq *sq = &seqs[s];
+        STRATA_ASSERT(sq->n_tok > 0 && n + sq->n_tok <= f->max_tok && sq->pos0 + sq->n_tok <= sq->state->n_ctx &&
+                      sq->state->n_ctx <= f->max_ctx);
+        f->seqs[s] = (struct strata_seq){.tok0 = n, .n_tok = sq->n_tok, .pos0 = sq->pos0, .n_ctx = sq->state->n_ctx,
+                                         .k_cache = sq->state->k_cache, .v_cache = sq->state->v_cache,
+                                         .conv = sq->state->conv, .ssm = sq->state->ssm};
+        for (int t = 0; t < sq->n_tok; t++) {
+            f->ids_host[n + t] = sq->tokens[t];
+            f->pos_host[n + t] = sq->pos0 + t;
+        }
+        n += sq->n_tok;
+        f->want_trace |= sq->on_route != NULL;
+    }
+    f->batch = (struct strata_batch){n, n_seq, f->seqs, f->pos};
+    double t0 = strata_now();
+    TRY(f->bi->upload(f->bc, f->ids, f->ids_host, (size_t)n * sizeof(int32_t)));
+    TRY(f->bi->upload(f->bc, f->pos, f->pos_host, (size_t)n * sizeof(int32_t)));
+    TRY(f->bi->batch_begin(f->bc, &f->batch));
+    TRY(f->bi->get_rows(f->bc, &m->tok_embd, f->ids, n, f->x));
+    st->t_embed += strata_now() - t0;
+
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const struct strata_layer *L = &m->layers[l];
+        const double ta = strata_now();
+        if (L->kv_slot >= 0) {
+            TRY(attention_block(f, L, n));
+            st->t_attn += strata_now() - ta;
+        } else {
+            TRY(deltanet_block(f, L, n));
+            st->t_linear_attn += strata_now() - ta;
+        }
+        TRY(L->moe_index >= 0 ? moe_block(f, L, n, st) : dense_ffn_block(f, L, n, st));
+    }
+
+    for (int s = 0; s < n_seq; s++)
+        if (seqs[s].on_route)
+            TRY(seqs[s].on_route(seqs[s].route_user,
+                                 f->trace_ids + (size_t)f->seqs[s].tok0 * m->layout.n_layers * hp->n_expert_used,
+                                 seqs[s].n_tok, m->layout.n_layers, hp->n_expert_used));
+
+    const double th = strata_now();
+    TRY(head(f, seqs, n_seq));
+    TRY(f->bi->sync(f->bc));
+    st->t_head += strata_now() - th;
+    return 0;
+}

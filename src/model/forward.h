@@ -1,0 +1,76 @@
+// The forward pass: one for every architecture, written only against the backend interface
+// (backend/backend.h). A pass takes the tokens of one or more sequences (each with its own KV
+// cache or recurrent state and its positions), runs every layer over all of them at once, so that
+// the sequences share each layer's expert fetches, and returns the logits each asks for. A
+// token's results are bit-identical whatever else shares its pass.
+//
+// Per layer (what runs is decided by the layer's weights and flags, never by the architecture):
+//   RMSNorm → attention (q/k/v projections, biases, per-head q/k norms, RoPE, the KV cache,
+//   optional sigmoid output gate) or gated delta-net → output projection → residual;
+//   RMSNorm → a dense SwiGLU FFN, or the router → host routing → expert fetches → SwiGLU experts
+//   (each needed expert's tokens in one product) → weighted sum (+ shared expert) → residual.
+// Then the final norm and the output head for the tokens that want logits.
+//
+// Memory: the scratch of a pass (activations of up to max_tok tokens) lives in the backend and
+// belongs to one struct strata_forward, which runs one pass at a time (the engine serialises
+// them). Sequence state (struct strata_seq_state) belongs to its session.
+#ifndef STRATA_MODEL_FORWARD_H
+#define STRATA_MODEL_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "experts/provider.h"
+
+struct strata_forward;
+struct strata_model;
+
+// What one sequence keeps between passes, in backend memory.
+struct strata_seq_state {
+    float *k_cache, *v_cache;   // [n_kv_layers][n_ctx][n_head_kv * head_dim_k / _v]
+    float *conv, *ssm;          // delta-net conv history and state (NULL without delta-net blocks)
+    int n_ctx;
+};
+
+// Allocate the state of a sequence of up to n_ctx positions (zeroed). 0 or negative.
+int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx);
+void strata_seq_state_free(struct strata_seq_state *st, const struct strata_model *m);
+// Forget the recurrent state (the KV cache is overwritten as positions are evaluated again).
+int strata_seq_state_reset(struct strata_seq_state *st, const struct strata_model *m);
+
+// Every token's routed experts of one pass of a sequence: ids [n_tok][n_layers][k] (MoE layers
+// only), in selection order. Called once per pass per sequence that asks, after the layers; a
+// non-zero return (negative code) ends the pass with it.
+typedef int (*strata_route_fn)(void *user, const int32_t *ids, int n_tok, uint32_t n_layers, uint32_t k);
+
+// One sequence's part of a pass.
+struct strata_fwd_seq {
+    const int32_t *tokens;      // [n_tok] host, checked against the vocabulary by the caller
+    int n_tok;
+    int pos0;                   // position of tokens[0]; pos0 + n_tok <= state->n_ctx
+    struct strata_seq_state *state;
+    float *logits;              // host: [n_tok][n_vocab] when all_logits, else [n_vocab] for the
+    bool all_logits;            //   last token; NULL: none
+    strata_route_fn on_route;   // or NULL
+    void *route_user;
+};
+
+// Time per phase of a pass (seconds).
+struct strata_fwd_stats {
+    double t_embed, t_attn, t_linear_attn, t_router, t_experts, t_head;
+};
+
+// Scratch for passes of up to max_tok tokens over sequences of up to max_ctx positions, in the
+// model's backend; routed experts come from `experts` (its context borrowed). 0 or negative.
+int strata_forward_create(struct strata_forward **out, const struct strata_model *m,
+                          struct strata_expert_provider experts, int max_tok, int max_ctx);
+void strata_forward_free(struct strata_forward *f);
+int strata_forward_max_tok(const struct strata_forward *f);
+// Let passes reach sequences of max_ctx positions (grows the backend's attention scratch).
+int strata_forward_reserve_ctx(struct strata_forward *f, int max_ctx);
+// One pass over seqs[0..n_seq) (their tokens together at most max_tok); adds its phase times to
+// *st. 0 or negative (an expert read that failed after retries, a backend error; logged).
+int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq,
+                       struct strata_fwd_stats *st);
+
+#endif

@@ -1,0 +1,283 @@
+// The public engine API (include/strata.h) on tiny synthetic models (qwen3moe, and qwen3next for
+// the delta-net's recurrent state): two sessions of one engine evaluated concurrently from two
+// threads give bit for bit the logits each gives alone; so do two sessions sharing forward passes
+// in strata_eval_batch, also with an expert cache far below the experts' size; generation stops at
+// stop strings (text cut before the match, never shown to the token callback) and at the cancel
+// flag; errors come back as codes with the engine's last error message. Built with TSAN=1 this
+// runs under ThreadSanitizer.
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "strata.h"
+#include "tools/synth.h"
+#include "util/log.h"
+
+#define N_PROMPT 21
+#define N_STEPS 6   // single-token evaluations after the prompt
+
+static char g_dir[] = "/tmp/strata-test-engine-XXXXXX";
+
+static void drop_line(enum strata_log_level level, const char *line, void *user)
+{
+    (void)level, (void)line, (void)user;
+}
+
+// Expected errors are not printed. Set only while no other thread logs.
+static void quiet(bool on) { strata_log_set_sink(on ? drop_line : NULL, NULL); }
+
+// The token sequence of a session: a prompt, then one token at a time.
+static void tokens_of(int which, int32_t *t, int n)
+{
+    uint32_t s = 1234u + 977u * (uint32_t)which;
+    for (int i = 0; i < n; i++) {
+        s = s * 1103515245u + 12345u;
+        t[i] = (int32_t)((s >> 8) % 1000u);
+    }
+}
+
+// Evaluate sequence `which` on s: the prompt with every position's logits, then the steps; all
+// logits into out ([N_PROMPT + N_STEPS][n_vocab]).
+static int run_sequence(struct strata_session *s, int which, float *out, size_t n_vocab)
+{
+    int32_t t[N_PROMPT + N_STEPS];
+    tokens_of(which, t, N_PROMPT + N_STEPS);
+    int rc = strata_session_eval(s, t, N_PROMPT, out, true);
+    for (int i = 0; i < N_STEPS && rc == 0; i++)
+        rc = strata_session_eval(s, &t[N_PROMPT + i], 1, out + (size_t)(N_PROMPT + i) * n_vocab, false);
+    return rc;
+}
+
+struct worker {
+    pthread_t th;
+    struct strata_engine *e;
+    int which, rounds;
+    float *out;
+    size_t n_vocab;
+    int rc;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct strata_session *s = NULL;
+    w->rc = strata_session_create(&s, w->e, NULL);
+    for (int r = 0; r < w->rounds && w->rc == 0; r++) {
+        w->rc = strata_session_reset(s);
+        if (w->rc == 0) w->rc = run_sequence(s, w->which, w->out, w->n_vocab);
+    }
+    strata_session_free(s);
+    return NULL;
+}
+
+static int count_passes(void *user, const int32_t *ids, int n_tok, uint32_t n_layers, uint32_t k)
+{
+    (void)ids, (void)n_layers, (void)k;
+    *(int *)user += n_tok;
+    return 0;
+}
+
+// Alone, then two threads at once, then both in strata_eval_batch: the same bits.
+static void test_sessions(const char *model, uint64_t cache_bytes, const char *label)
+{
+    const int before = g_failures;
+    struct strata_engine_params p = strata_engine_default_params();
+    p.model = model;
+    p.n_threads = 2;
+    p.n_batch = 8;   // prompts take several passes
+    p.host_cache_bytes = cache_bytes;
+    struct strata_engine *e = NULL;
+    int rc = strata_engine_open(&e, &p);
+    CHECK(rc == 0, "%s: engine_open: %s", label, strata_last_error());
+    if (rc) return;
+    struct strata_model_info info;
+    strata_engine_info(e, &info);
+    const size_t V = info.n_vocab, per = (size_t)(N_PROMPT + N_STEPS) * V;
+    float *ref = calloc(2 * per, sizeof(float)), *got = calloc(2 * per, sizeof(float));
+    struct strata_session *s[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        CHECK(strata_session_create(&s[i], e, NULL) == 0, "%s: session_create", label);
+        CHECK(run_sequence(s[i], i, ref + i * per, V) == 0, "%s: alone %d: %s", label, i, strata_engine_errmsg(e));
+    }
+
+    // two threads, each its own session, two rounds
+    struct worker w[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = (struct worker){.e = e, .which = i, .rounds = 2, .out = got + i * per, .n_vocab = V};
+        pthread_create(&w[i].th, NULL, worker_main, &w[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(w[i].th, NULL);
+        CHECK(w[i].rc == 0, "%s: thread %d: %s", label, i, strata_engine_errmsg(e));
+        CHECK(memcmp(ref + i * per, got + i * per, per * sizeof(float)) == 0,
+              "%s: session %d run concurrently differs from alone", label, i);
+    }
+
+    // both sessions' prompts in shared passes (different lengths), then their steps together
+    memset(got, 0, 2 * per * sizeof(float));
+    int32_t t[2][N_PROMPT + N_STEPS];
+    int routed[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        tokens_of(i, t[i], N_PROMPT + N_STEPS);
+        strata_session_reset(s[i]);
+        strata_session_set_route_cb(s[i], count_passes, &routed[i]);
+    }
+    struct strata_batch_item items[2] = {{s[0], t[0], N_PROMPT, got, true},
+                                         {s[1], t[1], N_PROMPT - 5, got + per, true}};
+    CHECK(strata_eval_batch(e, items, 2) == 0, "%s: eval_batch: %s", label, strata_engine_errmsg(e));
+    items[1] = (struct strata_batch_item){s[1], t[1] + N_PROMPT - 5, 5, got + per + (size_t)(N_PROMPT - 5) * V, true};
+    CHECK(strata_eval_batch(e, &items[1], 1) == 0, "%s: eval_batch tail", label);
+    for (int k = 0; k < N_STEPS; k++) {
+        struct strata_batch_item step[2] = {
+            {s[0], &t[0][N_PROMPT + k], 1, got + (size_t)(N_PROMPT + k) * V, false},
+            {s[1], &t[1][N_PROMPT + k], 1, got + per + (size_t)(N_PROMPT + k) * V, false}};
+        CHECK(strata_eval_batch(e, step, 2) == 0, "%s: eval_batch step %d", label, k);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK(memcmp(ref + i * per, got + i * per, per * sizeof(float)) == 0,
+              "%s: session %d in shared passes differs from alone", label, i);
+        CHECK(routed[i] == (info.n_moe_layers ? N_PROMPT + N_STEPS : 0), "%s: route callback saw %d tokens of %d",
+              label, routed[i], N_PROMPT + N_STEPS);
+        CHECK(strata_session_n_past(s[i]) == N_PROMPT + N_STEPS, "%s: n_past %d", label, strata_session_n_past(s[i]));
+    }
+    struct strata_batch_item twice[2] = {{s[0], t[0], 1, NULL, false}, {s[0], t[0], 1, NULL, false}};
+    quiet(true);
+    CHECK(strata_eval_batch(e, twice, 2) == STRATA_EARG, "%s: a session twice in one batch", label);
+    quiet(false);
+    struct strata_stats st;
+    strata_engine_stats(e, &st);
+    CHECK(st.n_tokens > 0 && st.experts[STRATA_TIER_HOST].present, "%s: engine stats", label);
+    for (int i = 0; i < 2; i++) strata_session_free(s[i]);
+    free(ref);
+    free(got);
+    strata_engine_close(e);
+    case_result(label, before);
+}
+
+struct collect {
+    char text[4096];
+    size_t len;
+    int calls;
+};
+
+static int collect_cb(void *user, int32_t tok, const char *text, size_t len)
+{
+    (void)tok;
+    struct collect *c = user;
+    if (c->len + len < sizeof c->text) {
+        memcpy(c->text + c->len, text, len);
+        c->len += len;
+    }
+    c->calls++;
+    return 0;
+}
+
+// Stop strings, the callback's text, cancellation and errors.
+static void test_generate(const char *model)
+{
+    const int before = g_failures;
+    struct strata_engine_params p = strata_engine_default_params();
+    p.model = model;
+    p.n_threads = 2;
+    struct strata_engine *e = NULL;
+    if (strata_engine_open(&e, &p)) {
+        CHECK(0, "engine_open: %s", strata_last_error());
+        return;
+    }
+    struct strata_session *s = NULL;
+    strata_session_create(&s, e, NULL);
+    int32_t prompt[64];
+    size_t n_prompt = 0;
+    CHECK(strata_tokenize(e, "The expert store", 16, true, true, prompt, 64, &n_prompt) == 0, "tokenize");
+    struct strata_generate_params gp = {.n_predict = 40, .sampling = strata_sampling_default(), .ignore_eos = true};
+    gp.sampling.temperature = 0;
+    struct collect c = {0};
+    gp.on_token = collect_cb;
+    gp.user = &c;
+    struct strata_generate_result full;
+    CHECK(strata_generate(s, prompt, (int)n_prompt, &gp, &full) == 0, "generate: %s", strata_engine_errmsg(e));
+    CHECK(full.n_generated == 40 && full.stop == STRATA_STOP_LENGTH, "40 tokens, stop %d", (int)full.stop);
+    CHECK(c.len == full.text_len && memcmp(c.text, full.text, c.len) == 0, "callback text = result text");
+
+    // A stop string from the middle of that text: the same run ends before it.
+    if (full.text_len > 12) {
+        char stop[5];
+        memcpy(stop, full.text + full.text_len / 2, 4);
+        stop[4] = 0;
+        const char *first = strstr(full.text, stop);
+        const char *stops[2] = {"\x01never", stop};
+        gp.stop = stops;
+        gp.n_stop = 2;
+        struct collect c2 = {0};
+        gp.user = &c2;
+        struct strata_generate_result r;
+        strata_session_reset(s);
+        CHECK(strata_generate(s, prompt, (int)n_prompt, &gp, &r) == 0, "generate with a stop string");
+        CHECK(r.stop == STRATA_STOP_STRING && r.stop_index == 1, "stop %d index %d", (int)r.stop, r.stop_index);
+        CHECK(r.text_len == (size_t)(first - full.text) && memcmp(r.text, full.text, r.text_len) == 0,
+              "text cut before the stop string (%zu vs %zu)", r.text_len, (size_t)(first - full.text));
+        CHECK(c2.len == r.text_len && memcmp(c2.text, r.text, r.text_len) == 0, "the callback never saw the stop string");
+        strata_generate_result_free(&r);
+        gp.stop = NULL;
+        gp.n_stop = 0;
+    }
+
+    // Cancelled before the first token.
+    atomic_bool cancel;
+    atomic_init(&cancel, true);
+    gp.cancel = &cancel;
+    gp.user = &c;
+    struct strata_generate_result rc;
+    strata_session_reset(s);
+    CHECK(strata_generate(s, prompt, (int)n_prompt, &gp, &rc) == 0 && rc.stop == STRATA_STOP_CANCEL &&
+              rc.n_generated == 0, "cancel: stop %d after %d tokens", (int)rc.stop, rc.n_generated);
+    strata_generate_result_free(&rc);
+    strata_generate_result_free(&full);
+
+    // Errors: a code, and the engine's last error says why.
+    quiet(true);
+    int32_t bad = 999999;
+    CHECK(strata_session_eval(s, &bad, 1, NULL, false) == STRATA_EARG, "bad token");
+    CHECK(strstr(strata_engine_errmsg(e), "outside the vocabulary") != NULL, "errmsg: %s", strata_engine_errmsg(e));
+    struct strata_session *big = NULL;
+    struct strata_session_params sp = {.n_ctx = -1};
+    CHECK(strata_session_create(&big, e, &sp) == STRATA_EARG && !big, "negative context");
+    strata_session_free(s);
+    strata_engine_close(e);
+    struct strata_engine_params none = strata_engine_default_params();
+    none.model = "/nonexistent/model.gguf";
+    CHECK(strata_engine_open(&e, &none) < 0 && !e, "missing model");
+    none.model = model;
+    none.backend = STRATA_BACKEND_COUNT;
+    CHECK(strata_engine_open(&e, &none) == STRATA_EARG, "bad backend");
+    quiet(false);
+    case_result("generate: stop strings, callback text, cancel, errors", before);
+}
+
+static int synth(const char *arch, const char *path)
+{
+    struct strata_synth_opts o = {.arch = arch, .preset = "tiny", .out_path = path, .seed = 5, .type = -1};
+    return strata_synth(&o);
+}
+
+int main(void)
+{
+    if (!mkdtemp(g_dir)) return 1;
+    char moe[256], next[256];
+    snprintf(moe, sizeof moe, "%s/qwen3moe.gguf", g_dir);
+    snprintf(next, sizeof next, "%s/qwen3next.gguf", g_dir);
+    if (synth("qwen3moe", moe) || synth("qwen3next", next)) return 1;
+    test_sessions(moe, 0, "qwen3moe: concurrent and batched sessions = alone");
+    test_sessions(moe, 3u << 20, "qwen3moe, 3 MiB expert cache: concurrent and batched sessions = alone");
+    test_sessions(next, 0, "qwen3next: concurrent and batched sessions = alone");
+    test_generate(moe);
+    unlink(moe);
+    unlink(next);
+    rmdir(g_dir);
+    printf("%s\n", g_failures ? "FAIL" : "ok");
+    return g_failures ? 1 : 0;
+}
