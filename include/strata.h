@@ -231,6 +231,10 @@ int strata_session_n_ctx(const struct strata_session *s);
 int strata_session_n_past(const struct strata_session *s);
 // Forget the sequence (positions and recurrent state); statistics are kept.
 int strata_session_reset(struct strata_session *s);
+// Keep the first n positions and forget the rest, so a prompt that shares them goes on from
+// there (a server's prefix reuse). 0 <= n <= n_past. A model with recurrent state (delta-net)
+// cannot go back: STRATA_EUNSUP unless n == n_past (reset starts over).
+int strata_session_truncate(struct strata_session *s, int n);
 void strata_session_set_route_cb(struct strata_session *s, strata_route_cb cb, void *user);
 // Write every token's routed experts to a route trace file (the text format strata sim replays)
 // from now on, in place of a route callback; the file is completed when the session is freed.

@@ -258,6 +258,60 @@ static void test_generate(const char *model)
     case_result("generate: stop strings, callback text, cancel, errors", before);
 }
 
+// Truncating a session and evaluating other tokens after the kept positions gives the logits
+// of a fresh session fed the same sequence; a recurrent model refuses to go back.
+static void test_truncate(const char *moe, const char *next)
+{
+    int before = g_failures;
+    struct strata_engine_params ep = strata_engine_default_params();
+    ep.model = moe;
+    ep.n_threads = 2;
+    struct strata_engine *e = NULL;
+    struct strata_session *a = NULL, *b = NULL;
+    CHECK(strata_engine_open(&e, &ep) == 0, "open: %s", strata_last_error());
+    struct strata_model_info info;
+    strata_engine_info(e, &info);
+    const size_t V = info.n_vocab;
+    int32_t t[N_PROMPT], u[N_PROMPT];
+    tokens_of(1, t, N_PROMPT);
+    tokens_of(2, u, N_PROMPT);
+    const int keep = 9;
+    memcpy(u, t, keep * sizeof *u);  // u shares t's first `keep` tokens
+    float *la = malloc((N_PROMPT - keep) * V * sizeof *la), *lb = malloc(N_PROMPT * V * sizeof *lb);
+    CHECK(la && lb && strata_session_create(&a, e, NULL) == 0 && strata_session_create(&b, e, NULL) == 0,
+          "sessions");
+    if (la && lb && a && b) {
+        CHECK(strata_session_eval(a, t, N_PROMPT, NULL, false) == 0, "eval t");
+        CHECK(strata_session_truncate(a, keep) == 0 && strata_session_n_past(a) == keep, "truncate");
+        CHECK(strata_session_eval(a, u + keep, N_PROMPT - keep, la, true) == 0, "eval the rest of u");
+        CHECK(strata_session_eval(b, u, N_PROMPT, lb, true) == 0, "eval u fresh");
+        CHECK(memcmp(la, lb + keep * V, (N_PROMPT - keep) * V * sizeof *la) == 0,
+              "logits after truncation differ from a fresh evaluation");
+        quiet(true);
+        CHECK(strata_session_truncate(a, N_PROMPT + 1) == STRATA_EARG, "past n_past refused");
+        quiet(false);
+    }
+    free(la);
+    free(lb);
+    strata_session_free(a);
+    strata_session_free(b);
+    strata_engine_close(e);
+    ep.model = next;
+    e = NULL;
+    a = NULL;
+    CHECK(strata_engine_open(&e, &ep) == 0 && strata_session_create(&a, e, NULL) == 0, "open qwen3next");
+    if (a) {
+        CHECK(strata_session_eval(a, t, N_PROMPT, NULL, false) == 0, "eval t");
+        CHECK(strata_session_truncate(a, N_PROMPT) == 0, "truncating to n_past is a no-op");
+        quiet(true);
+        CHECK(strata_session_truncate(a, keep) == STRATA_EUNSUP, "recurrent state cannot go back");
+        quiet(false);
+    }
+    strata_session_free(a);
+    strata_engine_close(e);
+    case_result("truncate = fresh evaluation; recurrent models refuse", before);
+}
+
 static int synth(const char *arch, const char *path)
 {
     struct strata_synth_opts o = {.arch = arch, .preset = "tiny", .out_path = path, .seed = 5, .type = -1};
@@ -275,6 +329,7 @@ int main(void)
     test_sessions(moe, 3u << 20, "qwen3moe, 3 MiB expert cache: concurrent and batched sessions = alone");
     test_sessions(next, 0, "qwen3next: concurrent and batched sessions = alone");
     test_generate(moe);
+    test_truncate(moe, next);
     unlink(moe);
     unlink(next);
     rmdir(g_dir);

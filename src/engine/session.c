@@ -56,6 +56,22 @@ int strata_session_reset(struct strata_session *s)
     return strata_engine_fail(s->e, strata_seq_state_reset(&s->state, s->e->m));
 }
 
+int strata_session_truncate(struct strata_session *s, int n)
+{
+    if (n < 0 || n > s->n_past) {
+        strata_log_error("session_truncate: %d positions of %d", n, s->n_past);
+        return strata_engine_fail(s->e, STRATA_EARG);
+    }
+    if (n == s->n_past) return 0;
+    if (s->state.conv || s->state.ssm) {
+        strata_log_error("session_truncate: the model keeps a recurrent state, which cannot go back from "
+                         "position %d to %d", s->n_past, n);
+        return strata_engine_fail(s->e, STRATA_EUNSUP);
+    }
+    s->n_past = n;  // attention reads only positions it has written again since
+    return 0;
+}
+
 void strata_session_set_route_cb(struct strata_session *s, strata_route_cb cb, void *user)
 {
     s->route_cb = cb;
