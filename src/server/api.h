@@ -25,7 +25,7 @@ struct srv_request {
     const char *prefill;                  // a final assistant turn, continued by the model
     const char *model;
     int max_tokens;                       // 0: not given
-    struct strata_sampler_params sp;
+    struct strata_sampling sp;
     bool has_seed;
     char *stop[SRV_MAX_STOP];             // borrowed from root
     int n_stop;

@@ -298,7 +298,7 @@ static enum MHD_Result generate(struct conn *c, struct MHD_Connection *mc)
     }
     if (ctx->cfg.no_prefix_reuse) c->job->prefix_reuse = false;
     c->tools = c->req.api != SRV_API_COMPLETIONS && c->req.tools_json &&
-               strata_chat_tool_format(srv_sched_chat_template(s)) != STRATA_TOOLS_NONE;
+               strata_engine_tool_format(srv_sched_engine(s)) != STRATA_TOOLS_NONE;
     int rc = srv_sched_submit(s, c->job);
     if (rc == -EBUSY) return send_error(c, mc, 429, "too many requests are queued; retry later");
     if (rc) return send_error(c, mc, 503, "the server is stopping");

@@ -51,7 +51,7 @@ int srv_parse_body(const char *body, size_t len, struct srv_request *r, char *er
     }
     r->top_logprobs = -1;
     r->prefix_reuse = true;
-    r->sp = strata_sampler_default_params();
+    r->sp = strata_sampling_default();
     return 0;
 }
 
@@ -217,7 +217,7 @@ static int render_prompt(struct srv_sched *s, const struct srv_request *r, char 
         *text = strdup(r->prompt ? r->prompt : "");
         return *text ? 0 : STRATA_ENOMEM;
     }
-    int rc = strata_chat_render_tools(srv_sched_chat_template(s), r->turns, r->n_turns,
+    int rc = strata_chat_apply_tools(srv_sched_engine(s), r->turns, r->n_turns,
                                      r->tools_json, true, text);
     if (rc == 0 && r->prefill && *r->prefill) {
         size_t a = strlen(*text), b = strlen(r->prefill);
@@ -320,7 +320,7 @@ int srv_make_result(struct srv_sched *s, const struct srv_request *r, struct srv
     res->cached_tokens = j->n_cached;
     res->finish = j->finish == SRV_FINISH_STOP ? "stop" : j->finish == SRV_FINISH_LENGTH ? "length" : "eog";
     res->stop_word = j->stop_index >= 0 ? j->stop[j->stop_index] : NULL;
-    enum strata_tool_format fmt = strata_chat_tool_format(srv_sched_chat_template(s));
+    enum strata_tool_format fmt = strata_engine_tool_format(srv_sched_engine(s));
     if (!has_tools(r) || fmt == STRATA_TOOLS_NONE) {
         res->content = strndup(res->text, res->len);
         return res->content ? 0 : STRATA_ENOMEM;

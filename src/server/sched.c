@@ -1,12 +1,15 @@
-// The engine side of the server: slots and the scheduler thread.
+// The engine side of the server: slots and the scheduler thread, on the public API only.
 //
-// A slot is a session plus the tokens whose KV it holds (toks), so a request that extends what
-// a slot already evaluated only evaluates the new tokens (prefix reuse). Queued jobs go to the
-// idle slot sharing the longest prefix with their prompt (least recently used on ties). The
-// scheduler thread loops: start queued jobs on idle slots, run one step over every active slot
-// (a prompt chunk or one decode token each), sample, append text, check stops and limits, and
-// wake the HTTP threads waiting on the jobs. Between steps new prompts join (continuous
-// batching) and cancelled jobs leave, their slot freed.
+// A slot is a session plus the tokens whose KV it holds (toks), so a request that shares a
+// prefix with what a slot evaluated only evaluates the rest (prefix reuse; the session is cut
+// back to the shared prefix, which recurrent models cannot do: they start over unless the
+// prompt extends what they hold). Queued jobs go to the idle slot sharing the longest prefix
+// with their prompt (least recently used on ties). The scheduler thread loops: start queued
+// jobs on idle slots, then one step over every active slot at once — each slot's next prompt
+// chunk or its pending decode token, all in one strata_eval_batch call, so concurrent decodes
+// share each layer's expert fetches — then sample, append text, check stops and limits, and wake
+// the HTTP threads waiting on the jobs. New prompts join between steps (continuous batching);
+// cancelled jobs leave there too, their slot freed.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +27,7 @@ struct slot {
     struct srv_job *job;       // NULL when idle
     int n_prompt_done;         // prompt tokens of job in toks
     int32_t next;              // sampled, not evaluated yet (-1: none)
-    struct strata_sampler smp;
+    struct strata_sampler *smp; // the job's sampler
     struct strata_detok dt;
     float *logits;             // [n_vocab] of the last evaluated token
     uint64_t last_used;
@@ -33,7 +36,6 @@ struct slot {
 struct srv_sched {
     struct srv_config cfg;
     struct strata_engine *e;
-    const char *chat_template;
     int n_vocab, n_ctx;
     struct slot *slots;
     int n_slots;
@@ -47,6 +49,8 @@ struct srv_sched {
     int q_head, q_len, q_cap;
     uint64_t tick;
     struct srv_sched_stats st;
+    struct strata_batch_item *items;  // [n_slots] of one step
+    int *item_slot;                   // [n_slots] slot of each item
 };
 
 static int slot_reserve(struct slot *sl, int n)
@@ -140,16 +144,16 @@ static int slot_start(struct srv_sched *s, struct slot *sl, struct srv_job *j)
 {
     int keep = j->prefix_reuse ? lcp(sl->toks, sl->n_toks, j->prompt, j->n_prompt) : 0;
     if (keep >= j->n_prompt) keep = j->n_prompt - 1;  // the last prompt token gives the logits
-    if (keep < sl->n_toks) {
-        // The session can only be extended, not cut back: start it over.
-        strata_session_reset(sl->sess);
+    if (keep < sl->n_toks && strata_session_truncate(sl->sess, keep) != 0) {
+        strata_session_reset(sl->sess);  // recurrent state: only extending reuses it
         keep = 0;
     }
     sl->n_toks = keep;
     int rc = slot_reserve(sl, j->n_prompt + j->max_tokens + 1);
     if (rc == 0) {
-        strata_sampler_clear(&sl->smp);
-        rc = strata_sampler_init(&sl->smp, j->sp, s->n_vocab);
+        strata_sampler_free(sl->smp);
+        sl->smp = NULL;
+        rc = strata_sampler_create(&sl->smp, s->e, &j->sp);
     }
     if (rc == 0 && j->top_logprobs >= 0) {
         j->lp = calloc((size_t)j->max_tokens, sizeof *j->lp);
@@ -182,7 +186,6 @@ static void assign_queued(struct srv_sched *s)
             struct slot *sl = &s->slots[i];
             if (sl->job) continue;
             int keep = j->prefix_reuse ? lcp(sl->toks, sl->n_toks, j->prompt, j->n_prompt) : 0;
-            if (keep < sl->n_toks) keep = 0;  // see slot_start
             if (keep > best_keep || (keep == best_keep && sl->last_used < best->last_used)) {
                 best = sl;
                 best_keep = keep;
@@ -247,61 +250,64 @@ static void slot_take_token(struct srv_sched *s, struct slot *sl, int32_t id)
     }
 }
 
-// One forward pass over every active slot: a prompt chunk or the pending decode token each.
+// One step over every active slot in one strata_eval_batch: the pending decode token of each
+// decoding slot, and prompt chunks within what is left of n_batch (at least one token each, so
+// every prompt moves).
 static void step(struct srv_sched *s)
 {
-    double t_decode = 0, t_all = 0;
     int n_decoding = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (sl->job && atomic_load(&sl->job->cancel)) slot_finish(s, sl, SRV_FINISH_CANCELLED, NULL);
+        else if (sl->job && sl->n_prompt_done == sl->job->n_prompt) n_decoding++;
+    }
+    int budget = s->cfg.n_batch - n_decoding, n = 0;
     for (int i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
         struct srv_job *j = sl->job;
         if (!j) continue;
-        if (atomic_load(&j->cancel)) {
-            slot_finish(s, sl, SRV_FINISH_CANCELLED, NULL);
-            continue;
+        struct strata_batch_item *it = &s->items[n];
+        *it = (struct strata_batch_item){sl->sess, &sl->next, 1, sl->logits, false};
+        if (sl->n_prompt_done < j->n_prompt) {
+            int left = j->n_prompt - sl->n_prompt_done;
+            it->tokens = j->prompt + sl->n_prompt_done;
+            it->n = left < budget ? left : budget > 1 ? budget : 1;
+            budget -= it->n;
         }
-        const int32_t *in;
-        int n;
-        bool decode = sl->n_prompt_done == j->n_prompt;
-        if (!decode) {
-            in = j->prompt + sl->n_prompt_done;
-            n = j->n_prompt - sl->n_prompt_done;
-            if (n > s->cfg.n_batch) n = s->cfg.n_batch;
-        } else {
-            in = &sl->next;
-            n = 1;
-        }
-        double t0 = strata_now();
-        int rc = strata_session_eval(sl->sess, in, n, sl->logits, false);
-        double dt = strata_now() - t0;
-        t_all += dt;
-        if (decode) {
-            t_decode += dt;
-            n_decoding++;
-        }
+        s->item_slot[n++] = i;
+    }
+    if (n == 0) return;
+    double t0 = strata_now();
+    int rc = strata_eval_batch(s->e, s->items, n);
+    double dt = strata_now() - t0;
+    pthread_mutex_lock(&s->mu);
+    s->st.busy_s += dt;
+    if (n_decoding) s->st.decode_s += dt;
+    s->st.forward_passes++;
+    pthread_mutex_unlock(&s->mu);
+    for (int k = 0; k < n; k++) {
+        struct slot *sl = &s->slots[s->item_slot[k]];
+        const struct strata_batch_item *it = &s->items[k];
         if (rc) {
-            slot_finish(s, sl, SRV_FINISH_ERROR, strata_last_error());
+            // The passes may have stopped part way: what the sessions hold is unknown.
+            strata_session_reset(sl->sess);
+            sl->n_toks = 0;
+            slot_finish(s, sl, SRV_FINISH_ERROR, strata_engine_errmsg(s->e));
             continue;
         }
-        memcpy(sl->toks + sl->n_toks, in, (size_t)n * sizeof *in);
-        sl->n_toks += n;
-        if (!decode) {
-            sl->n_prompt_done += n;
-            if (sl->n_prompt_done < j->n_prompt) continue;
+        memcpy(sl->toks + sl->n_toks, it->tokens, (size_t)it->n * sizeof *it->tokens);
+        sl->n_toks += it->n;
+        if (sl->n_prompt_done < sl->job->n_prompt) {
+            sl->n_prompt_done += it->n;
+            if (sl->n_prompt_done < sl->job->n_prompt) continue;
         }
-        int32_t id = strata_sampler_sample(&sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
+        int32_t id = strata_sample(sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
         if (id < 0) {
             slot_finish(s, sl, SRV_FINISH_ERROR, "sampling failed");
             continue;
         }
         slot_take_token(s, sl, id);
     }
-    pthread_mutex_lock(&s->mu);
-    s->st.busy_s += t_all;
-    s->st.decode_s += t_decode;
-    s->st.forward_passes += t_all > 0;
-    (void)n_decoding;
-    pthread_mutex_unlock(&s->mu);
 }
 
 static void *sched_main(void *arg)
@@ -343,12 +349,13 @@ int srv_sched_open(struct srv_sched **out, const struct srv_config *cfg)
         struct strata_model_info info;
         strata_engine_info(s->e, &info);
         s->n_vocab = (int)info.n_vocab;
-        s->chat_template = strata_engine_chat_template(s->e);
         s->n_slots = cfg->parallel;
         s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
         s->q_cap = cfg->queue + cfg->parallel;
         s->queue = calloc((size_t)s->q_cap, sizeof *s->queue);
-        if (!s->slots || !s->queue) rc = STRATA_ENOMEM;
+        s->items = calloc((size_t)s->n_slots, sizeof *s->items);
+        s->item_slot = calloc((size_t)s->n_slots, sizeof *s->item_slot);
+        if (!s->slots || !s->queue || !s->items || !s->item_slot) rc = STRATA_ENOMEM;
     }
     for (int i = 0; rc == 0 && i < s->n_slots; i++) {
         struct strata_session_params sp = {cfg->n_ctx, cfg->n_batch};
@@ -360,7 +367,9 @@ int srv_sched_open(struct srv_sched **out, const struct srv_config *cfg)
     }
     if (rc == 0) {
         s->n_ctx = strata_session_n_ctx(s->slots[0].sess);
-        if (s->cfg.n_batch <= 0) s->cfg.n_batch = 512;
+        struct strata_model_info info;
+        strata_engine_info(s->e, &info);
+        s->cfg.n_batch = info.n_batch;
         if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
             strata_log_error("serve: cannot start the scheduler thread");
             rc = STRATA_ENOMEM;
@@ -397,12 +406,14 @@ void srv_sched_close(struct srv_sched *s)
     }
     for (int i = 0; s->slots && i < s->n_slots; i++) {
         strata_session_free(s->slots[i].sess);
-        strata_sampler_clear(&s->slots[i].smp);
+        strata_sampler_free(s->slots[i].smp);
         free(s->slots[i].toks);
         free(s->slots[i].logits);
     }
     free(s->slots);
     free(s->queue);
+    free(s->items);
+    free(s->item_slot);
     strata_engine_close(s->e);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -451,9 +462,9 @@ int srv_sched_n_vocab(const struct srv_sched *s)
     return s->n_vocab;
 }
 
-const char *srv_sched_chat_template(const struct srv_sched *s)
+const struct strata_engine *srv_sched_engine(const struct srv_sched *s)
 {
-    return s->chat_template;
+    return s->e;
 }
 
 int srv_sched_tokenize(const struct srv_sched *s, const char *text, int32_t **ids, int *n)

@@ -19,8 +19,6 @@
 #include <stdint.h>
 #include <pthread.h>
 
-#include "sample/sampler.h"
-#include "tokenizer/tokenizer.h"
 #include "strata.h"
 #include "util/strbuf.h"
 
@@ -69,7 +67,7 @@ struct srv_job {
     int32_t *prompt;           // [n_prompt] token ids, owned
     int n_prompt;
     int max_tokens;            // > 0
-    struct strata_sampler_params sp;
+    struct strata_sampling sp;
     char *stop[SRV_MAX_STOP];  // owned
     int n_stop;
     int top_logprobs;          // -1: no log-probabilities; 0..20 alternatives per token
@@ -122,7 +120,8 @@ void srv_sched_stats(struct srv_sched *s, struct srv_sched_stats *st);
 
 int srv_sched_n_ctx(const struct srv_sched *s);
 int srv_sched_n_vocab(const struct srv_sched *s);
-const char *srv_sched_chat_template(const struct srv_sched *s);   // NULL: none in the file
+// The engine, for its tokenizer and chat functions (thread-safe).
+const struct strata_engine *srv_sched_engine(const struct srv_sched *s);
 // text -> ids (bos added as the model wants, special tokens parsed). *ids malloc'd.
 int srv_sched_tokenize(const struct srv_sched *s, const char *text, int32_t **ids, int *n);
 // A token's bytes (may be part of a UTF-8 character).

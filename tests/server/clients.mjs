@@ -274,5 +274,18 @@ await check('prefix reuse: identical log-probabilities to a fresh evaluation', a
   assert.equal(reused.choices[0].message.content, fresh.choices[0].message.content);
 });
 
+await check('prefix reuse after the session ran past the shared prefix (cut back to it)', async () => {
+  const first = [user('Remember the colour blue.')];
+  // 8 generated tokens stay in the session; the next conversation does not contain them
+  const a = await chat(first, {max_tokens: 8});
+  const longer = [...first, {role: 'assistant', content: 'Blue, noted.'}, user('Which colour?')];
+  const reused = await chat(longer, {max_tokens: 6, logprobs: true, top_logprobs: 5});
+  const fresh = await chat(longer, {max_tokens: 6, logprobs: true, top_logprobs: 5, cache_prompt: false});
+  assert.ok(reused.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens,
+            `${reused.usage.prompt_tokens_details.cached_tokens} cached, first prompt ${a.usage.prompt_tokens}`);
+  assert.ok(reused.usage.prompt_tokens_details.cached_tokens < reused.usage.prompt_tokens);
+  assert.deepEqual(reused.choices[0].logprobs, fresh.choices[0].logprobs);
+});
+
 console.log(failed ? `${failed} case(s) failed` : 'all cases passed');
 process.exit(failed ? 1 : 0);
