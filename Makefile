@@ -3,7 +3,7 @@
 #   make test       build and run every test; last line "N passed, N failed[, N skipped]"
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make test TSAN=1 the same under ThreadSanitizer (build-tsan/)
-#   make CUDA=1     also compile the CUDA backend: src/backend/cuda/*.cu with nvcc, its *.c with CC
+#   make CUDA=1     also the CUDA backend (src/backend/cuda, nvcc) in build-cuda/; CUDA_ARCHS="80 90" adds GPUs
 #   make CC=clang BUILD=build-clang   clang 14 build in its own folder
 #   make bench      bench/bench_qwen3moe.sh: strata and llama.cpp on a qwen3-30b-a3b-shaped model
 
@@ -20,6 +20,9 @@ else ifeq ($(TSAN),1)
 BUILD   ?= build-tsan
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 LDSAN   := -fsanitize=thread
+else ifeq ($(CUDA),1)
+BUILD   ?= build-cuda
+OPT     := -O2 -g
 else
 BUILD   ?= build
 OPT     := -O2 -g
@@ -48,11 +51,19 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 ifeq ($(CUDA),1)
 CUDA_HOME ?= /usr/local/cuda
 NVCC     ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCHS ?= 90
+# machine code for each architecture, and PTX of the newest for GPUs after it
+NVCC_ARCH := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS))
+NVCCFLAGS := -O3 -std=c++17 $(NVCC_ARCH) -Iinclude -Isrc -Xcompiler -Wall,-Wextra -Werror all-warnings $(EXTRA_NVCCFLAGS)
 CU_SRC   := $(sort $(wildcard src/backend/cuda/*.cu))
+# CUDA tests written in CUDA C++ (host code that needs no GPU)
+TEST_BIN += $(patsubst tests/%.cu,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.cu)))
 CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o) $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/backend/cuda/*.c)))
 LIB_OBJ  += $(CU_OBJ)
 CFLAGS   += -DSTRATA_CUDA=1
-LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart
+# the runtime linked statically: the binary runs wherever the driver is new enough
+LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -ldl -lrt -lstdc++
 endif
 
 .PHONY: all test bench clean
@@ -96,7 +107,11 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -arch=sm_90 -Iinclude -Isrc -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.cu $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/libstrata.a -Xlinker --start-group $(filter-out -lstdc++ -pthread,$(LDLIBS)) -Xlinker --end-group
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libstrata.a
 	@mkdir -p $(dir $@)
@@ -117,7 +132,7 @@ bench: all $(BUILD)/membw
 	bash bench/bench_qwen3moe.sh
 
 clean:
-	rm -rf build build-san build-tsan
+	rm -rf build build-san build-tsan build-cuda
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

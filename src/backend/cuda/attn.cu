@@ -1,0 +1,227 @@
+// Causal attention over an F32 or F16 KV cache, split-K for every batch size.
+//
+// The positions 0..pos[t] a query attends to are cut into chunks of ATTN_CHUNK; a block takes one
+// chunk of one KV head for up to ATTN_TOK query tokens, stages the chunk's keys and values in
+// shared memory ATTN_SUB positions at a time, and each warp runs the online softmax of one query
+// head (of the KV head's group) for each of the block's tokens: a partial maximum, sum and
+// unnormalised output per (token, head, chunk). A second kernel merges the chunks of each
+// (token, head) in chunk order. Every (token, head) goes through the same chunks with the same
+// operations whether it is alone (decode) or in a prompt of hundreds: a token's output never
+// depends on its batch. Prompts share each staged chunk among ATTN_TOK tokens; long decodes
+// spread over many chunks (flash-decoding).
+#include <cuda_runtime.h>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/ctx.cuh"
+#include "backend/cuda/round.cuh"
+
+#define ATTN_CHUNK 128   // positions per chunk (the split, fixed)
+#define ATTN_SUB 32      // positions staged at a time
+#define ATTN_TOK 8       // query tokens per block
+#define ATTN_WARPS 8     // query heads per pass
+#define ATTN_PASS 64     // tokens per pass of the host loop (bounds the scratch)
+#define ATTN_DMAX 256    // largest head dim
+#define ATTN_SMEM_MAX (200 * 1024)
+
+__device__ __forceinline__ float kv_load(const void *p, bool f16, size_t i)
+{
+    return f16 ? __half2float(((const __half *)p)[i]) : ((const float *)p)[i];
+}
+
+// scratch layout per (token, head, chunk): [Dv] output, then max, sum
+__global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct strata_cuda_attn a, int t_begin,
+                                                               int n_tok, int n_chunks)
+{
+    pdl_enter();
+    extern __shared__ float sm[];
+    const uint32_t D = a.D, Dv = a.Dv, G = a.H / a.Hkv;
+    float *sk = sm;                                  // [ATTN_SUB][D + 1]
+    float *sv = sk + ATTN_SUB * (D + 1);             // [ATTN_SUB][Dv]
+    float *sq = sv + ATTN_SUB * Dv;                  // [ATTN_TOK][G][D] queries of the block
+    const int chunk = blockIdx.x, kvh = blockIdx.y, tg = blockIdx.z * ATTN_TOK;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    // tokens of this block that reach this chunk
+    int last = -1;  // largest position any of them attends to
+    for (int i = 0; i < ATTN_TOK && tg + i < n_tok; i++) last = max(last, a.pos[t_begin + tg + i]);
+    const int p0 = chunk * ATTN_CHUNK;
+    if (p0 > last) return;
+    const int p1 = min(p0 + ATTN_CHUNK, last + 1);
+    const int ntk = min(ATTN_TOK, n_tok - tg);
+    for (uint32_t i = threadIdx.x; i < (uint32_t)ntk * G * D; i += blockDim.x) {
+        const uint32_t tt = i / (G * D), hh = (i / D) % G, dd = i % D;
+        sq[i] = a.q[(size_t)(t_begin + tg + tt) * a.q_stride + (size_t)(kvh * G + hh) * (a.q_head_stride ? a.q_head_stride : D) + dd];
+    }
+    // per (token, head) of this warp: running max, sum, output dims lane + 32 j
+    constexpr int MAXJ = ATTN_DMAX / 32;
+    const int nh = ((int)G + ATTN_WARPS - 1) / ATTN_WARPS;  // heads per warp
+    for (int hp = 0; hp < nh; hp++) {
+        const int hh = warp + ATTN_WARPS * hp;  // head within the group (uniform per warp)
+        float m[ATTN_TOK], l[ATTN_TOK], o[ATTN_TOK][MAXJ];
+#pragma unroll
+        for (int i = 0; i < ATTN_TOK; i++) {
+            m[i] = -INFINITY;
+            l[i] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < MAXJ; j++) o[i][j] = 0.0f;
+        }
+        for (int s0 = p0; s0 < p1; s0 += ATTN_SUB) {
+            const int ns = min(ATTN_SUB, p1 - s0);
+            __syncthreads();
+            for (uint32_t i = threadIdx.x; i < (uint32_t)ns * D; i += blockDim.x) {
+                const uint32_t pp = i / D, dd = i % D;
+                sk[pp * (D + 1) + dd] = kv_load(a.k, a.kv_f16, (size_t)(s0 + pp) * a.kv_stride + (size_t)kvh * D + dd);
+            }
+            for (uint32_t i = threadIdx.x; i < (uint32_t)ns * Dv; i += blockDim.x) {
+                const uint32_t pp = i / Dv, dd = i % Dv;
+                sv[pp * Dv + dd] = kv_load(a.v, a.kv_f16, (size_t)(s0 + pp) * a.kv_stride + (size_t)kvh * Dv + dd);
+            }
+            __syncthreads();
+            if (hh >= (int)G) continue;
+#pragma unroll
+            for (int i = 0; i < ATTN_TOK; i++) {
+                if (i >= ntk) break;
+                const int pos = a.pos[t_begin + tg + i];
+                if (s0 > pos) continue;
+                // lane = position s0 + lane: its score
+                const float *q = sq + ((size_t)i * G + hh) * D;
+                float sc = -INFINITY;
+                const int pl = s0 + lane;
+                if (lane < ns && pl <= pos) {
+                    const float *k = sk + lane * (D + 1);
+                    float dot = 0.0f;
+                    for (uint32_t dd = 0; dd < D; dd++) dot = __fmaf_rn(q[dd], k[dd], dot);
+                    sc = __fmul_rn(dot, a.scale);
+                }
+                const float mx = fmaxf(m[i], warp_max(sc));
+                const float alpha = expf(__fsub_rn(m[i], mx));   // 0 when m was -inf
+                const float pr = sc == -INFINITY ? 0.0f : expf(__fsub_rn(sc, mx));
+                l[i] = __fadd_rn(__fmul_rn(l[i], alpha), warp_sum(pr));
+                m[i] = mx;
+                float acc[MAXJ];
+#pragma unroll
+                for (int j = 0; j < MAXJ; j++) acc[j] = __fmul_rn(o[i][j], alpha);
+                for (int pp = 0; pp < ns; pp++) {
+                    const float w = __shfl_sync(0xffffffffu, pr, pp);
+#pragma unroll
+                    for (int j = 0; j < MAXJ; j++) {
+                        const uint32_t dd = lane + 32 * j;
+                        if (dd < Dv) acc[j] = __fmaf_rn(w, sv[pp * Dv + dd], acc[j]);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < MAXJ; j++) o[i][j] = acc[j];
+            }
+        }
+        if (hh >= (int)G) continue;
+        for (int i = 0; i < ntk; i++) {
+            if (p0 > a.pos[t_begin + tg + i]) continue;
+            const int h = kvh * G + hh;
+            float *out = a.scratch + (((size_t)(tg + i) * a.H + h) * n_chunks + chunk) * (Dv + 2);
+#pragma unroll
+            for (int j = 0; j < MAXJ; j++) {
+                const uint32_t dd = lane + 32 * j;
+                if (dd < Dv) out[dd] = o[i][j];
+            }
+            if (lane == 0) {
+                out[Dv] = m[i];
+                out[Dv + 1] = l[i];
+            }
+        }
+    }
+}
+
+// Merge the chunks of each head of one token in chunk order (one warp per head at a time), the
+// optional sigmoid gate, and the row rounded to the output projection's format when asked.
+__global__ void k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n_chunks, struct strata_cuda_act act,
+                             int quantize)
+{
+    extern __shared__ float row[];  // [H * Dv]
+    pdl_enter();
+    const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    const size_t tt = (size_t)(t_begin + t);
+    const int nc = a.pos[tt] / ATTN_CHUNK + 1;
+    const uint32_t ghs = a.gate_head_stride ? a.gate_head_stride : a.Dv;
+    for (uint32_t h = warp; h < a.H; h += nw) {
+        const float *part = a.scratch + ((size_t)t * a.H + h) * n_chunks * (a.Dv + 2);
+        float M = -INFINITY;
+        for (int c = lane; c < nc; c += 32) M = fmaxf(M, part[(size_t)c * (a.Dv + 2) + a.Dv]);
+        M = warp_max(M);
+        float L = 0.0f;
+        for (int c = 0; c < nc; c++) {
+            const float *pc = part + (size_t)c * (a.Dv + 2);
+            L = __fadd_rn(L, __fmul_rn(pc[a.Dv + 1], expf(__fsub_rn(pc[a.Dv], M))));
+        }
+        const float inv = __fdiv_rn(1.0f, L);
+        for (uint32_t d = lane; d < a.Dv; d += 32) {
+            float acc = 0.0f;
+            for (int c = 0; c < nc; c++) {
+                const float *pc = part + (size_t)c * (a.Dv + 2);
+                acc = __fmaf_rn(pc[d], expf(__fsub_rn(pc[a.Dv], M)), acc);
+            }
+            float v = __fmul_rn(acc, inv);
+            if (a.gate) {
+                const float g = a.gate[tt * a.gate_stride + (size_t)h * ghs + d];
+                v = __fmul_rn(v, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
+            }
+            a.out[tt * a.out_stride + (size_t)h * a.Dv + d] = v;
+            if (quantize) row[h * a.Dv + d] = v;
+        }
+    }
+    if (quantize) {
+        __syncthreads();
+        quantize_row(row, act, (int)tt);
+    }
+}
+
+int strata_cuda_attn_init(void)
+{
+    CU_TRY(cudaFuncSetAttribute(k_attn_part, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
+    CU_TRY(cudaFuncSetAttribute(k_attn_merge, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 4));
+    return 0;
+}
+
+size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv)
+{
+    const size_t pass = (size_t)(n_tok < ATTN_PASS ? n_tok : ATTN_PASS);
+    const size_t chunks = ((size_t)max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
+    return pass * H * chunks * (Dv + 2);
+}
+
+int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a)
+{
+    if (a->n_tok <= 0) return 0;
+    if (a->D > ATTN_DMAX || a->Dv > ATTN_DMAX || a->Hkv == 0 || a->H % a->Hkv) {
+        strata_log_error("cuda: attention: heads %u/%u of dims %u/%u (at most %d)", a->H, a->Hkv, a->D, a->Dv,
+                         ATTN_DMAX);
+        return STRATA_EARG;
+    }
+    const uint32_t G = a->H / a->Hkv;
+    const int n_chunks = a->max_pos / ATTN_CHUNK + 1;
+    struct strata_cuda_act act;
+    memset(&act, 0, sizeof act);
+    int quantize = 0;
+    if (a->act && a->act->vdt == STRATA_TYPE_F32) {  // the float output itself
+        a->act->f = a->out;
+        a->act->f_stride = a->out_stride;
+    } else if (a->act) {
+        if (a->act->n_in != a->H * a->Dv || (uint32_t)a->n_tok > a->act->n_rows || (size_t)a->H * a->Dv > 16384) {
+            strata_log_error("cuda: attention: output of %u x %u into %u-element activations", a->H, a->Dv, a->act->n_in);
+            return STRATA_EARG;
+        }
+        act = *a->act;
+        quantize = 1;
+    }
+    const size_t smem = ((size_t)ATTN_SUB * (a->D + 1) + (size_t)ATTN_SUB * a->Dv + (size_t)ATTN_TOK * G * a->D) * 4;
+    if (smem > ATTN_SMEM_MAX) {
+        strata_log_error("cuda: attention: %u query heads per KV head of dim %u need too much shared memory", G, a->D);
+        return STRATA_EARG;
+    }
+    for (int t0 = 0; t0 < a->n_tok; t0 += ATTN_PASS) {
+        const int n = a->n_tok - t0 < ATTN_PASS ? a->n_tok - t0 : ATTN_PASS;
+        const dim3 grid(n_chunks, a->Hkv, cdiv(n, ATTN_TOK));
+        CU_LAUNCH("k_attn_part", k_attn_part, grid, ATTN_WARPS * 32, smem, *a, t0, n, n_chunks);
+        CU_LAUNCH("k_attn_merge", k_attn_merge, n, 256, quantize ? (size_t)a->H * a->Dv * 4 : 0, *a, t0, n_chunks,
+                  act, quantize);
+    }
+    return 0;
+}

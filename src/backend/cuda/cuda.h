@@ -1,0 +1,305 @@
+// The CUDA kernels of strata behind a C interface (built with `make CUDA=1`): one device, one
+// stream, device memory, and launch wrappers for every operation of the forward pass. The CUDA
+// backend (backend.c) implements the backend interface over these; the kernel test
+// (tests/test_cuda.c) checks each against the CPU reference.
+//
+// Conventions: every pointer named "device" is device memory of the context's device (from
+// strata_cuda_alloc); every launch goes on the context's stream and returns 0 or a negative
+// STRATA_E* code after one log line (a failed launch, or a fault surfacing at a sync). Float rows
+// are row-major with explicit strides in floats. Nothing here allocates per call except where
+// said; the caller owns every buffer.
+//
+// Numerics: activations are rounded to each weight type's dot format exactly as the CPU backend
+// rounds them (Q8_0, Q8_1, Q8_K, F16, BF16 with ggml's x86 rules, bit for bit), and every
+// quantized dot sums each block's integers exactly, so the CUDA and CPU backends differ only in
+// the order of float additions. Within the CUDA backend a token's result never depends on how
+// many other tokens share its launch (mv.cu and mmq.cu add the same block terms in the same order).
+#ifndef STRATA_BACKEND_CUDA_H
+#define STRATA_BACKEND_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// Device buffers holding weights are padded by this many bytes: the decoders read whole aligned
+// words, up to 7 bytes past a block's last byte.
+#define STRATA_CUDA_PAD 64
+
+struct strata_cuda;
+
+struct strata_cuda_info {
+    char name[256];
+    int device, cc_major, cc_minor, n_sm;
+    int driver_version, runtime_version;   // 13000 = 13.0
+    uint64_t total_bytes, free_bytes;
+};
+
+// Number of usable devices (0 when there is no driver, no device, or the driver is older than
+// the runtime); *why gets a one-line reason when 0 (static string).
+int strata_cuda_device_count(const char **why);
+// Open device `device` (one stream, the IQ tables uploaded). 0, or STRATA_EUNSUP with one line:
+// no device, an index out of range, a driver older than this build's runtime, compute
+// capability below 8.0.
+int strata_cuda_open(struct strata_cuda **out, int device);
+void strata_cuda_close(struct strata_cuda *cu);
+void strata_cuda_get_info(struct strata_cuda *cu, struct strata_cuda_info *info);
+
+// ---- memory ----------------------------------------------------------------------------------
+
+// Device memory (256-byte aligned, not zeroed); NULL with one line naming `what` when the device
+// is out of memory. Counted in strata_cuda_bytes_used.
+void *strata_cuda_alloc(struct strata_cuda *cu, size_t bytes, const char *what);
+void strata_cuda_free(struct strata_cuda *cu, void *p);
+uint64_t strata_cuda_bytes_used(const struct strata_cuda *cu);
+uint64_t strata_cuda_bytes_peak(const struct strata_cuda *cu);
+// Synchronous copies (the stream is drained first).
+int strata_cuda_upload(struct strata_cuda *cu, void *dst, const void *src, size_t bytes);
+int strata_cuda_download(struct strata_cuda *cu, void *dst, const void *src, size_t bytes);
+int strata_cuda_memset(struct strata_cuda *cu, void *dst, int value, size_t bytes);
+// Copy from host memory through a pinned staging buffer (large uploads at full PCIe speed);
+// progress(user, done, total) after each piece when given.
+int strata_cuda_upload_staged(struct strata_cuda *cu, void *dst, const void *src, size_t bytes,
+                              void (*progress)(void *user, uint64_t done, uint64_t total), void *user);
+// Queue an async copy on the stream (src must stay valid until the next sync).
+int strata_cuda_copy_async(struct strata_cuda *cu, void *dst, const void *src, size_t bytes);
+int strata_cuda_sync(struct strata_cuda *cu);
+
+// ---- activations -----------------------------------------------------------------------------
+
+// Rows rounded to a dot format, struct of arrays in device memory (strata_cuda_act_init lays them
+// out in one buffer of strata_cuda_act_bytes).
+struct strata_cuda_act {
+    uint32_t vdt;      // STRATA_TYPE_Q8_0, Q8_1, Q8_K, F16, BF16 or F32
+    uint32_t n_in;     // elements per row (a multiple of the format's block)
+    uint32_t n_rows;   // capacity
+    int8_t *qs;        // Q8_*: [n_rows][n_in]
+    float *d;          // Q8_*: [n_rows][n_in / block] scales (Q8_0/Q8_1: the f16 value as float)
+    float *s;          // Q8_1: [n_rows][n_in / 32] f16(d * sum q) as float
+    int16_t *bsums;    // Q8_K: [n_rows][n_in / 16] sums of 16 quants
+    uint16_t *h;       // F16 / BF16: [n_rows][n_in]
+    const float *f;    // F32: the unrounded rows themselves (set by strata_cuda_quantize)
+    size_t f_stride;   // floats between F32 rows
+};
+
+// Bytes for n_rows rows of n_in elements in format vdt (0 for an unknown format).
+size_t strata_cuda_act_bytes(uint32_t vdt, uint32_t n_in, uint32_t n_rows);
+// Lay out `a` in the device buffer buf (strata_cuda_act_bytes large).
+void strata_cuda_act_init(struct strata_cuda_act *a, uint32_t vdt, uint32_t n_in, uint32_t n_rows, void *buf);
+// Round n_rows float rows x (device, x_stride floats apart) into a (same rounding as the CPU).
+// For F32 it only records x.
+int strata_cuda_quantize(struct strata_cuda *cu, const float *x, size_t x_stride, int n_rows,
+                         struct strata_cuda_act *a);
+
+// ---- products --------------------------------------------------------------------------------
+
+// Whether a weight type has CUDA kernels (every type strata computes with on the CPU).
+bool strata_cuda_type_supported(uint32_t type);
+
+// One matrix product of a batch: y[y_row(t)] = W_t · x[x_row(t)] (+ add[y_row(t)]) for t < n_tok.
+// W_t is the matrix at w, or, for routed experts, w_table[w_ids[t]] (the slot table of one layer
+// and matrix: device pointers indexed by expert id, so whoever fills it, the fully resident
+// model or a VRAM expert cache, decides where each expert lives).
+struct strata_cuda_mm {
+    const void *w;               // device [n_out][row_bytes], or NULL when w_table is used
+    const void *const *w_table;  // device [n_expert] device pointers
+    const int32_t *w_ids;        // device [n_tok] expert of each token row
+    uint32_t type, n_in, n_out;
+    uint64_t row_bytes;
+    const struct strata_cuda_act *x;  // in the weight type's dot format
+    const int32_t *x_rows;       // device [n_tok] or NULL: row t / x_div
+    int x_div;                   // 0 or 1: row t (routed gate/up: n_expert_used)
+    int n_tok;
+    float *y;                    // device
+    size_t y_stride;             // floats
+    const int32_t *y_rows;       // device [n_tok] or NULL
+    const float *add;            // device, same layout as y, added to the result (may equal y), or NULL
+    const float *bias;           // device [n_out] added to every row, or NULL
+    // SwiGLU fused (mv only): with w2 (same type, shape and x as w/w_table+w2_off) the result is
+    // silu(W x) * (W2 x).
+    const void *w2;              // device, or NULL
+    const void *const *w2_table; // with w_table: second matrix per expert
+};
+
+// Run the products of one batch (each may use a different weight and format). Products with more
+// than STRATA_CUDA_MV_MAX_TOK tokens of one plain weight go through the tensor-core GEMM, the rest
+// through the mat-vec kernels; both give the same bits.
+#define STRATA_CUDA_MV_MAX_TOK 8
+int strata_cuda_mm_run(struct strata_cuda *cu, const struct strata_cuda_mm *ops, int n_ops);
+// Force a kernel family (tests): 0 auto, 1 mat-vec only, 2 GEMM wherever it applies.
+void strata_cuda_set_mm_path(struct strata_cuda *cu, int path);
+
+// Routed experts of a prompt chunk grouped by expert: pairs p (token p / n_used, its p % n_used-th
+// choice) with experts ids[p]; computes for each pair y[p] = W_{ids[p]} x[x_row(p)] where x_row(p)
+// is p / x_div (x_div = n_used for gate/up, 1 for down). Grouping (sorted by expert, then pair)
+// is done on the device into `grp` (strata_cuda_moe_group).
+struct strata_cuda_moe_groups {
+    const int32_t *ids;  // device [n_pairs] the expert of each pair (set by strata_cuda_moe_group)
+    int32_t *first;    // device [n_expert + 1]
+    int32_t *sorted;   // device [n_pairs] pair indices by (expert, pair)
+    int32_t *tiles;    // device [max_tiles][2] (expert, first pair offset) of each 64-pair tile
+    int32_t *n_tiles;  // device [1]
+    int n_expert, n_pairs, max_tiles;
+};
+size_t strata_cuda_moe_groups_bytes(int n_expert, int n_pairs);
+void strata_cuda_moe_groups_init(struct strata_cuda_moe_groups *g, int n_expert, int n_pairs, void *buf);
+int strata_cuda_moe_group(struct strata_cuda *cu, const int32_t *ids, struct strata_cuda_moe_groups *g);
+
+struct strata_cuda_moe_mm {
+    const void *const *w_table;  // device [n_expert]
+    uint32_t type, n_in, n_out;
+    uint64_t row_bytes;
+    const struct strata_cuda_act *x;
+    int x_div;
+    float *y;                    // device [n_pairs][y_stride]
+    size_t y_stride;
+};
+int strata_cuda_moe_mm_run(struct strata_cuda *cu, const struct strata_cuda_moe_groups *g,
+                           const struct strata_cuda_moe_mm *ops, int n_ops);
+
+// Routed down projection of n_tok tokens with K experts each (op: w_table, w_ids [n_tok * K], x the
+// rounded SwiGLU rows [n_tok * K], n_out = the embedding width), the weighted sum of the K rows in
+// selection order (weights [n_tok][K]), an optional shared row times sigmoid(shared_gate[t]), added
+// to x [n_tok][n_out]: bit for bit the product followed by strata_cuda_moe_combine, in one launch.
+int strata_cuda_moe_down(struct strata_cuda *cu, const struct strata_cuda_mm *op, int n_tok, int K,
+                         const float *weights, float *x, const float *shared, const float *shared_gate);
+
+// Rows of a weight matrix (embedding lookup): out[t] = dequant(W[rows[t]]) for t < n, rows on
+// the host (checked < n_out by the caller), out device [n][n_in].
+int strata_cuda_get_rows(struct strata_cuda *cu, const void *w, uint32_t type, uint32_t n_in, uint64_t row_bytes,
+                         const int32_t *rows, int n, float *out);
+// The same with the rows' indices in device memory.
+int strata_cuda_get_rows_dev(struct strata_cuda *cu, const void *w, uint32_t type, uint32_t n_in,
+                             uint64_t row_bytes, const int32_t *rows, int n, float *out);
+
+// ---- elementwise and blocks ------------------------------------------------------------------
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of n (strides in floats; y may be x).
+int strata_cuda_rmsnorm(struct strata_cuda *cu, float *y, size_t y_stride, const float *x, size_t x_stride,
+                        const float *w, int n_rows, uint32_t n, float eps);
+// The same, also rounding each row to the formats of acts[0..n_acts) (at most two besides F32; an
+// F32 act gets y itself, which must then be given) in the same launch.
+int strata_cuda_rmsnorm_q(struct strata_cuda *cu, float *y, size_t y_stride, const float *x, size_t x_stride,
+                          const float *w, int n_rows, uint32_t n, float eps, struct strata_cuda_act *const *acts,
+                          int n_acts);
+// y = a + b (n floats, any may alias).
+int strata_cuda_add(struct strata_cuda *cu, float *y, const float *a, const float *b, size_t n);
+// y[t][i] = silu(g[t][i]) * u[t][i] for n_rows rows of n (strides in floats).
+int strata_cuda_swiglu(struct strata_cuda *cu, float *y, size_t y_stride, const float *g, size_t g_stride,
+                       const float *u, size_t u_stride, int n_rows, uint32_t n);
+
+// Per token t: per-head RMS norm (norm may be NULL) and NeoX RoPE on the first n_rot dims of
+// n_head heads of dim D at x + t * x_stride + h * D, position pos[t] (device). freq_base as ggml;
+// sections (4 ints or NULL) turns on qwen35moe's interleaved M-RoPE mask (text positions).
+struct strata_cuda_rope {
+    uint32_t n_head, D, n_rot;
+    uint32_t head_stride;        // floats between heads (0: D; gated queries interleave [q | gate])
+    float freq_base, eps;
+    const float *norm;           // device [D] or NULL
+    int sections[4];             // all 0: plain NeoX
+};
+int strata_cuda_norm_rope(struct strata_cuda *cu, float *x, size_t x_stride, int n_tok, const int32_t *pos,
+                          const struct strata_cuda_rope *r);
+// Queries and keys of n_tok tokens normed and rotated in place, keys and values stored into the
+// cache at pos[t], in one launch (strata_cuda_norm_rope twice and strata_cuda_kv_store).
+struct strata_cuda_qk_rope {
+    float *qx, *kx;              // device [n_tok][q_stride] / [n_tok][k_stride]
+    const float *vx;             // device [n_tok][v_stride]
+    size_t q_stride, k_stride, v_stride;
+    struct strata_cuda_rope q, k; // k.n_head = KV heads
+    uint32_t Dv;
+    void *k_cache, *v_cache;     // this layer's, [ctx][kv_stride]
+    bool kv_f16;
+    size_t kv_stride;
+    const int32_t *pos;          // device [n_tok]
+    int n_tok;
+};
+int strata_cuda_qk_rope_store(struct strata_cuda *cu, const struct strata_cuda_qk_rope *r);
+
+// Causal attention over a KV cache: query token t (q at q + t * q_stride, H heads of D) attends
+// to positions 0 .. pos[t] of the cache (k at k + p * kv_stride + kvh * D, v likewise, F32 or
+// F16 elements), head h reads kv head h / (H / Hkv). out[t] = [H][Dv]. The result of a token
+// depends only on its own query and the cache: every token uses the same split of the positions
+// into chunks and the same order of merging them, whatever the batch.
+struct strata_cuda_attn {
+    const float *q; size_t q_stride;
+    uint32_t q_head_stride;      // floats between query heads (0: D)
+    const void *k, *v;           // device cache of this layer
+    bool kv_f16;
+    size_t kv_stride;            // elements between positions
+    uint32_t H, Hkv, D, Dv;
+    float scale;
+    const int32_t *pos;          // device [n_tok]
+    int n_tok, max_pos;          // max_pos: largest pos[t] (sizes the grid)
+    float *out; size_t out_stride;
+    const float *gate;           // device [n_tok][gate_stride] or NULL: out *= sigmoid(gate)
+    size_t gate_stride;
+    uint32_t gate_head_stride;   // floats between heads' gates (0: Dv)
+    struct strata_cuda_act *act; // or NULL: the output rows also rounded into act (row = token)
+    float *scratch;              // device, strata_cuda_attn_scratch_floats
+};
+size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv);
+int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a);
+// Store n_tok rows of new keys and values into the cache at positions pos[t] (device), as F32
+// or F16 (round to nearest even).
+int strata_cuda_kv_store(struct strata_cuda *cu, void *k_cache, void *v_cache, bool f16, size_t kv_stride,
+                         const float *k, size_t k_stride, const float *v, size_t v_stride, uint32_t k_width,
+                         uint32_t v_width, const int32_t *pos, int n_tok);
+
+// Routing on the device, selecting exactly what the host routing (model) selects: per token,
+// softmax or sigmoid of the logits [n_tok][X], top-k by probability (+ bias when given), the
+// unbiased probabilities of the k renormalised (when norm) and scaled (scale not 0 or 1).
+struct strata_cuda_route {
+    const float *logits;         // device [n_tok][X]
+    const float *bias;           // device [X] or NULL
+    int n_tok, X, K;
+    bool sigmoid, norm;
+    float scale;
+    int32_t *ids;                // device [n_tok][K] out
+    float *weights;              // device [n_tok][K] out
+};
+int strata_cuda_route_topk(struct strata_cuda *cu, const struct strata_cuda_route *r);
+
+// Weighted sum of routed rows in selection order, plus optional shared rows, into the residual:
+// x[t] += sum_k w[t][k] * rows[t * K + k] (+ shared[t] * sigmoid(shared_gate[t]) when given).
+int strata_cuda_moe_combine(struct strata_cuda *cu, float *x, const float *rows, const float *weights, int n_tok,
+                            int K, uint32_t E, const float *shared, const float *shared_gate);
+
+// Gated delta-net (qwen3next / qwen35moe), one layer over a chunk of tokens, in place on the
+// layer's state. See deltanet.cu for the equations (those of src/model/deltanet.c).
+struct strata_cuda_deltanet {
+    uint32_t C, K1, nk, nv, d;   // channels, conv history (K - 1), key/value heads, head size
+    bool tiled;                  // qwen35moe: value head h reads key head h % nk (else h / (nv/nk))
+    bool split_ba;               // qwen35moe: beta [n][nv] and alpha [n][nv] apart (else fused ba)
+    int n_tok;
+    float eps;
+    const float *qkv;            // device [n][C] projection
+    const float *z;              // device [n][nv*d]
+    const float *ba;             // device: fused [n][2*nv] (per key head [r betas | r alphas]), or betas [n][nv]
+    const float *alpha;          // device [n][nv] when split_ba
+    const float *taps;           // device [K][C] conv taps, transposed
+    const float *dt_bias, *a;    // device [nv]
+    const float *norm;           // device [d]
+    float *conv_state;           // device [K-1][C]
+    float *ssm_state;            // device [nv][d][d]
+    float *conv_out;             // device scratch [n][C]
+    float *gates;                // device scratch [n][2*nv] (beta, decay)
+    float *out;                  // device [n][nv*d] gated, normed head outputs
+};
+int strata_cuda_deltanet(struct strata_cuda *cu, const struct strata_cuda_deltanet *p);
+
+// pos[i] += delta on the device (a captured decode step moves its own position forward).
+int strata_cuda_pos_advance(struct strata_cuda *cu, int32_t *pos, int n, int delta);
+
+// ---- CUDA graphs of the decode step ------------------------------------------------------------
+
+// Capture everything queued between begin and end into a graph (replaced when the shape key
+// changes), then launch it. While capturing, launches are recorded, not run.
+int strata_cuda_graph_begin(struct strata_cuda *cu);
+int strata_cuda_graph_end_launch(struct strata_cuda *cu, uint64_t key);
+bool strata_cuda_graph_cached(struct strata_cuda *cu, uint64_t key);
+int strata_cuda_graph_launch(struct strata_cuda *cu);
+
+// Elapsed milliseconds between two points on the stream (timing helper for benchmarks).
+int strata_cuda_timer_ms(struct strata_cuda *cu, int start, float *ms);
+
+#endif

@@ -1,0 +1,352 @@
+// Matrix-vector products for few tokens (decode): one warp per weight row. The row's bytes go to
+// the warp's stage in shared memory with 16-byte asynchronous copies (block formats of 17..210
+// bytes are not word aligned; whole rows up to ~4.5 KB in one go, so every warp has its row in
+// flight at once), issued before the kernel waits for the previous one when the weight does not
+// depend on it (programmatic dependent launch). Each lane decodes one 32-element unit into
+// registers and takes its integer dot with the activation (dp4a); the integer sums of a block are
+// combined exactly across the lanes that share it, each block gives one float term (common.cuh),
+// and one lane per token adds the terms in block order. Float weights (F32/F16/BF16) use a plain
+// FMA loop per lane and a fixed butterfly.
+//
+// Routed experts: w_table[w_ids[t]] picks each token row's matrix (one launch for all experts of a
+// layer); gate and up of SwiGLU run together (w2), giving silu(gate) * up; the down projection can
+// fold in the weighted sum of the experts and the residual (k_mv_moe_down), which is exactly the
+// separate product and strata_cuda_moe_combine, in fewer launches.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/decode.cuh"
+#include "backend/cuda/ctx.cuh"
+#include "backend/cuda/mm.cuh"
+
+int strata_cuda_tables_mv(void) { return upload_tables(); }
+
+#define MV_WARPS 4
+#define MV_STAGE 4608  // bytes of stage per warp
+#define MV_MAX_NT 4    // tokens per block column
+
+// Weight matrix of token row t.
+__device__ __forceinline__ const uint8_t *mm_weight(const struct mm_args &a, int t, int which)
+{
+    if (a.w_table) return (const uint8_t *)(which ? a.w2_table : a.w_table)[a.w_ids[t]];
+    return (const uint8_t *)(which ? a.w2 : a.w);
+}
+
+// Queue the copy of global [g, g + bytes) into stage + the returned offset (g's phase in 16).
+__device__ __forceinline__ int stage_issue(uint8_t *stage, const uint8_t *g, int bytes, int lane)
+{
+    const uint8_t *base = (const uint8_t *)((uintptr_t)g & ~(uintptr_t)15);
+    const int n16 = (int)((g + bytes - base + 15) / 16);
+    for (int p = lane; p < n16; p += 32) cp_async16(stage + 16 * p, base + 16 * p);
+    return (int)(g - base);
+}
+
+// Bytes a staged range of `bytes` may need: alignment phase, whole pieces, the decoders' over-read.
+__device__ __host__ __forceinline__ int stage_need(int bytes) { return (bytes + 15 + 15) / 16 * 16 + 16; }
+
+// Integer dot of a unit with 32 activation quants: the two halves apart.
+__device__ __forceinline__ void dot_unit(const unit_q &o, const int8_t *aq, int &lo, int &hi)
+{
+    const int4 a0 = __ldg((const int4 *)aq), a1 = __ldg((const int4 *)aq + 1);
+    lo = __dp4a(o.q[0], a0.x, __dp4a(o.q[1], a0.y, __dp4a(o.q[2], a0.z, __dp4a(o.q[3], a0.w, 0))));
+    hi = __dp4a(o.q[4], a1.x, __dp4a(o.q[5], a1.y, __dp4a(o.q[6], a1.z, __dp4a(o.q[7], a1.w, 0))));
+}
+
+// Blocks fb .. fb + nb of a row, staged at sb (block fb first), against the activation rows xr[i]
+// of nt tokens: lane i adds the blocks' terms, in order, to acc (its token's sum). tsum is the
+// warp's [MV_MAX_NT][32] scratch.
+template <int T, int NT>
+__device__ __forceinline__ void staged_dot(const uint8_t *sb, int fb, int nb, const struct mm_args &a, const int *xr,
+                                           int nt, float *tsum, int lane, float &acc)
+{
+    using Q = qtype<T>;
+    const int units = nb * Q::UPB;
+    for (int u0 = 0; u0 < units; u0 += 32) {
+        const int ul = u0 + lane, blk = ul / Q::UPB, u = ul % Q::UPB;
+        const size_t U = (size_t)fb * Q::UPB + ul;  // unit index in the row
+        const bool valid = ul < units;
+        unit_q o;
+        float d = 0.0f, dmin = 0.0f;
+        if (valid) {
+            const uint8_t *b = sb + blk * Q::TS;
+            Q::unit(b, u, o);
+            Q::factors(b, d, dmin);
+        }
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (i >= nt) break;
+            int iv = 0, im = 0;
+            const size_t xrow = (size_t)xr[i];
+            if (valid) {
+                int lo, hi;
+                dot_unit(o, a.x.qs + xrow * a.n_in + 32 * U, lo, hi);
+                iv = o.sc[0] * lo + o.sc[1] * hi;
+                if (Q::VDT == STRATA_TYPE_Q8_K && Q::MIN) {
+                    const int16_t *bs = a.x.bsums + xrow * (a.n_in / 16) + 2 * U;
+                    im = o.mn[0] * bs[0] + o.mn[1] * bs[1];
+                }
+            }
+            float term = 0.0f;
+            if (Q::UPB > 1) {
+#pragma unroll
+                for (int m = 1; m < Q::UPB; m <<= 1) {
+                    iv += __shfl_xor_sync(0xffffffffu, iv, m);
+                    if (Q::MIN) im += __shfl_xor_sync(0xffffffffu, im, m);
+                }
+                if (valid) term = term_k<Q::MIN>(d, dmin, a.x.d[xrow * (a.n_in / 256) + (size_t)(fb + blk)], iv, im);
+            } else if (valid) {
+                const size_t bi = xrow * (a.n_in / 32) + U;
+                term = term_32<Q::MIN>(d, dmin, a.x.d[bi], Q::MIN ? a.x.s[bi] : 0.0f, iv);
+            }
+            tsum[32 * i + lane] = term;
+        }
+        __syncwarp();
+        if (lane < nt) {
+            const int nblk = min(32, units - u0) / Q::UPB;
+            for (int j = 0; j < nblk; j++) acc = __fadd_rn(acc, tsum[32 * lane + j * Q::UPB]);
+        }
+        __syncwarp();
+    }
+}
+
+// Blocks per stage of type T (whole blocks, with room for alignment and over-read).
+template <int T> __device__ __forceinline__ int stage_blocks() { return (MV_STAGE - 48) / qtype<T>::TS; }
+
+// A whole row against nt tokens, staged in pieces of at most stage_blocks(); `first_off` >= 0 when
+// the caller already queued the first piece (its offset).
+template <int T, int NT>
+__device__ __forceinline__ float mv_row(const uint8_t *row, const struct mm_args &a, const int *xr, int nt,
+                                        uint8_t *stage, float *tsum, int lane, int first_off)
+{
+    using Q = qtype<T>;
+    const int n_blocks = (int)(a.n_in / Q::BS), bps = stage_blocks<T>();
+    float acc = 0.0f;
+    for (int fb = 0; fb < n_blocks; fb += bps) {
+        const int nb = min(bps, n_blocks - fb);
+        int off = first_off;
+        if (fb > 0 || off < 0) {
+            off = stage_issue(stage, row + (size_t)fb * Q::TS, nb * Q::TS, lane);
+            cp_async_commit();
+        }
+        cp_async_wait_all();
+        __syncwarp();
+        staged_dot<T, NT>(stage + off, fb, nb, a, xr, nt, tsum, lane, acc);
+        __syncwarp();
+    }
+    return acc;
+}
+
+// Activation rows of the block's tokens t0 .. t0 + nt (the missing ones repeat t0's).
+template <int NT>
+__device__ __forceinline__ void token_rows(const struct mm_args &a, int t0, int nt, int *xr)
+{
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        const int t = t0 + (i < nt ? i : 0);
+        xr[i] = a.x_rows ? a.x_rows[t] : t / a.x_div;
+    }
+}
+
+// Float weights: lane l takes elements l, l + 32, ... in order (one FMA each), then a butterfly.
+template <int T>
+__device__ __forceinline__ float load_w(const uint8_t *row, uint32_t e)
+{
+    if (T == STRATA_TYPE_F32) return __ldg((const float *)row + e);
+    const uint32_t h = __ldg((const unsigned short *)row + e);
+    return T == STRATA_TYPE_F16 ? h2f(h) : __uint_as_float(h << 16);
+}
+
+template <int T>
+__device__ __forceinline__ float load_x(const struct strata_cuda_act &x, size_t xrow, uint32_t e)
+{
+    if (T == STRATA_TYPE_F32) return x.f[xrow * x.f_stride + e];
+    const uint32_t h = x.h[xrow * x.n_in + e];
+    return T == STRATA_TYPE_F16 ? h2f(h) : __uint_as_float(h << 16);
+}
+
+// Lane i gets token i's dot.
+template <int T, int NT>
+__device__ __forceinline__ float mv_row_f(const uint8_t *row, const struct mm_args &a, const int *xr, int nt, int lane)
+{
+    float s[NT];
+#pragma unroll
+    for (int i = 0; i < NT; i++) s[i] = 0.0f;
+#pragma unroll 4
+    for (uint32_t e = lane; e < a.n_in; e += 32) {
+        const float w = load_w<T>(row, e);
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            if (i < nt) s[i] = __fmaf_rn(w, load_x<T>(a.x, (size_t)xr[i], e), s[i]);
+    }
+    float mine = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        const float v = warp_sum(s[i]);
+        if (lane == i) mine = v;
+    }
+    return mine;
+}
+
+template <int T> __host__ __device__ constexpr bool is_float_type()
+{
+    return T == STRATA_TYPE_F32 || T == STRATA_TYPE_F16 || T == STRATA_TYPE_BF16;
+}
+
+// One warp per weight row; NT token rows per block column; lane i ends with token i's result.
+template <int T, int NT>
+__global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
+{
+    __shared__ __align__(16) uint8_t stage_all[MV_WARPS][is_float_type<T>() ? 16 : MV_STAGE];
+    __shared__ float tsum_all[MV_WARPS][MV_MAX_NT * 32];
+    pdl_launch_dependents();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row = blockIdx.x * MV_WARPS + warp;
+    const int t0 = blockIdx.y * NT;
+    const bool swiglu = a.w2 || a.w2_table;
+    int first_off = -1;
+    if constexpr (!is_float_type<T>()) {
+        // a plain weight does not depend on the previous kernel: its first stage is queued now
+        if (!a.w_table && row < (int)a.n_out) {
+            const int nb = min(stage_blocks<T>(), (int)(a.n_in / qtype<T>::BS));
+            first_off = stage_issue(stage_all[warp], (const uint8_t *)a.w + (size_t)row * a.row_bytes,
+                                    nb * qtype<T>::TS, lane);
+            cp_async_commit();
+        }
+    }
+    pdl_wait();
+    if (row >= (int)a.n_out) return;
+    const int nt = min(NT, a.n_tok - t0);
+    int xr[NT];
+    token_rows<NT>(a, t0, nt, xr);
+    const uint8_t *w1 = mm_weight(a, t0, 0) + (size_t)row * a.row_bytes;
+    float acc, acc2 = 0.0f;
+    if constexpr (is_float_type<T>()) {
+        acc = mv_row_f<T, NT>(w1, a, xr, nt, lane);
+        if (swiglu) acc2 = mv_row_f<T, NT>(mm_weight(a, t0, 1) + (size_t)row * a.row_bytes, a, xr, nt, lane);
+    } else {
+        acc = mv_row<T, NT>(w1, a, xr, nt, stage_all[warp], tsum_all[warp], lane, first_off);
+        if (swiglu)
+            acc2 = mv_row<T, NT>(mm_weight(a, t0, 1) + (size_t)row * a.row_bytes, a, xr, nt, stage_all[warp],
+                                 tsum_all[warp], lane, -1);
+    }
+    if (lane < nt) mm_store(a, a.y_rows ? a.y_rows[t0 + lane] : t0 + lane, row, acc, acc2, swiglu);
+}
+
+// The down projection of a token's K routed experts and their weighted sum into the residual:
+// x[t][r] += w_0 d_0 + w_1 d_1 + ... (+ shared[t][r] * sigmoid(shared_gate[t])), d_k = W_{e_k}[r] .
+// act[t K + k], the operations of k_mv and k_moe_combine in the same order.
+template <int T>
+__global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_args a, int K, const float *weights,
+                                                               float *x, const float *shared, const float *shared_gate)
+{
+    __shared__ __align__(16) uint8_t stage_all[MV_WARPS][is_float_type<T>() ? 16 : MV_STAGE];
+    __shared__ float tsum_all[MV_WARPS][MV_MAX_NT * 32];
+    __shared__ float d_all[MV_WARPS][32];
+    pdl_enter();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row = blockIdx.x * MV_WARPS + warp, t = blockIdx.y;
+    if (row >= (int)a.n_out) return;
+    float *d = d_all[warp];
+    // rows of several experts at once when they fit the stage
+    int k = 0;
+    while (k < K) {
+        int kn = 1;
+        if constexpr (!is_float_type<T>()) {
+            const int need = stage_need((int)a.row_bytes);
+            kn = min(K - k, max(1, (MV_STAGE - 16) / need));
+            if (need > MV_STAGE - 16) kn = 1;
+            if (kn > 1) {
+                for (int j = 0; j < kn; j++) {
+                    const uint8_t *wr = (const uint8_t *)a.w_table[a.w_ids[t * K + k + j]] + (size_t)row * a.row_bytes;
+                    (void)stage_issue(stage_all[warp] + j * need, wr, (int)a.row_bytes, lane);
+                }
+                cp_async_commit();
+                cp_async_wait_all();
+                __syncwarp();
+            }
+        }
+        for (int j = 0; j < kn; j++) {
+            const int p = t * K + k + j;
+            const uint8_t *wr = (const uint8_t *)a.w_table[a.w_ids[p]] + (size_t)row * a.row_bytes;
+            const int xr[1] = {p};
+            float v;
+            if constexpr (is_float_type<T>()) {
+                v = mv_row_f<T, 1>(wr, a, xr, 1, lane);
+            } else if (kn > 1) {
+                const int need = stage_need((int)a.row_bytes);
+                float acc = 0.0f;
+                staged_dot<T, 1>(stage_all[warp] + j * need + ((uintptr_t)wr & 15), 0, (int)(a.n_in / qtype<T>::BS), a,
+                                 xr, 1, tsum_all[warp], lane, acc);
+                v = acc;
+            } else {
+                v = mv_row<T, 1>(wr, a, xr, 1, stage_all[warp], tsum_all[warp], lane, -1);
+            }
+            if (lane == 0) d[k + j] = v;
+        }
+        __syncwarp();
+        k += kn;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        float acc = 0.0f;
+        for (int j = 0; j < K; j++) {
+            const float v = __fmul_rn(weights[(size_t)t * K + j], d[j]);
+            acc = j == 0 ? v : __fadd_rn(acc, v);
+        }
+        if (shared) {
+            float sh = shared[(size_t)t * a.n_out + row];
+            if (shared_gate) sh = __fmul_rn(sh, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-shared_gate[t]))));
+            acc = __fadd_rn(acc, sh);
+        }
+        x[(size_t)t * a.n_out + row] = __fadd_rn(x[(size_t)t * a.n_out + row], acc);
+    }
+}
+
+int strata_cuda_mv_launch(struct strata_cuda *cu, const struct mm_args *a)
+{
+    // routed experts: one token row per matrix, so one row per block column
+    const int nt = a->w_table || a->n_tok == 1 ? 1 : MV_MAX_NT;
+    const dim3 grid(cdiv(a->n_out, MV_WARPS), cdiv(a->n_tok, nt));
+    const unsigned th = MV_WARPS * 32;
+    switch (a->type) {
+#define CASE(T)                                                                                   \
+    case STRATA_TYPE_##T:                                                                         \
+        if (nt == 1) CU_LAUNCH("mv", (k_mv<STRATA_TYPE_##T, 1>), grid, th, 0, *a);               \
+        else CU_LAUNCH("mv", (k_mv<STRATA_TYPE_##T, MV_MAX_NT>), grid, th, 0, *a);               \
+        break;
+        STRATA_CUDA_QTYPES(CASE)
+        CASE(F32)
+        CASE(F16)
+        CASE(BF16)
+#undef CASE
+    default:
+        strata_log_error("cuda: no CUDA kernel for weights of type %s", strata_type_name(a->type));
+        return STRATA_EUNSUP;
+    }
+    return 0;
+}
+
+int strata_cuda_mv_moe_down_launch(struct strata_cuda *cu, const struct mm_args *a, int n_tok, int K,
+                                   const float *weights, float *x, const float *shared, const float *shared_gate)
+{
+    if (K > 32) {
+        strata_log_error("cuda: moe_down: %d experts per token (at most 32)", K);
+        return STRATA_EARG;
+    }
+    const dim3 grid(cdiv(a->n_out, MV_WARPS), n_tok);
+    const unsigned th = MV_WARPS * 32;
+    switch (a->type) {
+#define CASE(T)                                                                                                \
+    case STRATA_TYPE_##T:                                                                                      \
+        CU_LAUNCH("moe_down", k_mv_moe_down<STRATA_TYPE_##T>, grid, th, 0, *a, K, weights, x, shared, shared_gate); \
+        break;
+        STRATA_CUDA_QTYPES(CASE)
+        CASE(F32)
+        CASE(F16)
+        CASE(BF16)
+#undef CASE
+    default:
+        strata_log_error("cuda: no CUDA kernel for weights of type %s", strata_type_name(a->type));
+        return STRATA_EUNSUP;
+    }
+    return 0;
+}

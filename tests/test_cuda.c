@@ -1,0 +1,1405 @@
+// The CUDA kernels (src/backend/cuda) against the CPU reference, on fresh random inputs each run
+// (seeded from the clock unless --seed N; the seed is printed), outputs poisoned with NaN before
+// every launch so an unwritten element fails:
+//   - activation rounding (Q8_0, Q8_1, Q8_K, F16, BF16) byte for byte equal to the CPU's, also on
+//     zero blocks, rounding ties and a negative maximum first;
+//   - dequantisation of every type equal to the CPU's scalar reference;
+//   - matrix products of every type against the CPU's scalar dot products (float64 sums of exact
+//     block integers): |gpu - cpu| <= (blocks + 8) * 1.2e-7 * 2 max|w| sum|x| (the float roundings
+//     of one term and of a sequential sum; a wrong code or scale is ~1e-2 of that sum or more);
+//     and bit for bit equal between the mat-vec and the tensor-core GEMM, between a token alone
+//     and in a batch, with bias/add epilogues, fused SwiGLU, and routed experts (per-pair mat-vec
+//     against the grouped GEMM);
+//   - RMS norm, per-head norm + RoPE (with partial rotary and the M-RoPE mask), attention with F32
+//     and F16 caches (a token alone equals the same token in a prompt, bit for bit), routing top-k
+//     (the same experts as the host rule), the MoE combine, and the gated delta-net (a prompt in
+//     one chunk equals it in two, bit for bit).
+// Tolerances beyond the products come from float rounding of the same formula: norms, softmax,
+// exp/log/sin/cos of the GPU are within a few ulp of glibc's.
+//
+//   test_cuda [--seed N]        exit 77 (skip) without a GPU or a CUDA build
+//   test_cuda --bench           decode GB/s per type, GEMM TOPS, attention and delta-net timings
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+
+#ifndef STRATA_CUDA
+int main(void)
+{
+    printf("skip: strata was built without CUDA (make CUDA=1)\n");
+    return 77;
+}
+#else
+
+#include "backend/cuda/cuda.h"
+#include "compute/attn.h"
+#include "compute/ops.h"
+#include "model/model_impl.h"
+#include "quant/fp16.h"
+#include "quant/quant.h"
+
+static struct strata_cuda *g_cu;
+static uint64_t g_rng;
+static const struct strata_kernels *g_ref;
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        printf("out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+static void *dev(size_t bytes)
+{
+    void *p = strata_cuda_alloc(g_cu, bytes + STRATA_CUDA_PAD, "test buffer");
+    if (!p) exit(1);
+    return p;
+}
+
+static void *dev_from(const void *host, size_t bytes)
+{
+    void *p = dev(bytes);
+    if (strata_cuda_upload(g_cu, p, host, bytes)) exit(1);
+    return p;
+}
+
+static void poison(void *d, size_t bytes)
+{
+    if (strata_cuda_memset(g_cu, d, 0xff, bytes)) exit(1);
+}
+
+static void fetch(void *host, const void *d, size_t bytes)
+{
+    if (strata_cuda_sync(g_cu) || strata_cuda_download(g_cu, host, d, bytes)) {
+        printf("FAIL: a kernel faulted (see the line above)\n");
+        exit(1);
+    }
+}
+
+static void random_floats(float *x, size_t n, float std)
+{
+    for (size_t i = 0; i < n; i++) x[i] = std * strata_rng_normal(&g_rng);
+}
+
+static size_t count_nan(const float *x, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += isnan(x[i]) != 0;
+    return k;
+}
+
+// ---- activation rounding ------------------------------------------------------------------------
+
+// The CPU's block structs of one row, as the GPU's struct of arrays.
+static int compare_act(uint32_t vdt, const void *cpu, const struct strata_cuda_act *ga, uint32_t n, int row)
+{
+    int bad = 0;
+    if (vdt == STRATA_TYPE_F16 || vdt == STRATA_TYPE_BF16) {
+        uint16_t *h = xmalloc((size_t)n * 2);
+        fetch(h, ga->h + (size_t)row * n, (size_t)n * 2);
+        for (uint32_t i = 0; i < n; i++) {
+            uint16_t c;
+            memcpy(&c, (const uint8_t *)cpu + 2 * i, 2);
+            bool both_nan = vdt == STRATA_TYPE_F16 ? (c & 0x7c00) == 0x7c00 && (c & 0x3ff) && (h[i] & 0x7c00) == 0x7c00 &&
+                                                         (h[i] & 0x3ff)
+                                                   : false;
+            if (c != h[i] && !both_nan) bad++;
+        }
+        free(h);
+        return bad;
+    }
+    int8_t *qs = xmalloc(n);
+    fetch(qs, ga->qs + (size_t)row * n, n);
+    if (vdt == STRATA_TYPE_Q8_K) {
+        float *d = xmalloc(n / 256 * 4);
+        int16_t *bs = xmalloc(n / 16 * 2);
+        fetch(d, ga->d + (size_t)row * (n / 256), n / 256 * 4);
+        fetch(bs, ga->bsums + (size_t)row * (n / 16), n / 16 * 2);
+        for (uint32_t b = 0; b < n / 256; b++) {
+            const uint8_t *blk = (const uint8_t *)cpu + 292 * b;
+            float cd;
+            memcpy(&cd, blk, 4);
+            bad += memcmp(&cd, &d[b], 4) != 0;
+            bad += memcmp(blk + 4, qs + 256 * b, 256) != 0;
+            bad += memcmp(blk + 260, bs + 16 * b, 32) != 0;
+        }
+        free(d);
+        free(bs);
+    } else {
+        const int q81 = vdt == STRATA_TYPE_Q8_1, bsz = q81 ? 36 : 34;
+        float *d = xmalloc(n / 32 * 4), *s = xmalloc(n / 32 * 4);
+        fetch(d, ga->d + (size_t)row * (n / 32), n / 32 * 4);
+        if (q81) fetch(s, ga->s + (size_t)row * (n / 32), n / 32 * 4);
+        for (uint32_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = (const uint8_t *)cpu + bsz * b;
+            uint16_t hd, hs;
+            memcpy(&hd, blk, 2);
+            bad += strata_fp16_to_fp32(hd) != d[b] && !(isnan(d[b]) && isnan(strata_fp16_to_fp32(hd)));
+            if (q81) {
+                memcpy(&hs, blk + 2, 2);
+                bad += strata_fp16_to_fp32(hs) != s[b] && !(isnan(s[b]) && isnan(strata_fp16_to_fp32(hs)));
+            }
+            bad += memcmp(blk + (q81 ? 4 : 2), qs + 32 * b, 32) != 0;
+        }
+        free(d);
+        free(s);
+    }
+    free(qs);
+    return bad;
+}
+
+static void test_quantize(void)
+{
+    const int f0 = g_failures;
+    const uint32_t vdts[] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q8_1, STRATA_TYPE_Q8_K, STRATA_TYPE_F16, STRATA_TYPE_BF16};
+    const uint32_t n = 1024;
+    const int rows = 6;
+    float *x = xmalloc((size_t)rows * n * 4);
+    random_floats(x, (size_t)rows * n, 1.0f);
+    for (uint32_t i = 0; i < n; i++) x[n + i] = 0.0f;                     // a zero row
+    for (uint32_t i = 0; i < n; i++) x[2 * n + i] = (float)((int)(i % 255) - 127) / 2.0f;  // ties
+    x[2 * n] = -127.0f;                                                   // negative maximum first
+    for (uint32_t i = 0; i < n; i++) x[3 * n + i] = (i % 7 == 0) ? 1e-30f : 3.0e4f * (i % 3 ? 1 : -1);
+    for (uint32_t i = 0; i < n; i++) x[4 * n + i] = (float)(i % 64) * (i & 1 ? -0.5f : 0.5f);
+    float *dx = dev_from(x, (size_t)rows * n * 4);
+    for (size_t k = 0; k < sizeof vdts / sizeof vdts[0]; k++) {
+        const uint32_t vdt = vdts[k];
+        struct strata_cuda_act a;
+        void *buf = dev(strata_cuda_act_bytes(vdt, n, rows));
+        strata_cuda_act_init(&a, vdt, n, rows, buf);
+        poison(buf, strata_cuda_act_bytes(vdt, n, rows));
+        CHECK(strata_cuda_quantize(g_cu, dx, n, rows, &a) == 0, "quantize %s", strata_type_name(vdt));
+        const size_t rb = strata_type_row_bytes(vdt, n);
+        uint8_t *cpu = xmalloc(rb);
+        for (int r = 0; r < rows; r++) {
+            g_ref->quantize[vdt](x + (size_t)r * n, cpu, n);
+            const int bad = compare_act(vdt, cpu, &a, n, r);
+            CHECK(bad == 0, "%s row %d: %d blocks/elements differ from the CPU rounding", strata_type_name(vdt), r, bad);
+        }
+        free(cpu);
+        strata_cuda_free(g_cu, buf);
+    }
+    strata_cuda_free(g_cu, dx);
+    free(x);
+    case_result("activation rounding equals the CPU's (Q8_0, Q8_1, Q8_K, F16, BF16)", f0);
+}
+
+// ---- weight types ---------------------------------------------------------------------------------
+
+static const uint32_t g_wtypes[] = {
+    STRATA_TYPE_F32,    STRATA_TYPE_F16,     STRATA_TYPE_BF16,   STRATA_TYPE_Q8_0,    STRATA_TYPE_Q4_0,
+    STRATA_TYPE_Q4_1,   STRATA_TYPE_Q5_0,    STRATA_TYPE_Q5_1,   STRATA_TYPE_IQ4_NL,  STRATA_TYPE_MXFP4,
+    STRATA_TYPE_Q2_K,   STRATA_TYPE_Q3_K,    STRATA_TYPE_Q4_K,   STRATA_TYPE_Q5_K,    STRATA_TYPE_Q6_K,
+    STRATA_TYPE_IQ2_XXS, STRATA_TYPE_IQ2_XS, STRATA_TYPE_IQ2_S,  STRATA_TYPE_IQ3_XXS, STRATA_TYPE_IQ3_S,
+    STRATA_TYPE_IQ1_S,  STRATA_TYPE_IQ1_M,   STRATA_TYPE_IQ4_XS,
+};
+#define N_WTYPES (sizeof g_wtypes / sizeof g_wtypes[0])
+
+static void *random_matrix(uint32_t type, uint32_t n_in, uint32_t n_out)
+{
+    const size_t bytes = strata_type_row_bytes(type, n_in) * n_out;
+    void *w = xmalloc(bytes);
+    if (strata_quant_random(type, &g_rng, w, (int64_t)n_in * n_out, 0.5f)) exit(1);
+    return w;
+}
+
+static void test_dequant(void)
+{
+    const int f0 = g_failures;
+    for (size_t k = 0; k < N_WTYPES; k++) {
+        const uint32_t type = g_wtypes[k], n_in = 512, n_out = 9;
+        const uint64_t rb = strata_type_row_bytes(type, n_in);
+        void *w = random_matrix(type, n_in, n_out);
+        void *dw = dev_from(w, rb * n_out);
+        const int32_t rows[4] = {8, 0, 3, 8};
+        float *out = xmalloc(4 * n_in * 4), *ref = xmalloc(n_in * 4);
+        float *dout = dev(4 * n_in * 4);
+        poison(dout, 4 * n_in * 4);
+        CHECK(strata_cuda_get_rows(g_cu, dw, type, n_in, rb, rows, 4, dout) == 0, "get_rows %s", strata_type_name(type));
+        fetch(out, dout, 4 * n_in * 4);
+        int bad = 0;
+        for (int r = 0; r < 4; r++) {
+            g_ref->dequant[type]((const uint8_t *)w + rows[r] * rb, ref, n_in);
+            for (uint32_t i = 0; i < n_in; i++) bad += memcmp(&ref[i], &out[r * n_in + i], 4) != 0;
+        }
+        CHECK(bad == 0, "%s: %d of %u dequantised values differ from the CPU's", strata_type_name(type), bad, 4 * n_in);
+        strata_cuda_free(g_cu, dw);
+        strata_cuda_free(g_cu, dout);
+        free(w);
+        free(out);
+        free(ref);
+    }
+    case_result("dequantisation of every type equals the CPU's", f0);
+}
+
+// ---- matrix products ----------------------------------------------------------------------------------
+
+struct mm_case {
+    uint32_t type, n_in, n_out;
+    int n_tok;
+    void *w;            // host
+    void *dw;           // device
+    uint64_t rb;
+    float *x;           // host [n_tok][n_in]
+    float *dx;
+    struct strata_cuda_act act;
+    void *act_buf;
+    float *ref;         // host [n_tok][n_out] CPU products
+    float *bound;       // host [n_tok] error bound
+};
+
+static void mm_case_init(struct mm_case *c, uint32_t type, uint32_t n_in, uint32_t n_out, int n_tok)
+{
+    memset(c, 0, sizeof *c);
+    c->type = type, c->n_in = n_in, c->n_out = n_out, c->n_tok = n_tok;
+    c->rb = strata_type_row_bytes(type, n_in);
+    c->w = random_matrix(type, n_in, n_out);
+    c->dw = dev_from(c->w, c->rb * n_out);
+    c->x = xmalloc((size_t)n_tok * n_in * 4);
+    random_floats(c->x, (size_t)n_tok * n_in, 1.0f);
+    c->dx = dev_from(c->x, (size_t)n_tok * n_in * 4);
+    const uint32_t vdt = strata_type_traits(type)->vec_dot_type;
+    c->act_buf = dev(strata_cuda_act_bytes(vdt, n_in, n_tok) + 256);
+    strata_cuda_act_init(&c->act, vdt, n_in, n_tok, c->act_buf);
+    if (strata_cuda_quantize(g_cu, c->dx, n_in, n_tok, &c->act)) exit(1);
+    // CPU reference: the scalar dot on the CPU-rounded activations, and the error bound
+    c->ref = xmalloc((size_t)n_tok * n_out * 4);
+    c->bound = xmalloc((size_t)n_tok * 4);
+    const size_t arb = strata_type_row_bytes(vdt, n_in);
+    uint8_t *xq = xmalloc(arb);
+    float *wrow = xmalloc(n_in * 4);
+    float wmax = 0.0f;
+    for (uint32_t r = 0; r < n_out; r++) {
+        g_ref->dequant[type]((const uint8_t *)c->w + r * c->rb, wrow, n_in);
+        for (uint32_t i = 0; i < n_in; i++) wmax = fmaxf(wmax, fabsf(wrow[i]));
+    }
+    for (int t = 0; t < n_tok; t++) {
+        g_ref->quantize[vdt](c->x + (size_t)t * n_in, xq, n_in);
+        double sx = 0.0;
+        for (uint32_t i = 0; i < n_in; i++) sx += fabsf(c->x[(size_t)t * n_in + i]);
+        c->bound[t] = (float)((n_in / 32 + 8) * 1.2e-7 * 2.0 * wmax * sx * 1.01);
+        for (uint32_t r = 0; r < n_out; r++)
+            g_ref->vec_dot[type](n_in, &c->ref[(size_t)t * n_out + r], (const uint8_t *)c->w + r * c->rb, xq);
+    }
+    free(xq);
+    free(wrow);
+}
+
+static void mm_case_free(struct mm_case *c)
+{
+    strata_cuda_free(g_cu, c->dw);
+    strata_cuda_free(g_cu, c->dx);
+    strata_cuda_free(g_cu, c->act_buf);
+    free(c->w);
+    free(c->x);
+    free(c->ref);
+    free(c->bound);
+}
+
+// Run the product of tokens [t0, t0 + n) through `path` into host y [n][n_out].
+static void mm_run(struct mm_case *c, int path, int t0, int n, float *y, const float *bias_dev, const float *add_dev)
+{
+    float *dy = dev((size_t)c->n_tok * c->n_out * 4);
+    poison(dy, (size_t)c->n_tok * c->n_out * 4);
+    int32_t *rows = xmalloc((size_t)n * 4);
+    for (int i = 0; i < n; i++) rows[i] = t0 + i;
+    int32_t *drows = dev_from(rows, (size_t)n * 4);
+    struct strata_cuda_mm op = {
+        .w = c->dw, .type = c->type, .n_in = c->n_in, .n_out = c->n_out, .row_bytes = c->rb,
+        .x = &c->act, .x_rows = drows, .n_tok = n, .y = dy, .y_stride = c->n_out, .bias = bias_dev, .add = add_dev,
+    };
+    strata_cuda_set_mm_path(g_cu, path);
+    CHECK(strata_cuda_mm_run(g_cu, &op, 1) == 0, "mm %s path %d", strata_type_name(c->type), path);
+    strata_cuda_set_mm_path(g_cu, 0);
+    fetch(y, dy, (size_t)n * c->n_out * 4);
+    strata_cuda_free(g_cu, dy);
+    strata_cuda_free(g_cu, drows);
+    free(rows);
+}
+
+static void test_mm_type(uint32_t type, uint32_t n_in, int n_tok, double *worst)
+{
+    const uint32_t n_out = 77;
+    struct mm_case c;
+    mm_case_init(&c, type, n_in, n_out, n_tok);
+    const size_t ny = (size_t)n_tok * n_out;
+    float *y_mv = xmalloc(ny * 4), *y_mmq = xmalloc(ny * 4), *y_auto = xmalloc(ny * 4), *y1 = xmalloc(n_out * 4);
+    mm_run(&c, 1, 0, n_tok, y_mv, NULL, NULL);
+    mm_run(&c, 2, 0, n_tok, y_mmq, NULL, NULL);
+    mm_run(&c, 0, 0, n_tok, y_auto, NULL, NULL);
+    const char *tn = strata_type_name(type);
+    CHECK(count_nan(y_mv, ny) == 0 && count_nan(y_mmq, ny) == 0, "%s [%u x %u] x %d: unwritten or NaN outputs", tn,
+          n_out, n_in, n_tok);
+    int over = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (uint32_t r = 0; r < n_out; r++) {
+            const float g = y_mv[(size_t)t * n_out + r], ref = c.ref[(size_t)t * n_out + r];
+            const double e = fabs((double)g - ref);
+            if (!(e <= c.bound[t])) {
+                if (over++ < 3) printf("    %s n_in %u tok %d row %u: gpu %.9g cpu %.9g (bound %.3g)\n", tn, n_in, t, r, g, ref, c.bound[t]);
+            }
+            if (e / c.bound[t] > *worst) *worst = e / c.bound[t];
+        }
+    CHECK(over == 0, "%s [%u x %u] x %d: %d products outside the bound", tn, n_out, n_in, n_tok, over);
+    CHECK(memcmp(y_mv, y_mmq, ny * 4) == 0, "%s [%u x %u] x %d: GEMM and mat-vec differ", tn, n_out, n_in, n_tok);
+    CHECK(memcmp(y_mv, y_auto, ny * 4) == 0, "%s [%u x %u] x %d: the automatic path differs", tn, n_out, n_in, n_tok);
+    // a token alone, both paths
+    const int lone = n_tok / 2;
+    mm_run(&c, 0, lone, 1, y1, NULL, NULL);
+    CHECK(memcmp(y1, y_mv + (size_t)lone * n_out, n_out * 4) == 0, "%s: token %d alone differs from in a batch of %d", tn,
+          lone, n_tok);
+    mm_run(&c, 2, lone, 1, y1, NULL, NULL);
+    CHECK(memcmp(y1, y_mv + (size_t)lone * n_out, n_out * 4) == 0, "%s: token %d alone (GEMM) differs", tn, lone);
+    // epilogues: y = add + (W x + bias), both paths
+    float *bias = xmalloc(n_out * 4), *add = xmalloc(ny * 4);
+    random_floats(bias, n_out, 1.0f);
+    random_floats(add, ny, 1.0f);
+    float *dbias = dev_from(bias, n_out * 4), *dadd = dev_from(add, ny * 4);
+    mm_run(&c, 1, 0, n_tok, y_auto, dbias, dadd);
+    int bad = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (uint32_t r = 0; r < n_out; r++) {
+            const size_t i = (size_t)t * n_out + r;
+            const float want = add[i] + (y_mv[i] + bias[r]);
+            bad += memcmp(&want, &y_auto[i], 4) != 0;
+        }
+    CHECK(bad == 0, "%s: %d outputs of y = add + (Wx + bias) differ", tn, bad);
+    mm_run(&c, 2, 0, n_tok, y_mmq, dbias, dadd);
+    CHECK(memcmp(y_mmq, y_auto, ny * 4) == 0, "%s: epilogue differs between GEMM and mat-vec", tn);
+    strata_cuda_free(g_cu, dbias);
+    strata_cuda_free(g_cu, dadd);
+    free(bias);
+    free(add);
+    free(y_mv);
+    free(y_mmq);
+    free(y_auto);
+    free(y1);
+    mm_case_free(&c);
+}
+
+static void test_mm(void)
+{
+    for (size_t k = 0; k < N_WTYPES; k++) {
+        const int f0 = g_failures;
+        const uint32_t type = g_wtypes[k];
+        const uint32_t bs = strata_type_traits(type)->block_size;
+        double worst = 0.0;
+        test_mm_type(type, 256, 1, &worst);
+        test_mm_type(type, 2048, 5, &worst);
+        test_mm_type(type, 1024, 67, &worst);
+        if (bs == 32) test_mm_type(type, 1440, 70, &worst);  // a last step of fewer than 8 blocks
+        char name[128];
+        snprintf(name, sizeof name, "mm %s: CPU within bound (worst %.2f of it), GEMM = mat-vec = alone, epilogues",
+                 strata_type_name(type), worst);
+        case_result(name, f0);
+    }
+}
+
+// Routed experts: per-pair mat-vec against the grouped GEMM; fused SwiGLU against its parts.
+static void test_moe(uint32_t type)
+{
+    const int f0 = g_failures;
+    const int X = 8, K = 3, n_tok = 45, n_pairs = n_tok * K;
+    const uint32_t n_in = 512, n_out = 96;
+    const uint64_t rb = strata_type_row_bytes(type, n_in);
+    const uint32_t vdt = strata_type_traits(type)->vec_dot_type;
+    void *wg = random_matrix(type, n_in, n_out * X), *wu = random_matrix(type, n_in, n_out * X);
+    uint8_t *dwg = dev_from(wg, rb * n_out * X), *dwu = dev_from(wu, rb * n_out * X);
+    const void *tg[8], *tu[8];
+    for (int e = 0; e < X; e++) tg[e] = dwg + (size_t)e * n_out * rb, tu[e] = dwu + (size_t)e * n_out * rb;
+    const void **dtg = dev_from(tg, sizeof tg), **dtu = dev_from(tu, sizeof tu);
+    int32_t *ids = xmalloc(n_pairs * 4);
+    for (int t = 0; t < n_tok; t++)
+        for (int k = 0; k < K; k++) {
+            int e;
+            bool dup;
+            do {
+                e = (int)(strata_rng_next(&g_rng) % (uint64_t)(t < 20 ? 3 : X));  // skewed: some experts busy
+                dup = false;
+                for (int j = 0; j < k; j++) dup |= ids[t * K + j] == e;
+            } while (dup);
+            ids[t * K + k] = e;
+        }
+    int32_t *dids = dev_from(ids, n_pairs * 4);
+    float *x = xmalloc((size_t)n_tok * n_in * 4);
+    random_floats(x, (size_t)n_tok * n_in, 1.0f);
+    float *dx = dev_from(x, (size_t)n_tok * n_in * 4);
+    struct strata_cuda_act act;
+    void *abuf = dev(strata_cuda_act_bytes(vdt, n_in, n_tok) + 256);
+    strata_cuda_act_init(&act, vdt, n_in, n_tok, abuf);
+    CHECK(strata_cuda_quantize(g_cu, dx, n_in, n_tok, &act) == 0, "quantize");
+    const size_t ny = (size_t)n_pairs * n_out;
+    float *dy = dev(ny * 4), *dy2 = dev(ny * 4);
+    float *y_mv = xmalloc(ny * 4), *y_g = xmalloc(ny * 4), *y_u = xmalloc(ny * 4), *y_sw = xmalloc(ny * 4);
+    // per-pair mat-vec
+    struct strata_cuda_mm op = {.w_table = dtg, .w_ids = dids, .type = type, .n_in = n_in, .n_out = n_out,
+                                .row_bytes = rb, .x = &act, .x_div = K, .n_tok = n_pairs, .y = dy, .y_stride = n_out};
+    poison(dy, ny * 4);
+    CHECK(strata_cuda_mm_run(g_cu, &op, 1) == 0, "moe mv");
+    fetch(y_mv, dy, ny * 4);
+    // grouped GEMM
+    struct strata_cuda_moe_groups grp;
+    void *gbuf = dev(strata_cuda_moe_groups_bytes(X, n_pairs));
+    strata_cuda_moe_groups_init(&grp, X, n_pairs, gbuf);
+    CHECK(strata_cuda_moe_group(g_cu, dids, &grp) == 0, "moe group");
+    struct strata_cuda_moe_mm mop = {.w_table = dtg, .type = type, .n_in = n_in, .n_out = n_out, .row_bytes = rb,
+                                     .x = &act, .x_div = K, .y = dy2, .y_stride = n_out};
+    poison(dy2, ny * 4);
+    CHECK(strata_cuda_moe_mm_run(g_cu, &grp, &mop, 1) == 0, "moe mm");
+    fetch(y_g, dy2, ny * 4);
+    CHECK(count_nan(y_mv, ny) == 0 && count_nan(y_g, ny) == 0, "%s moe: unwritten outputs", strata_type_name(type));
+    CHECK(memcmp(y_mv, y_g, ny * 4) == 0, "%s moe: grouped GEMM differs from per-pair mat-vec", strata_type_name(type));
+    // CPU reference per pair
+    const size_t arb = strata_type_row_bytes(vdt, n_in);
+    uint8_t *xq = xmalloc(arb);
+    int over = 0;
+    for (int p = 0; p < n_pairs; p++) {
+        g_ref->quantize[vdt](x + (size_t)(p / K) * n_in, xq, n_in);
+        for (uint32_t r = 0; r < n_out; r++) {
+            float ref;
+            g_ref->vec_dot[type](n_in, &ref, (const uint8_t *)wg + ((size_t)ids[p] * n_out + r) * rb, xq);
+            over += !(fabsf(ref - y_mv[(size_t)p * n_out + r]) <= 1e-4f * (1.0f + fabsf(ref)));
+        }
+    }
+    CHECK(over == 0, "%s moe: %d outputs differ from the CPU", strata_type_name(type), over);
+    // fused SwiGLU = silu(gate) * up from the separate products
+    op.w_table = dtu;
+    poison(dy2, ny * 4);
+    op.y = dy2;
+    CHECK(strata_cuda_mm_run(g_cu, &op, 1) == 0, "moe up");
+    CHECK(strata_cuda_swiglu(g_cu, dy2, n_out, dy, n_out, dy2, n_out, n_pairs, n_out) == 0, "swiglu");
+    fetch(y_u, dy2, ny * 4);
+    op.w_table = dtg;
+    op.w2_table = dtu;
+    poison(dy, ny * 4);
+    op.y = dy;
+    CHECK(strata_cuda_mm_run(g_cu, &op, 1) == 0, "moe fused swiglu");
+    fetch(y_sw, dy, ny * 4);
+    CHECK(memcmp(y_sw, y_u, ny * 4) == 0, "%s: fused SwiGLU differs from silu(gate) * up", strata_type_name(type));
+    strata_cuda_free(g_cu, gbuf);
+    strata_cuda_free(g_cu, dy);
+    strata_cuda_free(g_cu, dy2);
+    strata_cuda_free(g_cu, abuf);
+    strata_cuda_free(g_cu, dx);
+    strata_cuda_free(g_cu, dids);
+    strata_cuda_free(g_cu, dtg);
+    strata_cuda_free(g_cu, dtu);
+    strata_cuda_free(g_cu, dwg);
+    strata_cuda_free(g_cu, dwu);
+    free(wg), free(wu), free(ids), free(x), free(xq), free(y_mv), free(y_g), free(y_u), free(y_sw);
+    char name[160];
+    snprintf(name, sizeof name, "routed experts %s: grouped GEMM = per-pair mat-vec = CPU, fused SwiGLU",
+             strata_type_name(type));
+    case_result(name, f0);
+}
+
+// ---- norms, RoPE ------------------------------------------------------------------------------------------
+
+static bool close_rel(float a, float b, float rel, float abs_tol)
+{
+    return fabsf(a - b) <= rel * fabsf(b) + abs_tol;
+}
+
+static void test_rmsnorm(void)
+{
+    const int f0 = g_failures;
+    const uint32_t n = 2048;
+    const int rows = 7;
+    float *x = xmalloc(rows * n * 4), *w = xmalloc(n * 4), *y = xmalloc(rows * n * 4), *ref = xmalloc(n * 4);
+    random_floats(x, rows * n, 3.0f);
+    random_floats(w, n, 1.0f);
+    float *dx = dev_from(x, rows * n * 4), *dw = dev_from(w, n * 4), *dy = dev(rows * n * 4);
+    poison(dy, rows * n * 4);
+    CHECK(strata_cuda_rmsnorm(g_cu, dy, n, dx, n, dw, rows, n, 1e-6f) == 0, "rmsnorm");
+    fetch(y, dy, rows * n * 4);
+    int bad = 0;
+    for (int r = 0; r < rows; r++) {
+        strata_rmsnorm(ref, x + r * n, w, n, 1e-6f);
+        for (uint32_t i = 0; i < n; i++) bad += !close_rel(y[r * n + i], ref[i], 3e-7f, 0.0f);
+    }
+    CHECK(bad == 0, "rmsnorm: %d values beyond 3e-7 relative", bad);
+    strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dw), strata_cuda_free(g_cu, dy);
+    free(x), free(w), free(y), free(ref);
+    case_result("RMS norm", f0);
+}
+
+static void test_norm_rope(bool sections)
+{
+    const int f0 = g_failures;
+    const uint32_t H = 6, D = 64, n_rot = sections ? 32 : 48;
+    const int n_tok = 5;
+    const int32_t pos[5] = {0, 1, 17, 300, 4095};
+    float *x = xmalloc(n_tok * H * D * 4), *y = xmalloc(n_tok * H * D * 4), *norm = xmalloc(D * 4);
+    random_floats(x, n_tok * H * D, 1.0f);
+    random_floats(norm, D, 1.0f);
+    float *dx = dev_from(x, n_tok * H * D * 4), *dn = dev_from(norm, D * 4);
+    int32_t *dpos = dev_from(pos, sizeof pos);
+    struct strata_cuda_rope r = {.n_head = H, .D = D, .n_rot = n_rot, .freq_base = 1e6f, .eps = 1e-6f, .norm = dn};
+    if (sections) r.sections[0] = 3, r.sections[1] = 3, r.sections[2] = 2;
+    CHECK(strata_cuda_norm_rope(g_cu, dx, H * D, n_tok, dpos, &r) == 0, "norm_rope");
+    fetch(y, dx, n_tok * H * D * 4);
+    struct strata_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.arch = sections ? STRATA_ARCH_QWEN35MOE : STRATA_ARCH_QWEN3MOE;
+    hp.n_rot = n_rot;
+    if (sections) hp.rope_sections[0] = 3, hp.rope_sections[1] = 3, hp.rope_sections[2] = 2;
+    int bad = 0;
+    float cs[256];
+    for (int t = 0; t < n_tok; t++) {
+        strata_rope_cache(cs, n_rot, pos[t], 1e6f);
+        strata_rope_sections_mask(&hp, cs);
+        for (uint32_t h = 0; h < H; h++) {
+            float *v = x + ((size_t)t * H + h) * D;
+            strata_rmsnorm(v, v, norm, D, 1e-6f);
+            strata_rope_apply(v, cs, n_rot);
+            for (uint32_t i = 0; i < D; i++) bad += !close_rel(y[((size_t)t * H + h) * D + i], v[i], 2e-6f, 2e-6f);
+        }
+    }
+    CHECK(bad == 0, "norm_rope: %d values beyond 2e-6", bad);
+    strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dn), strata_cuda_free(g_cu, dpos);
+    free(x), free(y), free(norm);
+    case_result(sections ? "q/k norm + partial RoPE with the M-RoPE section mask" : "q/k norm + partial NeoX RoPE", f0);
+}
+
+static int cmp_dev(const void *a, const void *b, size_t bytes)
+{
+    uint8_t *ha = xmalloc(bytes), *hb = xmalloc(bytes);
+    fetch(ha, a, bytes), fetch(hb, b, bytes);
+    const int diff = memcmp(ha, hb, bytes) != 0;
+    free(ha), free(hb);
+    return diff;
+}
+
+// Every field of two rounded activation sets (rows x n) equal.
+static int cmp_act(const struct strata_cuda_act *a, const struct strata_cuda_act *b, uint32_t n, int rows)
+{
+    const size_t r = (size_t)rows;
+    if (a->vdt == STRATA_TYPE_F16 || a->vdt == STRATA_TYPE_BF16) return cmp_dev(a->h, b->h, r * n * 2);
+    const size_t bs = a->vdt == STRATA_TYPE_Q8_K ? 256 : 32;
+    int diff = cmp_dev(a->qs, b->qs, r * n) + cmp_dev(a->d, b->d, r * (n / bs) * 4);
+    if (a->s) diff += cmp_dev(a->s, b->s, r * (n / 32) * 4);
+    if (a->bsums) diff += cmp_dev(a->bsums, b->bsums, r * (n / 16) * 2);
+    return diff;
+}
+
+// ---- attention --------------------------------------------------------------------------------------------
+
+static void test_attention(bool f16, bool gated)
+{
+    const int f0 = g_failures;
+    const uint32_t H = 8, Hkv = 2, D = 64, Dv = 64;
+    const int n_ctx = 320, n_tok = 300;
+    const size_t kvw = Hkv * D;
+    float *kc = xmalloc(n_ctx * kvw * 4), *vc = xmalloc(n_ctx * kvw * 4);
+    random_floats(kc, n_ctx * kvw, 1.0f);
+    random_floats(vc, n_ctx * kvw, 1.0f);
+    float *q = xmalloc((size_t)n_tok * H * D * 4), *gate = xmalloc((size_t)n_tok * H * Dv * 4);
+    random_floats(q, (size_t)n_tok * H * D, 1.0f);
+    random_floats(gate, (size_t)n_tok * H * Dv, 2.0f);
+    // the cache through kv_store (F16 rounding checked against the CPU conversion)
+    void *dk = dev(n_ctx * kvw * 4), *dv = dev(n_ctx * kvw * 4);
+    float *dks = dev_from(kc, n_ctx * kvw * 4), *dvs = dev_from(vc, n_ctx * kvw * 4);
+    int32_t *pos = xmalloc(n_ctx * 4);
+    for (int i = 0; i < n_ctx; i++) pos[i] = i;
+    int32_t *dpos = dev_from(pos, n_ctx * 4);
+    CHECK(strata_cuda_kv_store(g_cu, dk, dv, f16, kvw, dks, kvw, dvs, kvw, (uint32_t)kvw, (uint32_t)kvw, dpos, n_ctx) == 0,
+          "kv_store");
+    if (f16) {
+        uint16_t *h = xmalloc(n_ctx * kvw * 2);
+        fetch(h, dk, n_ctx * kvw * 2);
+        int bad = 0;
+        for (size_t i = 0; i < n_ctx * kvw; i++) {
+            bad += h[i] != strata_fp32_to_fp16(kc[i]);
+            kc[i] = strata_fp16_to_fp32(strata_fp32_to_fp16(kc[i]));
+            vc[i] = strata_fp16_to_fp32(strata_fp32_to_fp16(vc[i]));
+        }
+        CHECK(bad == 0, "kv_store F16: %d values rounded unlike the CPU", bad);
+        free(h);
+    }
+    float *dq = dev_from(q, (size_t)n_tok * H * D * 4), *dg = dev_from(gate, (size_t)n_tok * H * Dv * 4);
+    float *dout = dev((size_t)n_tok * H * Dv * 4), *out = xmalloc((size_t)n_tok * H * Dv * 4);
+    float *dscr = dev(strata_cuda_attn_scratch_floats(n_tok, n_ctx, H, Dv) * 4);
+    struct strata_cuda_attn a = {.q = dq, .q_stride = H * D, .k = dk, .v = dv, .kv_f16 = f16, .kv_stride = kvw,
+                                 .H = H, .Hkv = Hkv, .D = D, .Dv = Dv, .scale = 1.0f / sqrtf((float)D), .pos = dpos,
+                                 .n_tok = n_tok, .max_pos = n_tok - 1, .out = dout, .out_stride = H * Dv,
+                                 .gate = gated ? dg : NULL, .gate_stride = H * Dv, .scratch = dscr};
+    poison(dout, (size_t)n_tok * H * Dv * 4);
+    struct strata_cuda_act aq, aq2;
+    void *aqb = dev(strata_cuda_act_bytes(STRATA_TYPE_Q8_K, H * Dv, n_tok)), *aqb2 = dev(strata_cuda_act_bytes(STRATA_TYPE_Q8_K, H * Dv, n_tok));
+    strata_cuda_act_init(&aq, STRATA_TYPE_Q8_K, H * Dv, n_tok, aqb);
+    strata_cuda_act_init(&aq2, STRATA_TYPE_Q8_K, H * Dv, n_tok, aqb2);
+    a.act = &aq;
+    CHECK(strata_cuda_attention(g_cu, &a) == 0, "attention");
+    a.act = NULL;
+    fetch(out, dout, (size_t)n_tok * H * Dv * 4);
+    CHECK(strata_cuda_quantize(g_cu, dout, H * Dv, n_tok, &aq2) == 0, "quantize");
+    CHECK(cmp_act(&aq, &aq2, H * Dv, n_tok) == 0, "attention: the rounded output differs from quantize");
+    strata_cuda_free(g_cu, aqb), strata_cuda_free(g_cu, aqb2);
+    float *scores = xmalloc(n_ctx * 4), *ref = xmalloc(Dv * 4);
+    int bad = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (uint32_t h = 0; h < H; h++) {
+            const uint32_t kvh = h / (H / Hkv);
+            const struct strata_attn_query aq = {.q = q + ((size_t)t * H + h) * D, .k = kc + kvh * D, .k_stride = kvw,
+                                                 .v = vc + kvh * Dv, .v_stride = kvw, .n_kv = t + 1, .D = D, .Dv = Dv,
+                                                 .scale = 1.0f / sqrtf((float)D), .scores = scores, .out = ref};
+            strata_attn_head_vl8(&aq);
+            for (uint32_t i = 0; i < Dv; i++) {
+                float want = ref[i];
+                if (gated) want *= 1.0f / (1.0f + expf(-gate[((size_t)t * H + h) * Dv + i]));
+                bad += !close_rel(out[((size_t)t * H + h) * Dv + i], want, 1e-5f, 1e-5f);
+            }
+        }
+    CHECK(bad == 0, "attention: %d outputs beyond 1e-5 of the CPU", bad);
+    // tokens alone (decode) equal the same tokens in the prompt, bit for bit
+    const int lone[3] = {0, 130, n_tok - 1};
+    for (int i = 0; i < 3; i++) {
+        const int t = lone[i];
+        struct strata_cuda_attn b = a;
+        b.q = dq + (size_t)t * H * D;
+        b.pos = dpos + t;
+        b.n_tok = 1;
+        b.max_pos = t;
+        b.out = dout;
+        b.gate = gated ? dg + (size_t)t * H * Dv : NULL;
+        poison(dout, H * Dv * 4);
+        CHECK(strata_cuda_attention(g_cu, &b) == 0, "attention alone");
+        float *one = xmalloc(H * Dv * 4);
+        fetch(one, dout, H * Dv * 4);
+        CHECK(memcmp(one, out + (size_t)t * H * Dv, H * Dv * 4) == 0, "attention: token %d alone differs from in the prompt", t);
+        free(one);
+    }
+    strata_cuda_free(g_cu, dk), strata_cuda_free(g_cu, dv), strata_cuda_free(g_cu, dks), strata_cuda_free(g_cu, dvs);
+    strata_cuda_free(g_cu, dpos), strata_cuda_free(g_cu, dq), strata_cuda_free(g_cu, dg);
+    strata_cuda_free(g_cu, dout), strata_cuda_free(g_cu, dscr);
+    free(kc), free(vc), free(q), free(gate), free(pos), free(out), free(scores), free(ref);
+    char name[160];
+    snprintf(name, sizeof name, "attention, %s cache%s: CPU within 1e-5, decode = prompt bit for bit", f16 ? "F16" : "F32",
+             gated ? ", sigmoid gate" : "");
+    case_result(name, f0);
+}
+
+// ---- routing, combine ---------------------------------------------------------------------------------
+
+// The host rule (src/model/qwen3moe.c route_tokens) for one token.
+static void host_route(const float *logits, const float *bias, int X, int K, bool sigmoid, bool norm, float scale,
+                       int32_t *st, float *wt)
+{
+    float *p = xmalloc(X * 4);
+    memcpy(p, logits, X * 4);
+    if (sigmoid)
+        for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    else
+        strata_softmax(p, X);
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        float best_score = 0.0f;
+        for (int e = 0; e < X; e++) {
+            bool taken = false;
+            for (int j = 0; j < k; j++) taken |= st[j] == e;
+            const float score = bias ? p[e] + bias[e] : p[e];
+            if (!taken && (best < 0 || score > best_score)) best = e, best_score = score;
+        }
+        st[k] = best;
+        wt[k] = p[best];
+    }
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) sum += wt[k];
+    if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+    if (!norm) sum = 1.0f;
+    for (int k = 0; k < K; k++) {
+        wt[k] /= sum;
+        if (scale != 0.0f && scale != 1.0f) wt[k] *= scale;
+    }
+    free(p);
+}
+
+static void test_route(bool glm)
+{
+    const int f0 = g_failures;
+    const int X = glm ? 160 : 128, K = 8, n_tok = 64;
+    float *lg = xmalloc(n_tok * X * 4), *bias = xmalloc(X * 4);
+    random_floats(lg, n_tok * X, 2.0f);
+    random_floats(bias, X, 0.1f);
+    for (int e = 0; e < 10; e++) lg[3 * X + e] = 1.5f;  // exact ties: the lowest index wins
+    float *dl = dev_from(lg, n_tok * X * 4), *db = dev_from(bias, X * 4);
+    int32_t *dids = dev(n_tok * K * 4);
+    float *dw = dev(n_tok * K * 4);
+    struct strata_cuda_route r = {.logits = dl, .bias = glm ? db : NULL, .n_tok = n_tok, .X = X, .K = K,
+                                  .sigmoid = glm, .norm = true, .scale = glm ? 2.5f : 1.0f, .ids = dids, .weights = dw};
+    CHECK(strata_cuda_route_topk(g_cu, &r) == 0, "route");
+    int32_t *ids = xmalloc(n_tok * K * 4), st[8];
+    float *w = xmalloc(n_tok * K * 4), wt[8];
+    fetch(ids, dids, n_tok * K * 4);
+    fetch(w, dw, n_tok * K * 4);
+    int bad_ids = 0, bad_w = 0;
+    for (int t = 0; t < n_tok; t++) {
+        host_route(lg + t * X, glm ? bias : NULL, X, K, glm, true, glm ? 2.5f : 1.0f, st, wt);
+        for (int k = 0; k < K; k++) {
+            bad_ids += st[k] != ids[t * K + k];
+            bad_w += !close_rel(w[t * K + k], wt[k], 1e-6f, 0.0f);
+        }
+    }
+    CHECK(bad_ids == 0, "routing: %d choices differ from the host rule", bad_ids);
+    CHECK(bad_w == 0, "routing: %d weights beyond 1e-6", bad_w);
+    strata_cuda_free(g_cu, dl), strata_cuda_free(g_cu, db), strata_cuda_free(g_cu, dids), strata_cuda_free(g_cu, dw);
+    free(lg), free(bias), free(ids), free(w);
+    case_result(glm ? "routing sigmoid + bias, scale 2.5: the host's experts" : "routing softmax top-8: the host's experts",
+                f0);
+}
+
+static void test_combine(void)
+{
+    const int f0 = g_failures;
+    const int n_tok = 9, K = 4;
+    const uint32_t E = 300;
+    float *x = xmalloc(n_tok * E * 4), *rows = xmalloc(n_tok * K * E * 4), *w = xmalloc(n_tok * K * 4);
+    float *sh = xmalloc(n_tok * E * 4), *sg = xmalloc(n_tok * 4), *y = xmalloc(n_tok * E * 4);
+    random_floats(x, n_tok * E, 1.0f), random_floats(rows, n_tok * K * E, 1.0f), random_floats(w, n_tok * K, 0.3f);
+    random_floats(sh, n_tok * E, 1.0f), random_floats(sg, n_tok, 1.0f);
+    float *dx = dev_from(x, n_tok * E * 4), *dr = dev_from(rows, n_tok * K * E * 4), *dw = dev_from(w, n_tok * K * 4);
+    float *dsh = dev_from(sh, n_tok * E * 4), *dsg = dev_from(sg, n_tok * 4);
+    CHECK(strata_cuda_moe_combine(g_cu, dx, dr, dw, n_tok, K, E, dsh, dsg) == 0, "combine");
+    fetch(y, dx, n_tok * E * 4);
+    int bad = 0;
+    for (int t = 0; t < n_tok; t++) {
+        const float gate = 1.0f / (1.0f + expf(-sg[t]));
+        for (uint32_t i = 0; i < E; i++) {
+            float acc = 0.0f, mag = fabsf(x[t * E + i]) + fabsf(sh[t * E + i]);
+            for (int k = 0; k < K; k++) {
+                const float v = w[t * K + k] * rows[((size_t)t * K + k) * E + i];
+                acc = k == 0 ? v : acc + v;
+                mag += fabsf(v);
+            }
+            const float want = x[t * E + i] + (acc + sh[t * E + i] * gate);
+            // the GPU's expf (the gate) may differ from glibc's by an ulp or two: relative to the
+            // magnitudes summed, not to a result that may cancel to near zero
+            bad += !(fabsf(y[t * E + i] - want) <= 1e-6f * mag);
+        }
+    }
+    CHECK(bad == 0, "combine: %d values differ", bad);
+    strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dr), strata_cuda_free(g_cu, dw);
+    strata_cuda_free(g_cu, dsh), strata_cuda_free(g_cu, dsg);
+    free(x), free(rows), free(w), free(sh), free(sg), free(y);
+    case_result("MoE combine with a gated shared expert", f0);
+}
+
+// ---- delta-net ------------------------------------------------------------------------------------------
+
+struct dn_host {
+    uint32_t C, K1, nk, nv, d;
+    bool tiled, split;
+    float *taps;   // [K][C]
+    float *dt_bias, *a, *norm;
+    float *conv;   // [K1][C]
+    float *ssm;    // [nv][d][d]
+};
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+// The CPU algorithm of src/model/deltanet.c over n tokens (gates, conv, rule with the CPU's own
+// strata_deltanet_head, gated norm) on the host state.
+static void dn_cpu(struct dn_host *s, int n, const float *qkv, const float *z, const float *ba, const float *alpha,
+                   float eps, float *out)
+{
+    const uint32_t C = s->C, K1 = s->K1, d = s->d, nv = s->nv, nk = s->nk, r = nv / nk;
+    float *beta = xmalloc(n * nv * 4), *decay = xmalloc(n * nv * 4), *co = xmalloc((size_t)n * C * 4);
+    for (int t = 0; t < n; t++)
+        for (uint32_t h = 0; h < nv; h++) {
+            float b, a;
+            if (s->split) {
+                b = ba[t * nv + h], a = alpha[t * nv + h];
+            } else {
+                const float *row = ba + (size_t)t * 2 * nv + (h / r) * 2 * r;
+                b = row[h % r], a = row[r + h % r];
+            }
+            const float x = a + s->dt_bias[h];
+            const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+            beta[t * nv + h] = 1.0f / (1.0f + expf(-b));
+            decay[t * nv + h] = expf(sp * s->a[h]);
+        }
+    for (uint32_t c0 = 0; c0 < C; c0 += d) {
+        for (int t = 0; t < n; t++) {
+            float *o = co + (size_t)t * C + c0;
+            for (uint32_t c = 0; c < d; c++) {
+                float acc = 0.0f;
+                for (uint32_t k = 0; k <= K1; k++) {
+                    const uint32_t w = (uint32_t)t + k;
+                    const float x = w < K1 ? s->conv[w * C + c0 + c] : qkv[(size_t)(w - K1) * C + c0 + c];
+                    acc += x * s->taps[k * C + c0 + c];
+                }
+                o[c] = silu(acc);
+            }
+            if (c0 < 2 * nk * d) {
+                double sum = 0.0;
+                for (uint32_t c = 0; c < d; c++) sum += (double)(o[c] * o[c]);
+                const float mean = (float)(sum / d), sc = 1.0f / sqrtf(mean + eps / (float)d), post = 1.0f / sqrtf((float)d);
+                for (uint32_t c = 0; c < d; c++) o[c] = (o[c] * sc) * post;
+            }
+        }
+        for (uint32_t c = c0; c < c0 + d; c++) {
+            float hist[8];
+            for (uint32_t i = 0; i < K1; i++) {
+                const uint32_t w = (uint32_t)n + i;
+                hist[i] = w < K1 ? s->conv[w * C + c] : qkv[(size_t)(w - K1) * C + c];
+            }
+            for (uint32_t i = 0; i < K1; i++) s->conv[i * C + c] = hist[i];
+        }
+    }
+    for (uint32_t h = 0; h < nv; h++) {
+        const uint32_t kh = s->tiled ? h % nk : h / r;
+        const struct strata_deltanet_head a = {.S = s->ssm + (size_t)h * d * d, .q = co + kh * d, .k = co + nk * d + kh * d,
+                                               .v = co + 2 * nk * d + h * d, .qkv_stride = C, .decay = decay + h,
+                                               .beta = beta + h, .gate_stride = nv, .o = out + h * d,
+                                               .o_stride = (size_t)nv * d, .n_tok = n, .d = d,
+                                               .scale = 1.0f / sqrtf((float)d)};
+        strata_deltanet_head(&a);
+        for (int t = 0; t < n; t++) {
+            float *o = out + (size_t)t * nv * d + h * d;
+            strata_rmsnorm(o, o, s->norm, d, eps);
+            for (uint32_t i = 0; i < d; i++) o[i] *= silu(z[(size_t)t * nv * d + h * d + i]);
+        }
+    }
+    free(beta), free(decay), free(co);
+}
+
+static void test_deltanet(uint32_t d, bool qwen35)
+{
+    const int f0 = g_failures;
+    struct dn_host s = {.K1 = 3, .nk = 2, .nv = 4, .d = d, .tiled = qwen35, .split = qwen35};
+    s.C = 2 * s.nk * d + s.nv * d;
+    const int n = 37, n1 = 20;
+    const float eps = 1e-6f;
+    const uint32_t C = s.C, nv = s.nv, V = nv * d;
+    s.taps = xmalloc((s.K1 + 1) * C * 4), s.dt_bias = xmalloc(nv * 4), s.a = xmalloc(nv * 4), s.norm = xmalloc(d * 4);
+    s.conv = xmalloc(s.K1 * C * 4), s.ssm = xmalloc((size_t)nv * d * d * 4);
+    random_floats(s.taps, (s.K1 + 1) * C, 0.5f), random_floats(s.dt_bias, nv, 1.0f), random_floats(s.norm, d, 1.0f);
+    for (uint32_t h = 0; h < nv; h++) s.a[h] = -fabsf(strata_rng_normal(&g_rng)) - 0.1f;
+    random_floats(s.conv, s.K1 * C, 1.0f), random_floats(s.ssm, (size_t)nv * d * d, 0.1f);
+    float *qkv = xmalloc((size_t)n * C * 4), *z = xmalloc((size_t)n * V * 4), *ba = xmalloc((size_t)n * 2 * nv * 4);
+    random_floats(qkv, (size_t)n * C, 1.0f), random_floats(z, (size_t)n * V, 1.0f), random_floats(ba, (size_t)n * 2 * nv, 1.0f);
+    const float *alpha = qwen35 ? ba + (size_t)n * nv : NULL;  // split: betas [n][nv] then alphas [n][nv]
+    // device copies (state before)
+    float *dqkv = dev_from(qkv, (size_t)n * C * 4), *dz = dev_from(z, (size_t)n * V * 4);
+    float *dba = dev_from(ba, (size_t)n * 2 * nv * 4);
+    float *dtaps = dev_from(s.taps, (s.K1 + 1) * C * 4), *ddt = dev_from(s.dt_bias, nv * 4), *da = dev_from(s.a, nv * 4);
+    float *dnorm = dev_from(s.norm, d * 4);
+    float *dconv = dev_from(s.conv, s.K1 * C * 4), *dssm = dev_from(s.ssm, (size_t)nv * d * d * 4);
+    float *dconv2 = dev_from(s.conv, s.K1 * C * 4), *dssm2 = dev_from(s.ssm, (size_t)nv * d * d * 4);
+    float *dco = dev((size_t)n * C * 4), *dgates = dev((size_t)n * 2 * nv * 4);
+    float *dout = dev((size_t)n * V * 4), *dout2 = dev((size_t)n * V * 4);
+    struct strata_cuda_deltanet p = {.C = C, .K1 = s.K1, .nk = s.nk, .nv = nv, .d = d, .tiled = qwen35, .split_ba = qwen35,
+                                     .n_tok = n, .eps = eps, .qkv = dqkv, .z = dz, .ba = dba,
+                                     .alpha = qwen35 ? dba + (size_t)n * nv : NULL, .taps = dtaps, .dt_bias = ddt,
+                                     .a = da, .norm = dnorm, .conv_state = dconv, .ssm_state = dssm, .conv_out = dco,
+                                     .gates = dgates, .out = dout};
+    poison(dout, (size_t)n * V * 4);
+    CHECK(strata_cuda_deltanet(g_cu, &p) == 0, "deltanet");
+    // the same tokens in two chunks on the second state copy
+    struct strata_cuda_deltanet p1 = p, p2 = p;
+    p1.n_tok = n1, p1.conv_state = dconv2, p1.ssm_state = dssm2, p1.out = dout2;
+    p2.n_tok = n - n1, p2.conv_state = dconv2, p2.ssm_state = dssm2, p2.out = dout2 + (size_t)n1 * V;
+    p2.qkv = dqkv + (size_t)n1 * C, p2.z = dz + (size_t)n1 * V;
+    if (qwen35) {
+        p2.ba = dba + (size_t)n1 * nv, p2.alpha = dba + (size_t)n * nv + (size_t)n1 * nv;
+    } else {
+        p2.ba = dba + (size_t)n1 * 2 * nv;
+    }
+    poison(dout2, (size_t)n * V * 4);
+    CHECK(strata_cuda_deltanet(g_cu, &p1) == 0 && strata_cuda_deltanet(g_cu, &p2) == 0, "deltanet chunks");
+    float *out = xmalloc((size_t)n * V * 4), *out2 = xmalloc((size_t)n * V * 4), *ref = xmalloc((size_t)n * V * 4);
+    float *ssm = xmalloc((size_t)nv * d * d * 4), *ssm2 = xmalloc((size_t)nv * d * d * 4);
+    fetch(out, dout, (size_t)n * V * 4);
+    fetch(out2, dout2, (size_t)n * V * 4);
+    fetch(ssm, dssm, (size_t)nv * d * d * 4);
+    fetch(ssm2, dssm2, (size_t)nv * d * d * 4);
+    CHECK(memcmp(out, out2, (size_t)n * V * 4) == 0 && memcmp(ssm, ssm2, (size_t)nv * d * d * 4) == 0,
+          "deltanet d=%u: one chunk and two chunks differ", d);
+    dn_cpu(&s, n, qkv, z, ba, alpha, eps, ref);
+    int bad = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++) bad += !close_rel(out[i], ref[i], 2e-5f, 2e-5f);
+    CHECK(bad == 0, "deltanet d=%u: %d outputs beyond 2e-5 of the CPU", d, bad);
+    bad = 0;
+    for (size_t i = 0; i < (size_t)nv * d * d; i++) bad += !close_rel(ssm[i], s.ssm[i], 2e-5f, 2e-6f);
+    CHECK(bad == 0, "deltanet d=%u: %d state values beyond 2e-5 of the CPU", d, bad);
+    float *conv = xmalloc(s.K1 * C * 4);
+    fetch(conv, dconv, s.K1 * C * 4);
+    CHECK(memcmp(conv, s.conv, s.K1 * C * 4) == 0, "deltanet: conv history differs");
+    void *bufs[] = {dqkv, dz, dba, dtaps, ddt, da, dnorm, dconv, dssm, dconv2, dssm2, dco, dgates, dout, dout2};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) strata_cuda_free(g_cu, bufs[i]);
+    free(s.taps), free(s.dt_bias), free(s.a), free(s.norm), free(s.conv), free(s.ssm);
+    free(qkv), free(z), free(ba), free(out), free(out2), free(ref), free(ssm), free(ssm2), free(conv);
+    char name[160];
+    snprintf(name, sizeof name, "gated delta-net d=%u%s: CPU within 2e-5, two chunks = one", d,
+             qwen35 ? " (qwen35moe: tiled heads, split beta/alpha)" : "");
+    case_result(name, f0);
+}
+
+
+// ---- fused kernels equal their parts ------------------------------------------------------------------
+
+static void test_fused(void)
+{
+    const int f0 = g_failures;
+    // rmsnorm + rounding in one launch = rmsnorm, then quantize
+    const uint32_t n = 1024;
+    const int rows = 5;
+    float *x = xmalloc(rows * n * 4), *w = xmalloc(n * 4);
+    random_floats(x, rows * n, 2.0f), random_floats(w, n, 1.0f);
+    float *dx = dev_from(x, rows * n * 4), *dw = dev_from(w, n * 4), *dy = dev(rows * n * 4), *dy2 = dev(rows * n * 4);
+    const uint32_t vd[2] = {STRATA_TYPE_Q8_K, STRATA_TYPE_Q8_0};
+    struct strata_cuda_act a[2], b[2], f32;
+    void *bufs[4];
+    for (int i = 0; i < 2; i++) {
+        bufs[i] = dev(strata_cuda_act_bytes(vd[i], n, rows)), bufs[2 + i] = dev(strata_cuda_act_bytes(vd[i], n, rows));
+        strata_cuda_act_init(&a[i], vd[i], n, rows, bufs[i]);
+        strata_cuda_act_init(&b[i], vd[i], n, rows, bufs[2 + i]);
+        poison(bufs[i], strata_cuda_act_bytes(vd[i], n, rows));
+    }
+    strata_cuda_act_init(&f32, STRATA_TYPE_F32, n, rows, NULL);
+    struct strata_cuda_act *acts[3] = {&a[0], &f32, &a[1]};
+    CHECK(strata_cuda_rmsnorm_q(g_cu, dy, n, dx, n, dw, rows, n, 1e-5f, acts, 3) == 0, "rmsnorm_q");
+    CHECK(strata_cuda_rmsnorm(g_cu, dy2, n, dx, n, dw, rows, n, 1e-5f) == 0, "rmsnorm");
+    for (int i = 0; i < 2; i++) CHECK(strata_cuda_quantize(g_cu, dy2, n, rows, &b[i]) == 0, "quantize");
+    float *y = xmalloc(rows * n * 4), *y2 = xmalloc(rows * n * 4);
+    fetch(y, dy, rows * n * 4), fetch(y2, dy2, rows * n * 4);
+    CHECK(memcmp(y, y2, rows * n * 4) == 0, "rmsnorm_q: float rows differ from rmsnorm");
+    CHECK(f32.f == dy, "rmsnorm_q: the F32 activations are not the float rows");
+    for (int i = 0; i < 2; i++) CHECK(cmp_act(&a[i], &b[i], n, rows) == 0, "rmsnorm_q: %s rounding differs", strata_type_name(vd[i]));
+    for (int i = 0; i < 4; i++) strata_cuda_free(g_cu, bufs[i]);
+    strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dw), strata_cuda_free(g_cu, dy), strata_cuda_free(g_cu, dy2);
+    free(x), free(w), free(y), free(y2);
+
+    // q/k norm + RoPE + cache store in one launch = norm_rope twice + kv_store (gated query layout)
+    const uint32_t H = 4, Hkv = 2, D = 64, nt = 6, n_ctx = 16;
+    const int32_t pos[6] = {3, 4, 5, 6, 7, 8};
+    const size_t qs = 2 * H * D, ks = Hkv * D;
+    float *q = xmalloc(nt * qs * 4), *k = xmalloc(nt * ks * 4), *v = xmalloc(nt * ks * 4), *qn = xmalloc(D * 4);
+    random_floats(q, nt * qs, 1.0f), random_floats(k, nt * ks, 1.0f), random_floats(v, nt * ks, 1.0f);
+    random_floats(qn, D, 1.0f);
+    float *dq1 = dev_from(q, nt * qs * 4), *dq2 = dev_from(q, nt * qs * 4), *dk1 = dev_from(k, nt * ks * 4);
+    float *dk2 = dev_from(k, nt * ks * 4), *dv = dev_from(v, nt * ks * 4), *dqn = dev_from(qn, D * 4);
+    int32_t *dpos = dev_from(pos, sizeof pos);
+    void *kc1 = dev(n_ctx * ks * 2), *vc1 = dev(n_ctx * ks * 2), *kc2 = dev(n_ctx * ks * 2), *vc2 = dev(n_ctx * ks * 2);
+    poison(kc1, n_ctx * ks * 2), poison(vc1, n_ctx * ks * 2), poison(kc2, n_ctx * ks * 2), poison(vc2, n_ctx * ks * 2);
+    struct strata_cuda_rope rq = {.n_head = H, .D = D, .n_rot = 32, .head_stride = 2 * D, .freq_base = 1e4f, .eps = 1e-6f,
+                                  .norm = dqn};
+    struct strata_cuda_rope rk = {.n_head = Hkv, .D = D, .n_rot = 32, .freq_base = 1e4f, .eps = 1e-6f, .norm = dqn};
+    struct strata_cuda_qk_rope qr = {.qx = dq1, .kx = dk1, .vx = dv, .q_stride = qs, .k_stride = ks, .v_stride = ks,
+                                     .q = rq, .k = rk, .Dv = D, .k_cache = kc1, .v_cache = vc1, .kv_f16 = true,
+                                     .kv_stride = ks, .pos = dpos, .n_tok = (int)nt};
+    CHECK(strata_cuda_qk_rope_store(g_cu, &qr) == 0, "qk_rope_store");
+    CHECK(strata_cuda_norm_rope(g_cu, dq2, qs, (int)nt, dpos, &rq) == 0, "norm_rope q");
+    CHECK(strata_cuda_norm_rope(g_cu, dk2, ks, (int)nt, dpos, &rk) == 0, "norm_rope k");
+    CHECK(strata_cuda_kv_store(g_cu, kc2, vc2, true, ks, dk2, ks, dv, ks, (uint32_t)ks, (uint32_t)ks, dpos, (int)nt) == 0,
+          "kv_store");
+    float *h1 = xmalloc(nt * qs * 4), *h2 = xmalloc(nt * qs * 4);
+    fetch(h1, dq1, nt * qs * 4), fetch(h2, dq2, nt * qs * 4);
+    CHECK(memcmp(h1, h2, nt * qs * 4) == 0, "qk_rope_store: queries differ");
+    uint16_t *c1 = xmalloc(n_ctx * ks * 2), *c2 = xmalloc(n_ctx * ks * 2);
+    fetch(c1, kc1, n_ctx * ks * 2), fetch(c2, kc2, n_ctx * ks * 2);
+    CHECK(memcmp(c1 + 3 * ks, c2 + 3 * ks, nt * ks * 2) == 0, "qk_rope_store: stored keys differ");
+    fetch(c1, vc1, n_ctx * ks * 2), fetch(c2, vc2, n_ctx * ks * 2);
+    CHECK(memcmp(c1 + 3 * ks, c2 + 3 * ks, nt * ks * 2) == 0, "qk_rope_store: stored values differ");
+    void *bb[] = {dq1, dq2, dk1, dk2, dv, dqn, dpos, kc1, vc1, kc2, vc2};
+    for (size_t i = 0; i < sizeof bb / sizeof bb[0]; i++) strata_cuda_free(g_cu, bb[i]);
+    free(q), free(k), free(v), free(qn), free(h1), free(h2), free(c1), free(c2);
+    case_result("fused norm + rounding, q/k RoPE + cache store: bit for bit their parts", f0);
+}
+
+// Routed down projection + weighted sum + residual in one launch = the product, then the combine.
+static void test_moe_down(uint32_t type)
+{
+    const int f0 = g_failures;
+    const int X = 6, K = 3, n_tok = 3, n_pairs = n_tok * K;
+    const uint32_t n_in = 512, E = 200;
+    const uint64_t rb = strata_type_row_bytes(type, n_in);
+    const uint32_t vdt = strata_type_traits(type)->vec_dot_type;
+    void *w = random_matrix(type, n_in, E * X);
+    uint8_t *dw = dev_from(w, rb * E * X);
+    const void *tbl[6];
+    for (int e = 0; e < X; e++) tbl[e] = dw + (size_t)e * E * rb;
+    const void **dt = dev_from(tbl, sizeof tbl);
+    int32_t ids[9] = {5, 0, 2, 1, 5, 3, 4, 0, 2};
+    int32_t *dids = dev_from(ids, sizeof ids);
+    float *xin = xmalloc(n_pairs * n_in * 4), *wts = xmalloc(n_pairs * 4), *res = xmalloc(n_tok * E * 4);
+    float *sh = xmalloc(n_tok * E * 4), *sg = xmalloc(n_tok * 4);
+    random_floats(xin, n_pairs * n_in, 1.0f), random_floats(wts, n_pairs, 0.5f), random_floats(res, n_tok * E, 1.0f);
+    random_floats(sh, n_tok * E, 1.0f), random_floats(sg, n_tok, 1.0f);
+    float *dxin = dev_from(xin, n_pairs * n_in * 4), *dwts = dev_from(wts, n_pairs * 4), *dsh = dev_from(sh, n_tok * E * 4);
+    float *dsg = dev_from(sg, n_tok * 4), *r1 = dev_from(res, n_tok * E * 4), *r2 = dev_from(res, n_tok * E * 4);
+    float *rows = dev(n_pairs * E * 4);
+    struct strata_cuda_act act;
+    void *abuf = dev(strata_cuda_act_bytes(vdt, n_in, n_pairs) + 256);
+    strata_cuda_act_init(&act, vdt, n_in, n_pairs, abuf);
+    CHECK(strata_cuda_quantize(g_cu, dxin, n_in, n_pairs, &act) == 0, "quantize");
+    struct strata_cuda_mm op = {.w_table = dt, .w_ids = dids, .type = type, .n_in = n_in, .n_out = E, .row_bytes = rb,
+                                .x = &act, .n_tok = n_pairs, .y = rows, .y_stride = E};
+    CHECK(strata_cuda_moe_down(g_cu, &op, n_tok, K, dwts, r1, dsh, dsg) == 0, "moe_down");
+    CHECK(strata_cuda_mm_run(g_cu, &op, 1) == 0, "mm");
+    CHECK(strata_cuda_moe_combine(g_cu, r2, rows, dwts, n_tok, K, E, dsh, dsg) == 0, "combine");
+    float *y1 = xmalloc(n_tok * E * 4), *y2 = xmalloc(n_tok * E * 4);
+    fetch(y1, r1, n_tok * E * 4), fetch(y2, r2, n_tok * E * 4);
+    CHECK(memcmp(y1, y2, n_tok * E * 4) == 0, "moe_down %s: differs from the product and the combine", strata_type_name(type));
+    void *bb[] = {dw, dt, dids, dxin, dwts, dsh, dsg, r1, r2, rows, abuf};
+    for (size_t i = 0; i < sizeof bb / sizeof bb[0]; i++) strata_cuda_free(g_cu, bb[i]);
+    free(w), free(xin), free(wts), free(res), free(sh), free(sg), free(y1), free(y2);
+    char name[96];
+    snprintf(name, sizeof name, "routed down + weighted sum + residual in one launch, %s", strata_type_name(type));
+    case_result(name, f0);
+}
+
+// ---- benchmarks -------------------------------------------------------------------------------------------
+
+static float time_ms(int (*fn)(void *), void *arg, int reps)
+{
+    float best[64];
+    int n = reps < 64 ? reps : 64;
+    fn(arg);
+    strata_cuda_sync(g_cu);
+    for (int i = 0; i < n; i++) {
+        float ms;
+        strata_cuda_timer_ms(g_cu, 1, &ms);
+        fn(arg);
+        strata_cuda_timer_ms(g_cu, 0, &ms);
+        best[i] = ms;
+    }
+    // median
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (best[j] < best[i]) {
+                float t = best[i];
+                best[i] = best[j], best[j] = t;
+            }
+    return best[n / 2];
+}
+
+struct bench_mm {
+    struct strata_cuda_mm op[8];
+    int n;
+};
+
+static int run_bench_mm(void *arg)
+{
+    struct bench_mm *b = arg;
+    return strata_cuda_mm_run(g_cu, b->op, b->n);
+}
+
+
+// A decode step of the qwen3-30b-a3b shape on random weights, the way the CUDA backend runs it
+// (per layer: norm, q/k/v, q/k norm + RoPE, cache store, attention, output projection + residual,
+// norm, router, top-8 on the device, gate/up of the 8 experts with SwiGLU in one launch, down in
+// one launch, combine; then the head), plain and replayed as one CUDA graph; ms per token against
+// the HBM floor of the bytes it reads.
+struct sim_layer {
+    void *wq, *wk, *wv, *wo, *experts[3];
+    const void **table[3];   // device [X] expert pointers per matrix
+    float *router, *attn_norm, *ffn_norm, *q_norm, *k_norm;
+    float *kc, *vc;
+};
+
+struct sim {
+    uint32_t type, E, H, Hkv, D, X, K, F, V, L;
+    int n_ctx;
+    struct sim_layer *l;
+    void *head;
+    float *out_norm, *x, *h, *q, *k, *v, *attn, *logits, *rl, *ew, *gu, *down, *scratch;
+    int32_t *pos, *ids;
+    struct strata_cuda_act a_h, a_attn, a_gu, a_f32;
+    void *abuf[3];
+    uint64_t bytes_per_token;
+};
+
+// Per-group timing of one step (each group synchronised: launch gaps included).
+enum { SG_NORM_QKV, SG_ROPE, SG_ATTN, SG_WO, SG_ROUTER, SG_GATEUP, SG_DOWN, SG_HEAD, SG_COUNT };
+static const char *const g_sg_names[SG_COUNT] = {"norm+qkv", "rope+store", "attention", "wo+residual",
+                                                  "norm+router+topk", "gate/up", "down+combine", "head"};
+static double g_sg_ms[SG_COUNT];
+static bool g_sg_on;
+
+static void sg_mark(int group, int start)
+{
+    if (!g_sg_on) return;
+    float ms = 0.0f;
+    strata_cuda_timer_ms(g_cu, start, &ms);
+    if (!start) g_sg_ms[group] += ms;
+}
+
+static int sim_step(void *arg)
+{
+    struct sim *s = arg;
+    const uint64_t rbE = strata_type_row_bytes(s->type, s->E), rbO = strata_type_row_bytes(s->type, s->H * s->D);
+    const uint64_t rbF = strata_type_row_bytes(s->type, s->F);
+    int rc = 0;
+    for (uint32_t li = 0; li < s->L && rc == 0; li++) {
+        struct sim_layer *L = &s->l[li];
+        sg_mark(SG_NORM_QKV, 1);
+        struct strata_cuda_act *ah[1] = {&s->a_h};
+        rc |= strata_cuda_rmsnorm_q(g_cu, s->h, s->E, s->x, s->E, L->attn_norm, 1, s->E, 1e-6f, ah, 1);
+        struct strata_cuda_mm qkv[3] = {
+            {.w = L->wq, .type = s->type, .n_in = s->E, .n_out = s->H * s->D, .row_bytes = rbE, .x = &s->a_h, .n_tok = 1, .y = s->q, .y_stride = s->H * s->D},
+            {.w = L->wk, .type = s->type, .n_in = s->E, .n_out = s->Hkv * s->D, .row_bytes = rbE, .x = &s->a_h, .n_tok = 1, .y = s->k, .y_stride = s->Hkv * s->D},
+            {.w = L->wv, .type = s->type, .n_in = s->E, .n_out = s->Hkv * s->D, .row_bytes = rbE, .x = &s->a_h, .n_tok = 1, .y = s->v, .y_stride = s->Hkv * s->D},
+        };
+        rc |= strata_cuda_mm_run(g_cu, qkv, 3);
+        sg_mark(SG_NORM_QKV, 0);
+        sg_mark(SG_ROPE, 1);
+        struct strata_cuda_rope rq = {.n_head = s->H, .D = s->D, .n_rot = s->D, .freq_base = 1e6f, .eps = 1e-6f, .norm = L->q_norm};
+        struct strata_cuda_rope rk = rq;
+        rk.n_head = s->Hkv, rk.norm = L->k_norm;
+        struct strata_cuda_qk_rope qr = {.qx = s->q, .kx = s->k, .vx = s->v, .q_stride = s->H * s->D, .k_stride = s->Hkv * s->D,
+                                         .v_stride = s->Hkv * s->D, .q = rq, .k = rk, .Dv = s->D, .k_cache = L->kc,
+                                         .v_cache = L->vc, .kv_stride = s->Hkv * s->D, .pos = s->pos, .n_tok = 1};
+        rc |= strata_cuda_qk_rope_store(g_cu, &qr);
+        sg_mark(SG_ROPE, 0);
+        sg_mark(SG_ATTN, 1);
+        struct strata_cuda_attn at = {.q = s->q, .q_stride = s->H * s->D, .k = L->kc, .v = L->vc, .kv_stride = s->Hkv * s->D,
+                                      .H = s->H, .Hkv = s->Hkv, .D = s->D, .Dv = s->D, .scale = 0.088f, .pos = s->pos,
+                                      .n_tok = 1, .max_pos = s->n_ctx - 1, .out = s->attn, .out_stride = s->H * s->D,
+                                      .act = &s->a_attn, .scratch = s->scratch};
+        rc |= strata_cuda_attention(g_cu, &at);
+        sg_mark(SG_ATTN, 0);
+        sg_mark(SG_WO, 1);
+        struct strata_cuda_mm o = {.w = L->wo, .type = s->type, .n_in = s->H * s->D, .n_out = s->E, .row_bytes = rbO,
+                                   .x = &s->a_attn, .n_tok = 1, .y = s->x, .y_stride = s->E, .add = s->x};
+        rc |= strata_cuda_mm_run(g_cu, &o, 1);
+        sg_mark(SG_WO, 0);
+        sg_mark(SG_ROUTER, 1);
+        struct strata_cuda_act *af[2] = {&s->a_h, &s->a_f32};
+        rc |= strata_cuda_rmsnorm_q(g_cu, s->h, s->E, s->x, s->E, L->ffn_norm, 1, s->E, 1e-6f, af, 2);
+        struct strata_cuda_mm r = {.w = L->router, .type = STRATA_TYPE_F32, .n_in = s->E, .n_out = s->X,
+                                   .row_bytes = (uint64_t)s->E * 4, .x = &s->a_f32, .n_tok = 1, .y = s->rl, .y_stride = s->X};
+        rc |= strata_cuda_mm_run(g_cu, &r, 1);
+        struct strata_cuda_route rt = {.logits = s->rl, .n_tok = 1, .X = (int)s->X, .K = (int)s->K, .norm = true,
+                                       .scale = 1.0f, .ids = s->ids, .weights = s->ew};
+        rc |= strata_cuda_route_topk(g_cu, &rt);
+        sg_mark(SG_ROUTER, 0);
+        sg_mark(SG_GATEUP, 1);
+        struct strata_cuda_mm gu = {.w_table = L->table[0], .w2_table = L->table[1], .w_ids = s->ids, .type = s->type,
+                                    .n_in = s->E, .n_out = s->F, .row_bytes = rbE, .x = &s->a_h, .x_div = (int)s->K,
+                                    .n_tok = (int)s->K, .y = s->gu, .y_stride = s->F};
+        rc |= strata_cuda_mm_run(g_cu, &gu, 1);
+        rc |= strata_cuda_quantize(g_cu, s->gu, s->F, (int)s->K, &s->a_gu);
+        sg_mark(SG_GATEUP, 0);
+        sg_mark(SG_DOWN, 1);
+        struct strata_cuda_mm dn = {.w_table = L->table[2], .w_ids = s->ids, .type = s->type, .n_in = s->F, .n_out = s->E,
+                                    .row_bytes = rbF, .x = &s->a_gu, .n_tok = (int)s->K};
+        rc |= strata_cuda_moe_down(g_cu, &dn, 1, (int)s->K, s->ew, s->x, NULL, NULL);
+        sg_mark(SG_DOWN, 0);
+    }
+    sg_mark(SG_HEAD, 1);
+    struct strata_cuda_act *ah[1] = {&s->a_h};
+    rc |= strata_cuda_rmsnorm_q(g_cu, s->h, s->E, s->x, s->E, s->out_norm, 1, s->E, 1e-6f, ah, 1);
+    struct strata_cuda_mm hd = {.w = s->head, .type = s->type, .n_in = s->E, .n_out = s->V, .row_bytes = rbE, .x = &s->a_h,
+                                .n_tok = 1, .y = s->logits, .y_stride = s->V};
+    rc |= strata_cuda_mm_run(g_cu, &hd, 1);
+    rc |= strata_cuda_pos_advance(g_cu, s->pos, 1, 1);
+    sg_mark(SG_HEAD, 0);
+    return rc;
+}
+
+static int sim_graph(void *arg)
+{
+    (void)arg;
+    return strata_cuda_graph_launch(g_cu);
+}
+
+static void *dev_random(uint32_t type, uint32_t n_in, uint64_t n_out, void *host_cache)
+{
+    const uint64_t bytes = strata_type_row_bytes(type, n_in) * n_out;
+    void *d = dev(bytes);
+    // one random megabyte-ish pattern tiled (distinct memory, realistic bytes, quick to make)
+    const uint64_t piece = strata_type_row_bytes(type, n_in) * 256;
+    (void)host_cache;
+    void *h = random_matrix(type, n_in, 256);
+    for (uint64_t off = 0; off < bytes; off += piece)
+        if (strata_cuda_upload(g_cu, (char *)d + off, h, bytes - off < piece ? bytes - off : piece)) exit(1);
+    free(h);
+    return d;
+}
+
+static float *dev_floats(size_t n, float std)
+{
+    float *h = xmalloc(n * 4);
+    random_floats(h, n, std);
+    float *d = dev_from(h, n * 4);
+    free(h);
+    return d;
+}
+
+static void bench_decode(uint32_t type, uint32_t n_layer)
+{
+    struct sim s = {.type = type, .E = 2048, .H = 32, .Hkv = 4, .D = 128, .X = 128, .K = 8, .F = 768, .V = 151936,
+                    .L = n_layer, .n_ctx = 256};
+    const uint32_t vdt = strata_type_traits(type)->vec_dot_type;
+    s.l = calloc(s.L, sizeof *s.l);
+    const uint64_t rbE = strata_type_row_bytes(type, s.E), rbO = strata_type_row_bytes(type, s.H * s.D);
+    const uint64_t rbF = strata_type_row_bytes(type, s.F);
+    for (uint32_t li = 0; li < s.L; li++) {
+        struct sim_layer *L = &s.l[li];
+        L->wq = dev_random(type, s.E, s.H * s.D, NULL);
+        L->wk = dev_random(type, s.E, s.Hkv * s.D, NULL);
+        L->wv = dev_random(type, s.E, s.Hkv * s.D, NULL);
+        L->wo = dev_random(type, s.H * s.D, s.E, NULL);
+        L->experts[0] = dev_random(type, s.E, (uint64_t)s.F * s.X, NULL);
+        L->experts[1] = dev_random(type, s.E, (uint64_t)s.F * s.X, NULL);
+        L->experts[2] = dev_random(type, s.F, (uint64_t)s.E * s.X, NULL);
+        for (int m = 0; m < 3; m++) {
+            const void *tbl[512];
+            const uint64_t per = m < 2 ? rbE * s.F : rbF * s.E;
+            for (uint32_t e = 0; e < s.X; e++) tbl[e] = (const char *)L->experts[m] + e * per;
+            L->table[m] = dev_from(tbl, s.X * sizeof(void *));
+        }
+        L->router = dev_floats((size_t)s.X * s.E, 0.02f);
+        L->attn_norm = dev_floats(s.E, 1.0f), L->ffn_norm = dev_floats(s.E, 1.0f);
+        L->q_norm = dev_floats(s.D, 1.0f), L->k_norm = dev_floats(s.D, 1.0f);
+        L->kc = dev_floats((size_t)s.n_ctx * s.Hkv * s.D, 1.0f), L->vc = dev_floats((size_t)s.n_ctx * s.Hkv * s.D, 1.0f);
+    }
+    s.head = dev_random(type, s.E, s.V, NULL);
+    s.out_norm = dev_floats(s.E, 1.0f);
+    s.x = dev_floats(s.E, 1.0f);
+    s.h = dev(s.E * 4), s.q = dev(s.H * s.D * 4), s.k = dev(s.Hkv * s.D * 4), s.v = dev(s.Hkv * s.D * 4);
+    s.attn = dev(s.H * s.D * 4), s.logits = dev((size_t)s.V * 4), s.rl = dev(s.X * 4), s.ew = dev(s.K * 4);
+    s.gu = dev((size_t)s.K * s.F * 4), s.down = dev((size_t)s.K * s.E * 4);
+    s.scratch = dev(strata_cuda_attn_scratch_floats(1, s.n_ctx, s.H, s.D) * 4);
+    int32_t zero = 0;
+    s.pos = dev_from(&zero, 4), s.ids = dev(s.K * 4);
+    s.abuf[0] = dev(strata_cuda_act_bytes(vdt, s.E, 1) + 256);
+    s.abuf[1] = dev(strata_cuda_act_bytes(vdt, s.H * s.D, 1) + 256);
+    s.abuf[2] = dev(strata_cuda_act_bytes(vdt, s.F, s.K) + 256);
+    strata_cuda_act_init(&s.a_h, vdt, s.E, 1, s.abuf[0]);
+    strata_cuda_act_init(&s.a_attn, vdt, s.H * s.D, 1, s.abuf[1]);
+    strata_cuda_act_init(&s.a_gu, vdt, s.F, s.K, s.abuf[2]);
+    strata_cuda_act_init(&s.a_f32, STRATA_TYPE_F32, s.E, 1, NULL);
+    // bytes per token: attention and router weights, 8 experts' three matrices, the head
+    s.bytes_per_token = s.L * (rbE * (s.H * s.D + 2 * s.Hkv * s.D) + rbO * s.E + (uint64_t)s.X * s.E * 4 +
+                               s.K * (2 * rbE * s.F + rbF * s.E)) + rbE * s.V;
+    const float ms_plain = time_ms(sim_step, &s, 20);
+    int rc = strata_cuda_graph_begin(g_cu);
+    rc |= sim_step(&s);
+    rc |= strata_cuda_graph_end_launch(g_cu, 1);
+    CHECK(rc == 0, "graph capture");
+    const float ms_graph = time_ms(sim_graph, &s, 50);
+    const double floor_ms = s.bytes_per_token / 4.26e9;  // measured HBM copy bandwidth, GB/s -> bytes per ms
+    printf("  %s %u layers: %.3f ms/token plain, %.3f ms graph (%.0f tok/s); %.1f MB/token, floor %.3f ms (%.0f%% of it)\n",
+           strata_type_name(type), s.L, ms_plain, ms_graph, 1000.0 / ms_graph, s.bytes_per_token / 1e6, floor_ms,
+           100.0 * floor_ms / ms_graph);
+    // where a step's time goes, each group synchronised (launch gaps included)
+    memset(g_sg_ms, 0, sizeof g_sg_ms);
+    g_sg_on = true;
+    const int reps = 10;
+    for (int i = 0; i < reps; i++) sim_step(&s);
+    g_sg_on = false;
+    printf("    per step, groups synchronised:");
+    for (int g = 0; g < SG_COUNT; g++) printf(" %s %.3f", g_sg_names[g], g_sg_ms[g] / reps);
+    printf(" ms\n");
+    fflush(stdout);
+    strata_cuda_close(g_cu);  // frees everything
+    if (strata_cuda_open(&g_cu, 0)) exit(1);
+    free(s.l);
+}
+
+static void bench(void)
+{
+    printf("\ndecode step, qwen3-30b-a3b shape, random weights, position < 256\n");
+    bench_decode(STRATA_TYPE_Q8_0, 48);
+    bench_decode(STRATA_TYPE_Q4_K, 48);
+
+    printf("\ndecode mat-vec, one token: 8 matrices [16384][2048] (GB/s of weight bytes, median of 50)\n");
+    const uint32_t types[] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q4_K, STRATA_TYPE_Q5_K, STRATA_TYPE_Q6_K, STRATA_TYPE_Q4_0,
+                              STRATA_TYPE_IQ2_XXS, STRATA_TYPE_IQ2_XS, STRATA_TYPE_IQ3_XXS, STRATA_TYPE_IQ4_XS,
+                              STRATA_TYPE_IQ1_M, STRATA_TYPE_MXFP4, STRATA_TYPE_F16, STRATA_TYPE_BF16, STRATA_TYPE_F32};
+    const uint32_t n_in = 2048, n_out = 16384;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const uint32_t type = types[k], vdt = strata_type_traits(type)->vec_dot_type;
+        const uint64_t rb = strata_type_row_bytes(type, n_in);
+        const size_t bytes = rb * n_out;
+        void *w = random_matrix(type, n_in, n_out);
+        struct bench_mm b = {.n = 8};
+        void *dws[8];
+        float *x = xmalloc(n_in * 512 * 4);
+        random_floats(x, n_in * 512, 1.0f);
+        float *dx = dev_from(x, n_in * 512 * 4), *dy = dev((size_t)n_out * 512 * 4);
+        struct strata_cuda_act act;
+        void *abuf = dev(strata_cuda_act_bytes(vdt, n_in, 512) + 256);
+        strata_cuda_act_init(&act, vdt, n_in, 512, abuf);
+        strata_cuda_quantize(g_cu, dx, n_in, 512, &act);
+        for (int i = 0; i < 8; i++) {
+            dws[i] = dev_from(w, bytes);
+            b.op[i] = (struct strata_cuda_mm){.w = dws[i], .type = type, .n_in = n_in, .n_out = n_out, .row_bytes = rb,
+                                              .x = &act, .n_tok = 1, .y = dy, .y_stride = n_out};
+        }
+        const float ms = time_ms(run_bench_mm, &b, 50);
+        printf("  %-8s %7.1f GB/s  (%.3f ms for %.0f MB)", strata_type_name(type), 8.0 * bytes / ms / 1e6, ms,
+               8.0 * bytes / 1e6);
+        if (strata_cuda_type_supported(type) && type != STRATA_TYPE_F32 && type != STRATA_TYPE_F16 &&
+            type != STRATA_TYPE_BF16) {
+            // prompt: 512 tokens, one matrix
+            struct bench_mm g = {.n = 1};
+            g.op[0] = b.op[0];
+            g.op[0].n_tok = 512;
+            const float gms = time_ms(run_bench_mm, &g, 10);
+            printf("   GEMM 512 tok: %.3f ms, %.1f TOPS", gms, 2.0 * n_in * n_out * 512 / gms / 1e9);
+        }
+        printf("\n");
+        for (int i = 0; i < 8; i++) strata_cuda_free(g_cu, dws[i]);
+        strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dy), strata_cuda_free(g_cu, abuf);
+        free(w), free(x);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    bool do_bench = false;
+    g_rng = (uint64_t)time(NULL);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--bench") == 0) do_bench = true;
+    }
+    const char *why;
+    if (strata_cuda_device_count(&why) == 0) {
+        printf("skip: %s\n", why);
+        return 77;
+    }
+    if (strata_cuda_open(&g_cu, 0)) return 1;
+    struct strata_cuda_info info;
+    strata_cuda_get_info(g_cu, &info);
+    printf("device 0: %s, cc %d.%d, %d SMs, %.1f GiB; seed %llu\n", info.name, info.cc_major, info.cc_minor, info.n_sm,
+           info.total_bytes / 1073741824.0, (unsigned long long)g_rng);
+    g_ref = strata_kernels_for(STRATA_ISA_SCALAR);
+    if (do_bench) {
+        bench();
+        strata_cuda_close(g_cu);
+        return 0;
+    }
+    test_quantize();
+    test_dequant();
+    test_mm();
+    const uint32_t moe_types[] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q4_K, STRATA_TYPE_Q6_K, STRATA_TYPE_IQ2_XXS,
+                                  STRATA_TYPE_MXFP4, STRATA_TYPE_Q4_1, STRATA_TYPE_F16};
+    for (size_t i = 0; i < sizeof moe_types / sizeof moe_types[0]; i++) test_moe(moe_types[i]);
+    test_fused();
+    const uint32_t down_types[] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q4_K, STRATA_TYPE_Q6_K, STRATA_TYPE_F32};
+    for (size_t i = 0; i < sizeof down_types / sizeof down_types[0]; i++) test_moe_down(down_types[i]);
+    test_rmsnorm();
+    test_norm_rope(false);
+    test_norm_rope(true);
+    test_attention(false, false);
+    test_attention(true, true);
+    test_route(false);
+    test_route(true);
+    test_combine();
+    test_deltanet(32, false);
+    test_deltanet(128, true);
+    strata_cuda_close(g_cu);
+    printf("%s\n", g_failures ? "FAILED" : "all passed");
+    return g_failures ? 1 : 0;
+}
+#endif
