@@ -22,7 +22,12 @@
 #ifndef STRATA_H
 #define STRATA_H
 
+#ifdef __cplusplus  // the header is valid C++ too (the CUDA backend's .cu files include it)
+#include <atomic>
+using std::atomic_bool;
+#else
 #include <stdatomic.h>
+#endif
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -35,10 +35,11 @@ int main(void)
 }
 #else
 
+#include "backend/cpu/attn.h"
+#include "backend/cpu/deltanet.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/ops.h"
 #include "backend/cuda/cuda.h"
-#include "compute/attn.h"
-#include "compute/ops.h"
-#include "model/model_impl.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
 
@@ -530,6 +531,19 @@ static void test_rmsnorm(void)
     case_result("RMS norm", f0);
 }
 
+// The CPU backend's M-RoPE mask for text positions (backend/cpu/cpu.c): pairs outside the t/h/w
+// sections turn by position 0.
+static void rope_sections_mask(const int *sec, uint32_t n_rot, float *cs)
+{
+    const int sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        const int sector = (int)i % sect_dims;
+        const bool thw = (sector % 3 == 0 && sector < 3 * sec[0]) || (sector % 3 == 1 && sector < 3 * sec[1]) ||
+                         (sector % 3 == 2 && sector < 3 * sec[2]);
+        if (!thw) cs[2 * i] = 1.0f, cs[2 * i + 1] = 0.0f;
+    }
+}
+
 static void test_norm_rope(bool sections)
 {
     const int f0 = g_failures;
@@ -545,16 +559,12 @@ static void test_norm_rope(bool sections)
     if (sections) r.sections[0] = 3, r.sections[1] = 3, r.sections[2] = 2;
     CHECK(strata_cuda_norm_rope(g_cu, dx, H * D, n_tok, dpos, &r) == 0, "norm_rope");
     fetch(y, dx, n_tok * H * D * 4);
-    struct strata_hparams hp;
-    memset(&hp, 0, sizeof hp);
-    hp.arch = sections ? STRATA_ARCH_QWEN35MOE : STRATA_ARCH_QWEN3MOE;
-    hp.n_rot = n_rot;
-    if (sections) hp.rope_sections[0] = 3, hp.rope_sections[1] = 3, hp.rope_sections[2] = 2;
+    const int sec[4] = {3, 3, 2, 0};
     int bad = 0;
     float cs[256];
     for (int t = 0; t < n_tok; t++) {
         strata_rope_cache(cs, n_rot, pos[t], 1e6f);
-        strata_rope_sections_mask(&hp, cs);
+        if (sections) rope_sections_mask(sec, n_rot, cs);
         for (uint32_t h = 0; h < H; h++) {
             float *v = x + ((size_t)t * H + h) * D;
             strata_rmsnorm(v, v, norm, D, 1e-6f);
@@ -688,7 +698,21 @@ static void test_attention(bool f16, bool gated)
 
 // ---- routing, combine ---------------------------------------------------------------------------------
 
-// The host rule (src/model/qwen3moe.c route_tokens) for one token.
+// The rule k_route documents (softmax with the exponentials summed in double, or sigmoid; top-k
+// by probability plus bias, the lowest index on ties; renormalised, scaled) for one token.
+static void softmax_ref(float *x, int n)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
 static void host_route(const float *logits, const float *bias, int X, int K, bool sigmoid, bool norm, float scale,
                        int32_t *st, float *wt)
 {
@@ -697,7 +721,7 @@ static void host_route(const float *logits, const float *bias, int X, int K, boo
     if (sigmoid)
         for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
     else
-        strata_softmax(p, X);
+        softmax_ref(p, X);
     for (int k = 0; k < K; k++) {
         int best = -1;
         float best_score = 0.0f;

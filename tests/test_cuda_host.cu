@@ -15,6 +15,7 @@
 #include "backend/cuda/decode.cuh"
 
 extern "C" {
+#include "backend/cpu/kernels.h"
 #include "check.h"
 }
 

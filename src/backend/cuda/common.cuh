@@ -18,6 +18,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include <atomic>  // before include/strata.h (through util/log.h), which names std::atomic_bool in C++
+
 extern "C" {
 #include "backend/cuda/cuda.h"
 #include "quant/fp16.h"
