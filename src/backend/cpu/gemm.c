@@ -22,6 +22,14 @@ static const struct gemm_format g_formats[] = {
     {STRATA_TYPE_Q4_K, STRATA_TYPE_Q8_K, QK_K, 32, true, false, true},
     {STRATA_TYPE_Q5_K, STRATA_TYPE_Q8_K, QK_K, 32, true, false, true},
     {STRATA_TYPE_Q6_K, STRATA_TYPE_Q8_K, QK_K, 16, false, false, false},
+    // the low-bit formats: canonical at the AVX-512 and AMX levels only (lowbit_avx512.c)
+    {STRATA_TYPE_IQ2_XXS, STRATA_TYPE_Q8_K, QK_K, 32, false, false, false},
+    {STRATA_TYPE_IQ2_XS, STRATA_TYPE_Q8_K, QK_K, 16, false, false, false},
+    {STRATA_TYPE_IQ3_XXS, STRATA_TYPE_Q8_K, QK_K, 32, false, false, false},
+    {STRATA_TYPE_IQ1_M, STRATA_TYPE_Q8_K, QK_K, 16, false, false, false},
+    {STRATA_TYPE_IQ4_XS, STRATA_TYPE_Q8_K, QK_K, 32, false, false, false},
+    {STRATA_TYPE_Q3_K, STRATA_TYPE_Q8_K, QK_K, 16, false, false, false},
+    {STRATA_TYPE_Q2_K, STRATA_TYPE_Q8_K, QK_K, 16, true, false, true},
 };
 
 const struct gemm_format *gemm_format_of(uint32_t wtype)
@@ -31,7 +39,10 @@ const struct gemm_format *gemm_format_of(uint32_t wtype)
     return NULL;
 }
 
-bool strata_gemm_supports(uint32_t wtype) { return gemm_format_of(wtype) != NULL; }
+bool strata_gemm_supports(enum strata_gemm_level level, uint32_t wtype)
+{
+    return gemm_format_of(wtype) != NULL && strata_gemm_vec_dot(level, wtype) != NULL;
+}
 
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -357,18 +368,21 @@ enum strata_gemm_level strata_gemm_level_for(enum strata_isa isa)
     return isa == STRATA_ISA_AVX2 ? STRATA_GEMM_AVX2 : STRATA_GEMM_SCALAR;
 }
 
+// The low-bit formats' canonical dots are their AVX-512 kernels themselves (lowbit_avx512.c).
 strata_vec_dot_fn strata_gemm_vec_dot(enum strata_gemm_level level, uint32_t wtype)
 {
-    if ((unsigned)level >= STRATA_GEMM_LEVEL_COUNT || wtype >= STRATA_TYPE_COUNT) return NULL;
+    if ((unsigned)level >= STRATA_GEMM_LEVEL_COUNT || wtype >= STRATA_TYPE_COUNT || !gemm_format_of(wtype)) return NULL;
     if (level == STRATA_GEMM_AMX) level = STRATA_GEMM_AVX512;
-    return g_levels[level]->vec_dot[wtype];
+    if (g_levels[level]->vec_dot[wtype]) return g_levels[level]->vec_dot[wtype];
+    return level == STRATA_GEMM_AVX512 ? strata_lowbit_avx512_table.vec_dot[wtype] : NULL;
 }
 
 strata_vec_dot_multi_fn strata_gemm_vec_dot_multi(enum strata_gemm_level level, uint32_t wtype)
 {
-    if ((unsigned)level >= STRATA_GEMM_LEVEL_COUNT || wtype >= STRATA_TYPE_COUNT) return NULL;
+    if ((unsigned)level >= STRATA_GEMM_LEVEL_COUNT || wtype >= STRATA_TYPE_COUNT || !gemm_format_of(wtype)) return NULL;
     if (level == STRATA_GEMM_AMX) level = STRATA_GEMM_AVX512;
-    return g_levels[level]->vec_dot_multi[wtype];
+    if (g_levels[level]->vec_dot_multi[wtype]) return g_levels[level]->vec_dot_multi[wtype];
+    return level == STRATA_GEMM_AVX512 ? strata_lowbit_avx512_table.vec_dot_multi[wtype] : NULL;
 }
 
 // ---- driver -----------------------------------------------------------------------------------
@@ -510,9 +524,9 @@ static void tile_worker(void *arg, int ith, int nth)
 }
 
 // Few tokens: the canonical multi-token dot on the packed rows (the same results, no tiles).
-static void small_job_rows(const struct gemm_kernels *k, const struct strata_mm_job *job, int r0, int r1)
+static void small_job_rows(enum strata_gemm_level level, const struct strata_mm_job *job, int r0, int r1)
 {
-    strata_vec_dot_multi_fn multi = k->vec_dot_multi[job->w.type];
+    strata_vec_dot_multi_fn multi = strata_gemm_vec_dot_multi(level, job->w.type);
     const void *x[STRATA_DOT_TOKENS];
     float *y[STRATA_DOT_TOKENS];
     for (int t = 0; t < job->n_tok; t += STRATA_DOT_TOKENS) {
@@ -548,7 +562,7 @@ static void panel_worker(void *arg, int ith, int nth)
         const int r0 = (i0 - p->item0) * rpp;
         const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
         if (p->small) {
-            small_job_rows(k, job, r0, r0 + nr);
+            small_job_rows(g->level, job, r0, r0 + nr);
             continue;
         }
         for (int r = 0; r < nr; r++)
@@ -583,7 +597,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
     for (int j = 0; j < n_jobs; j++) {
         struct job_plan *p = &plan[j];
         p->f = gemm_format_of(jobs[j].w.type);
-        STRATA_ASSERT(p->f && jobs[j].w.n_in % p->f->qb == 0);
+        STRATA_ASSERT(strata_gemm_supports(g->level, jobs[j].w.type) && jobs[j].w.n_in % p->f->qb == 0);
         gemm_rec_layout_init(&p->L, p->f, jobs[j].w.n_in);
         gemm_tile_layout_init(&p->T, p->f, jobs[j].w.n_in, k->lanes);
         p->n_groups = (jobs[j].n_tok + (int)k->lanes - 1) / (int)k->lanes;

@@ -5,7 +5,10 @@
 // K-quants); each block has a float factor dw, integer sub-block scales sc[j] (sub-blocks of 32
 // or 16 elements) and int8 values w; Q4_K/Q5_K also have a float factor dmin and integer mins
 // m[j]. The activation row is in the weight type's dot format (Q8_0 or Q8_K blocks: int8 a and a
-// float factor da per block). Every result, for every ISA and every number of tokens, is
+// float factor da per block). (The low-bit formats decompose likewise: their grid or table values
+// with signs as w, their quarter or group scales as sc, the block's float factor (with its
+// constant, e.g. 0.125) as dw; Q3_K's offset is inside w, Q2_K's minimum is the mins term.)
+// Every result, for every ISA and every number of tokens, is
 //
 //   acc = 0
 //   for each block b, in order:
@@ -49,11 +52,11 @@ enum strata_gemm_level {
     STRATA_GEMM_LEVEL_COUNT
 };
 
-// True if `wtype` has a canonical integer form (the GEMM and the canonical dots handle it).
-bool strata_gemm_supports(uint32_t wtype);
 // Best level this CPU runs at ISA `isa` or below (AMX only with isa == AVX512, and only where
 // STRATA_AMX is not "0").
 enum strata_gemm_level strata_gemm_level_for(enum strata_isa isa);
+// True if `wtype` has a canonical integer form at `level` (the GEMM and the canonical dots).
+bool strata_gemm_supports(enum strata_gemm_level level, uint32_t wtype);
 const char *strata_gemm_level_name(enum strata_gemm_level level);
 // False if this CPU cannot run `level`.
 bool strata_gemm_level_runs(enum strata_gemm_level level);

@@ -110,7 +110,14 @@ static void panel_amx(const struct gemm_format *f, const struct gemm_rec_layout 
     case STRATA_TYPE_Q8_0: panel_body(L, T, recs, n_rows, tiles[0], out, QK8_0, QK8_0, false, true, false); break;
     case STRATA_TYPE_Q4_K:
     case STRATA_TYPE_Q5_K: panel_body(L, T, recs, n_rows, tiles[0], out, QK_K, 32, true, false, true); break;
-    case STRATA_TYPE_Q6_K: panel_body(L, T, recs, n_rows, tiles[0], out, QK_K, 16, false, false, false); break;
+    case STRATA_TYPE_Q6_K:
+    case STRATA_TYPE_IQ2_XS:
+    case STRATA_TYPE_IQ1_M:
+    case STRATA_TYPE_Q3_K: panel_body(L, T, recs, n_rows, tiles[0], out, QK_K, 16, false, false, false); break;
+    case STRATA_TYPE_IQ2_XXS:
+    case STRATA_TYPE_IQ3_XXS:
+    case STRATA_TYPE_IQ4_XS: panel_body(L, T, recs, n_rows, tiles[0], out, QK_K, 32, false, false, false); break;
+    case STRATA_TYPE_Q2_K: panel_body(L, T, recs, n_rows, tiles[0], out, QK_K, 16, true, false, true); break;
     default: break;
     }
     _tile_release();

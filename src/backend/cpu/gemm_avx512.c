@@ -127,7 +127,14 @@ static void panel_avx512(const struct gemm_format *f, const struct gemm_rec_layo
     case STRATA_TYPE_Q8_0: PANEL(QK8_0, QK8_0, false, true, false); break;
     case STRATA_TYPE_Q4_K:
     case STRATA_TYPE_Q5_K: PANEL(QK_K, 32, true, false, true); break;
-    case STRATA_TYPE_Q6_K: PANEL(QK_K, 16, false, false, false); break;
+    case STRATA_TYPE_Q6_K:
+    case STRATA_TYPE_IQ2_XS:
+    case STRATA_TYPE_IQ1_M:
+    case STRATA_TYPE_Q3_K: PANEL(QK_K, 16, false, false, false); break;
+    case STRATA_TYPE_IQ2_XXS:
+    case STRATA_TYPE_IQ3_XXS:
+    case STRATA_TYPE_IQ4_XS: PANEL(QK_K, 32, false, false, false); break;
+    case STRATA_TYPE_Q2_K: PANEL(QK_K, 16, true, false, true); break;
     default: break;
     }
 }
@@ -149,19 +156,6 @@ static inline __m512i scale_index(int first, int run)
     short idx[32];
     for (int i = 0; i < 32; i++) idx[i] = (short)(first + i / run);
     return _mm512_loadu_si512(idx);
-}
-
-static inline int32_t hsum256_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
-
-static inline int32_t hsum512_epi32(__m512i v)
-{
-    return hsum256_epi32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
 
 // The 64 quants of chunk c (0..3) of a Q4_K/Q5_K block in element order (see kernels_avx512.c).
@@ -259,53 +253,8 @@ void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layou
         break;
     }
     default:
-        gemm_unpack_row(f, L, row, rec);
+        gemm_unpack_lowbit_avx512(f, L, row, rec);
     }
-}
-
-// ---- canonical dots: reductions -----------------------------------------------------------------
-
-// r[i] = the sum of the 16 int32 lanes of v[i], for 16 registers (a transpose-and-add tree).
-static inline __attribute__((always_inline)) __m512i reduce16(const __m512i *v)
-{
-    __m512i a[8], b[4], c[2];
-    _Pragma("GCC unroll 8")
-    for (int i = 0; i < 8; i++)
-        a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    _Pragma("GCC unroll 4")
-    for (int i = 0; i < 4; i++)
-        b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
-    _Pragma("GCC unroll 2")
-    for (int i = 0; i < 2; i++)
-        c[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// The addresses of the nt activation rows (lanes past nt: 0, never loaded).
-static inline __attribute__((always_inline)) __m512i row_addresses(const void *const *act, int nt)
-{
-    return _mm512_maskz_loadu_epi64((__mmask8)((1u << nt) - 1), act);
-}
-
-// The float factor d of block b of each Q8_K row at `rows` (lanes past nt zero).
-static inline __attribute__((always_inline)) __m256 q8k_factors(__m512i rows, int64_t b, int nt)
-{
-    const __m512i at = _mm512_add_epi64(rows, _mm512_set1_epi64(b * (int64_t)sizeof(struct block_q8_k)));
-    return _mm512_mask_i64gather_ps(_mm256_setzero_ps(), (__mmask8)((1u << nt) - 1), at, NULL, 1);
-}
-
-// The results of a dot: acc1 for one row, lane t of accv for row t of several.
-static inline __attribute__((always_inline)) void store_results(float *s, float acc1, __m256 accv, int nt)
-{
-    if (nt == 1) {
-        s[0] = acc1;
-        return;
-    }
-    float out[8];
-    _mm256_storeu_ps(out, accv);
-    for (int t = 0; t < nt; t++) s[t] = out[t];
 }
 
 static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s, const uint8_t *w, size_t block_bytes,
@@ -318,7 +267,7 @@ static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s,
     const __m512i sel2 = five ? q5_select(2) : zero, sel3 = five ? q5_select(3) : zero;
     float acc1 = 0.0f;                  // one row
     __m256 accv = _mm256_setzero_ps();  // several rows, one per lane
-    const __m512i rows = row_addresses(act, nt);
+    const __m512i rows = strata_row_addresses(act, nt);
     for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
         strata_prefetch_ahead(w, (int)block_bytes);
         const struct block_q4_k *head = (const struct block_q4_k *)w;
@@ -343,8 +292,8 @@ static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s,
             isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
             isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
             if (nt == 1) {  // one row: its two sums straight to scalars
-                acc1 = __builtin_fmaf(dw * y->d, (float)hsum512_epi32(_mm512_add_epi32(isum0, isum1)), acc1);
-                acc1 = __builtin_fmaf(ndmin * y->d, (float)hsum256_epi32(mins_dot), acc1);
+                acc1 = __builtin_fmaf(dw * y->d, (float)strata_hsum512_epi32(_mm512_add_epi32(isum0, isum1)), acc1);
+                acc1 = __builtin_fmaf(ndmin * y->d, (float)strata_hsum256_epi32(mins_dot), acc1);
             } else {
                 sums[t] = _mm512_add_epi32(isum0, isum1);
                 sums[8 + t] = _mm512_zextsi256_si512(mins_dot);
@@ -354,13 +303,13 @@ static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s,
             // lanes 0..7: S1 of each row, 8..15: S2; the same fmaf per row as above, in lanes
             _Pragma("GCC unroll 8")
             for (int t = nt; t < 8; t++) sums[t] = sums[8 + t] = zero;
-            const __m512 st = _mm512_cvtepi32_ps(reduce16(sums));
-            const __m256 yd = q8k_factors(rows, b, nt);
+            const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));
+            const __m256 yd = strata_q8k_factors(rows, b, nt);
             accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), yd), _mm512_castps512_ps256(st), accv);
             accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(ndmin), yd), _mm512_extractf32x8_ps(st, 1), accv);
         }
     }
-    store_results(s, acc1, accv, nt);
+    strata_store_results(s, acc1, accv, nt);
 }
 
 static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, const void *w, const void *const *act,
@@ -371,7 +320,7 @@ static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, 
     const __m512i zero = _mm512_setzero_si512();
     float acc1 = 0.0f;
     __m256 accv = _mm256_setzero_ps();
-    const __m512i rows = row_addresses(act, nt);
+    const __m512i rows = strata_row_addresses(act, nt);
     for (int64_t b = 0; b < n / QK_K; b++) {
         strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
@@ -392,17 +341,17 @@ static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, 
             isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
             isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
             __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum0, isum1), _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
-            if (nt == 1) acc1 = __builtin_fmaf(dw * y->d, (float)hsum512_epi32(total), acc1);
+            if (nt == 1) acc1 = __builtin_fmaf(dw * y->d, (float)strata_hsum512_epi32(total), acc1);
             else sums[t] = total;
         }
         if (nt > 1) {
             _Pragma("GCC unroll 16")
             for (int t = nt; t < 16; t++) sums[t] = zero;
-            const __m512 st = _mm512_cvtepi32_ps(reduce16(sums));
-            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), q8k_factors(rows, b, nt)), _mm512_castps512_ps256(st), accv);
+            const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));
+            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), strata_q8k_factors(rows, b, nt)), _mm512_castps512_ps256(st), accv);
         }
     }
-    store_results(s, acc1, accv, nt);
+    strata_store_results(s, acc1, accv, nt);
 }
 
 // The float factor d (f16) of block b of each of nt Q8_0 rows at `rows` (lanes past nt zero).
@@ -445,7 +394,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
             const __m256i wq = _mm256_loadu_si256((const __m256i *)x[b].qs);
             const __m256i is = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
                                                    _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[b].qs), wq));
-            acc = __builtin_fmaf(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d), (float)hsum256_epi32(is), acc);
+            acc = __builtin_fmaf(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d), (float)strata_hsum256_epi32(is), acc);
         }
         s[0] = acc;
         return;
@@ -453,7 +402,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
     // TP rows (nt padded to 2, 4 or 8) times 16 / TP blocks per step fill the 16 registers reduce16
     // takes; lane i * TP + t of the result is block b + i of row t.
     const int TP = nt <= 2 ? 2 : nt <= 4 ? 4 : 8, BPS = 16 / TP;
-    const __m512i rows = row_addresses(act, nt), zero = _mm512_setzero_si512();
+    const __m512i rows = strata_row_addresses(act, nt), zero = _mm512_setzero_si512();
     __m256 accv = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b += BPS) {
         strata_prefetch_ahead(x + b, BPS * (int)sizeof(struct block_q8_0));
@@ -474,7 +423,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
                     _mm256_setzero_si256(), wa, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), wq)));
             }
         }
-        const __m512 st = _mm512_cvtepi32_ps(reduce16(sums));
+        const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));
         for (int i = 0; i < nblk; i++) {
             // block b + i's TP lanes down to lanes 0..TP-1
             const __m256 si = _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(TP * i),
@@ -482,7 +431,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
             accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(x[b + i].d)), q8_0_factors(rows, b + i, nt)), si, accv);
         }
     }
-    store_results(s, 0.0f, accv, nt);
+    strata_store_results(s, 0.0f, accv, nt);
 }
 
 static inline __attribute__((always_inline)) void dot_q4_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)

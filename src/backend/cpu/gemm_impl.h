@@ -91,8 +91,11 @@ struct gemm_kernels {
     strata_vec_dot_multi_fn vec_dot_multi[STRATA_TYPE_COUNT];
 };
 
-// gemm_unpack_row in AVX-512 (the AVX-512 and AMX levels).
+// gemm_unpack_row in AVX-512 (the AVX-512 and AMX levels), and its low-bit formats (whose
+// canonical form exists only there: lowbit_avx512.c, from the same block decoders as its dots).
 void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec);
+void gemm_unpack_lowbit_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row,
+                               uint8_t *rec);
 
 extern const struct gemm_kernels gemm_kernels_scalar;
 extern const struct gemm_kernels gemm_kernels_avx2;

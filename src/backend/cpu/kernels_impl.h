@@ -96,6 +96,69 @@ static inline __m128 strata_two_halves(const void *p)
 }
 #endif
 
+#ifdef __AVX512F__
+// ---- the canonical float part (gemm.h) of the AVX-512 dots --------------------------------------
+// A block's int32 lanes are reduced to one exact integer and accumulated with one fmaf per block;
+// for several activation rows the lanes of every (row, sum) are reduced together (a transposed
+// tree), and the rows' fmaf run in the lanes of one register, each the same operation as alone.
+
+static inline int32_t strata_hsum256_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline int32_t strata_hsum512_epi32(__m512i v)
+{
+    return strata_hsum256_epi32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+}
+
+// r[i] = the sum of the 16 int32 lanes of v[i], for 16 registers (a transpose-and-add tree).
+static inline __attribute__((always_inline)) __m512i strata_reduce16_epi32(const __m512i *v)
+{
+    __m512i a[8], b[4], c[2];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++)
+        b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+    _Pragma("GCC unroll 2")
+    for (int i = 0; i < 2; i++)
+        c[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The addresses of the nt activation rows (lanes past nt: 0, never loaded).
+static inline __attribute__((always_inline)) __m512i strata_row_addresses(const void *const *act, int nt)
+{
+    return _mm512_maskz_loadu_epi64((__mmask8)((1u << nt) - 1), act);
+}
+
+// The float factor d of block b of each Q8_K row at `rows` (lanes past nt zero).
+static inline __attribute__((always_inline)) __m256 strata_q8k_factors(__m512i rows, int64_t b, int nt)
+{
+    const __m512i at = _mm512_add_epi64(rows, _mm512_set1_epi64(b * (int64_t)sizeof(struct block_q8_k)));
+    return _mm512_mask_i64gather_ps(_mm256_setzero_ps(), (__mmask8)((1u << nt) - 1), at, NULL, 1);
+}
+
+// The results of a dot: acc1 for one row, lane t of accv for row t of several.
+static inline __attribute__((always_inline)) void strata_store_results(float *s, float acc1, __m256 accv, int nt)
+{
+    if (nt == 1) {
+        s[0] = acc1;
+        return;
+    }
+    float out[8];
+    _mm256_storeu_ps(out, accv);
+    for (int t = 0; t < nt; t++) s[t] = out[t];
+}
+#endif
+
 // vec_dot_NAME and vec_dot_multi_NAME from one always-inline `dot_n(n, s, w, a, nt)` that handles
 // nt activation rows a[0..nt) (weights decoded once per block, each row with its own accumulators
 // and the same float operations whatever nt is). Each row count is its own instance with a

@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/gemm_impl.h"
 #include "backend/cpu/kernels_impl.h"
 #include "quant/fp16.h"
 #include "quant/iq_grids.h"
@@ -189,20 +190,46 @@ INLINE struct iq_pair pair_iq1_m(const void *w, __m512i ls, int j)
                             .neg = _mm512_test_epi8_mask(neg, neg)};
 }
 
+// The canonical float part (backend/cpu/gemm.h) of a block: S1 of row t = the sum of isum[t]'s
+// lanes (and S2 = the sum of isum[8 + t]'s, the min term, where `mins`), then
+// acc = fmaf(d * d_a, S1, acc) (and acc = fmaf(-dmin * d_a, S2, acc)); several rows in lanes.
+INLINE void canonical_tail(float d, float ndmin, bool mins, __m512i *isum, __m512i rows, const void *const *a, int64_t b,
+                           int nt, float *acc1, __m256 *accv)
+{
+    if (nt == 1) {
+        const float da = ((const struct block_q8_k *)a[0])[b].d;
+        *acc1 = __builtin_fmaf(d * da, (float)strata_hsum512_epi32(isum[0]), *acc1);
+        if (mins) *acc1 = __builtin_fmaf(ndmin * da, (float)strata_hsum512_epi32(isum[8]), *acc1);
+        return;
+    }
+    const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(isum));  // lanes 0..7 S1, 8..15 S2
+    const __m256 da = strata_q8k_factors(rows, b, nt);
+    *accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), da), _mm512_castps512_ps256(st), *accv);
+    if (mins) *accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(ndmin), da), _mm512_extractf32x8_ps(st, 1), *accv);
+}
+
+INLINE void iq_canonical_tail(float d, __m512i *isum, __m512i rows, const void *const *a, int64_t b, int nt, float *acc1,
+                              __m256 *accv)
+{
+    canonical_tail(d, 0.0f, false, isum, rows, a, b, nt, acc1, accv);
+}
+
 // s[t] = dot(w, a[t]) for t < nt (a compile-time constant after inlining): each block decoded
 // once; per row the same operations in the same order whatever nt, so vec_dot (nt = 1) and
-// vec_dot_multi agree bit for bit.
+// vec_dot_multi agree bit for bit. The float part is the canonical one (backend/cpu/gemm.h), so
+// these are also what the GEMM computes.
 #define IQ_DOT_N(name, block_type)                                                                  \
     INLINE void dot_n_##name(int64_t n, float *s, const void *w, const void *const *a, int nt)    \
     {                                                                                              \
         const uint8_t *x = w;                                                                      \
-        __m512 acc[STRATA_DOT_TOKENS];                                                             \
-        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();                                 \
+        float acc1 = 0.0f;                                                                         \
+        __m256 accv = _mm256_setzero_ps();                                                         \
+        const __m512i rows = strata_row_addresses(a, nt);                                          \
         for (int64_t b = 0; b < n / QK_K; b++, x += sizeof(struct block_type)) {                   \
             strata_prefetch_ahead(x, (int)sizeof(struct block_type));                              \
-            __m512i ls, isum[STRATA_DOT_TOKENS];                                                   \
+            __m512i ls, isum[16];                                                                  \
             float d = head_##name(x, &ls);                                                         \
-            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();                         \
+            _Pragma("GCC unroll 16") for (int t = 0; t < 16; t++) isum[t] = _mm512_setzero_si512(); \
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                    \
             {                                                                                      \
                 struct iq_pair p = pair_##name(x, ls, j);                                          \
@@ -212,12 +239,9 @@ INLINE struct iq_pair pair_iq1_m(const void *w, __m512i ls, int j)
                     isum[t] = dot64(isum[t], p.mag, sa, p.scale);                                  \
                 }                                                                                  \
             }                                                                                      \
-            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {                                                         \
-                const struct block_q8_k *y = (const struct block_q8_k *)a[t] + b;                  \
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_set1_ps(d * y->d), acc[t]); \
-            }                                                                                      \
+            iq_canonical_tail(d, isum, rows, a, b, nt, &acc1, &accv);                              \
         }                                                                                          \
-        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = hsum512(acc[t]);                                       \
+        strata_store_results(s, acc1, accv, nt);                                                   \
     }                                                                                              \
     STRATA_DOT_KERNELS(name, dot_n_##name, STRATA_DOT_TOKENS)
 
@@ -289,35 +313,27 @@ INLINE __m512i pair_q2_k(const void *w, int j)
     return _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)x->qs), 2 * j), _mm512_set1_epi8(3));
 }
 
-// As IQ_DOT_N; q2 selects the float min term (Q2_K: dmin d_a times the 8 int32 sums of mins x
-// bsums, in an accumulator of its own: folded into acc it lengthened the chain, 10.5 -> 9.0
-// GB/s), else the bsum term is integer (Q3_K).
+// As IQ_DOT_N; q2 selects the min term (Q2_K: S2 = the sum of mins x bsums, folded in with
+// -dmin d_a), else the bsum term is integer (Q3_K).
 #define KQ_DOT_N(name, block_type, q2)                                                             \
     INLINE void dot_n_##name(int64_t n, float *s, const void *w, const void *const *a, int nt)    \
     {                                                                                              \
         const uint8_t *x = w;                                                                      \
         const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 8, 8, 8, 8, 9, 9, 9, 9);    \
-        __m512 acc[STRATA_DOT_TOKENS];                                                             \
-        __m256 acc_min[STRATA_DOT_TOKENS];                                                         \
-        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                                       \
-        {                                                                                          \
-            acc[t] = _mm512_setzero_ps();                                                          \
-            acc_min[t] = _mm256_setzero_ps();                                                      \
-        }                                                                                          \
+        float acc1 = 0.0f;                                                                         \
+        __m256 accv = _mm256_setzero_ps();                                                         \
+        const __m512i rows = strata_row_addresses(a, nt);                                          \
         for (int64_t b = 0; b < n / QK_K; b++, x += sizeof(struct block_type)) {                   \
             strata_prefetch_ahead(x, (int)sizeof(struct block_type));                              \
             struct kq_head h = head_##name(x);                                                     \
-            __m512i isum[STRATA_DOT_TOKENS];                                                       \
+            __m512i isum[16];                                                                      \
+            _Pragma("GCC unroll 16") for (int t = 0; t < 16; t++) isum[t] = _mm512_setzero_si512(); \
             _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                                   \
             {                                                                                      \
                 const struct block_q8_k *y = (const struct block_q8_k *)a[t] + b;                  \
                 __m256i bw = _mm256_madd_epi16(h.bsum_w, _mm256_loadu_si256((const __m256i *)y->bsums)); \
-                if (q2) {                                                                          \
-                    isum[t] = _mm512_setzero_si512();                                              \
-                    acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bw), _mm256_set1_ps(h.dmin * y->d), acc_min[t]); \
-                } else {                                                                           \
-                    isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(_mm256_slli_epi32(bw, 2))); \
-                }                                                                                  \
+                if (q2) isum[8 + t] = _mm512_zextsi256_si512(bw);                                  \
+                else isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(_mm256_slli_epi32(bw, 2))); \
             }                                                                                      \
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                    \
             {                                                                                      \
@@ -329,14 +345,9 @@ INLINE __m512i pair_q2_k(const void *w, int j)
                     isum[t] = dot64(isum[t], q, load_act_k(y->qs, j), sc);                         \
                 }                                                                                  \
             }                                                                                      \
-            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                                   \
-            {                                                                                      \
-                const struct block_q8_k *y = (const struct block_q8_k *)a[t] + b;                  \
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_set1_ps(h.d * y->d), acc[t]); \
-            }                                                                                      \
+            canonical_tail(h.d, -h.dmin, q2, isum, rows, a, b, nt, &acc1, &accv);                  \
         }                                                                                          \
-        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)                                       \
-            s[t] = hsum512(acc[t]) - (q2 ? hsum512(_mm512_zextps256_ps512(acc_min[t])) : 0.0f);   \
+        strata_store_results(s, acc1, accv, nt);                                                   \
     }                                                                                              \
     STRATA_DOT_KERNELS(name, dot_n_##name, STRATA_DOT_TOKENS)
 
@@ -382,6 +393,106 @@ IQ_DOT_N(iq1_m, block_iq1_m)
 IQ_DOT_N(iq4_xs, block_iq4_xs)
 KQ_DOT_N(q3_k, block_q3_k, 0)
 KQ_DOT_N(q2_k, block_q2_k, 1)
+
+
+// ---- the GEMM's records (backend/cpu/gemm_impl.h) of these formats ----------------------------------
+
+// corr of a block from its 256 stored values and its sub-block scales (sb 16 or 32).
+INLINE int32_t block_corr(const int8_t *w, const int32_t *sc, int sb)
+{
+    int32_t cr = 0;
+    for (int c = 0; c < 4; c++) {
+        uint64_t s8[8];  // sums of 8 values + 128 each
+        _mm512_storeu_si512(s8, _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512(w + 64 * c), _mm512_set1_epi8((char)0x80)),
+                                                _mm512_setzero_si512()));
+        for (int k = 0; k < 8; k++) cr += sc[(64 * c + 8 * k) / sb] * ((int32_t)s8[k] - 8 * 128);
+    }
+    return 128 * cr;
+}
+
+// The integer scale of 4-value lane l of a pair's scale register (the low int16 of its dword).
+INLINE int32_t lane_scale(const int32_t *lanes, int l) { return (int16_t)(lanes[l] & 0xffff); }
+
+// IQ formats: values with their signs, one scale per sb values (16 or 32).
+#define IQ_UNPACK(name, block_type, sb)                                                            \
+    static void unpack_##name(const struct gemm_rec_layout *L, const void *row, uint8_t *rec)      \
+    {                                                                                              \
+        int8_t *w = (int8_t *)rec;                                                                 \
+        int32_t *sc = (int32_t *)(rec + L->off_sc), *corr = (int32_t *)(rec + L->off_corr);        \
+        float *dw = (float *)(rec + L->off_dw);                                                    \
+        for (uint32_t b = 0; b < L->nb; b++) {                                                     \
+            const uint8_t *x = (const uint8_t *)row + b * sizeof(struct block_type);               \
+            strata_prefetch_ahead(x, (int)sizeof(struct block_type));                              \
+            __m512i ls;                                                                            \
+            dw[b] = head_##name(x, &ls);                                                           \
+            int32_t *bsc = sc + b * (QK_K / (sb));                                                 \
+            for (int j = 0; j < 4; j++) {                                                          \
+                struct iq_pair p = pair_##name(x, ls, j);                                          \
+                __m512i v = _mm512_mask_sub_epi8(p.mag, p.neg, _mm512_setzero_si512(), p.mag);     \
+                _mm512_storeu_si512(w + (size_t)b * QK_K + 64 * j, v);                             \
+                int32_t lanes[16];                                                                 \
+                _mm512_storeu_si512(lanes, p.scale);                                               \
+                for (int k = 0; k < 64 / (sb); k++) bsc[j * (64 / (sb)) + k] = lane_scale(lanes, k * (sb) / 4); \
+            }                                                                                      \
+            corr[b] = block_corr(w + (size_t)b * QK_K, bsc, sb);                                   \
+        }                                                                                          \
+    }
+
+IQ_UNPACK(iq2_xxs, block_iq2_xxs, 32)
+IQ_UNPACK(iq2_xs, block_iq2_xs, 16)
+IQ_UNPACK(iq3_xxs, block_iq3_xxs, 32)
+IQ_UNPACK(iq1_m, block_iq1_m, 16)
+IQ_UNPACK(iq4_xs, block_iq4_xs, 32)
+
+// Q2_K / Q3_K: pair(j) holds groups j and 4 + j (values 32 j.. and 128 + 32 j..); 16 sub-block
+// scales. Q3_K's values are q + 4 hbit - 4 (its offset in the value); Q2_K's are q (unsigned),
+// its min term the record's mins.
+#define KQ_UNPACK(name, block_type, q2)                                                            \
+    static void unpack_##name(const struct gemm_rec_layout *L, const void *row, uint8_t *rec)      \
+    {                                                                                              \
+        int8_t *w = (int8_t *)rec;                                                                 \
+        int32_t *sc = (int32_t *)(rec + L->off_sc), *corr = (int32_t *)(rec + L->off_corr);        \
+        int32_t *mp = (int32_t *)(rec + L->off_mp);                                                \
+        float *dw = (float *)(rec + L->off_dw), *ndmin = (float *)(rec + L->off_ndmin);            \
+        for (uint32_t b = 0; b < L->nb; b++) {                                                     \
+            const uint8_t *x = (const uint8_t *)row + b * sizeof(struct block_type);               \
+            strata_prefetch_ahead(x, (int)sizeof(struct block_type));                              \
+            struct kq_head h = head_##name(x);                                                     \
+            int32_t lanes[16];                                                                     \
+            _mm512_storeu_si512(lanes, h.scale);                                                   \
+            for (int k = 0; k < 16; k++) sc[b * 16 + k] = lane_scale(lanes, k);                    \
+            int8_t *bw = w + (size_t)b * QK_K;                                                     \
+            for (int j = 0; j < 4; j++) {                                                          \
+                __m512i v = pair_##name(x, j);                                                     \
+                if (!(q2)) v = _mm512_sub_epi8(v, _mm512_set1_epi8(4));                            \
+                _mm256_storeu_si256((__m256i *)(bw + 32 * j), _mm512_castsi512_si256(v));          \
+                _mm256_storeu_si256((__m256i *)(bw + 128 + 32 * j), _mm512_extracti64x4_epi64(v, 1)); \
+            }                                                                                      \
+            corr[b] = block_corr(bw, sc + b * 16, 16);                                             \
+            dw[b] = h.d;                                                                           \
+            if (q2) {                                                                              \
+                _mm256_storeu_si256((__m256i *)(mp + b * 8), h.bsum_w);                            \
+                ndmin[b] = -h.dmin;                                                                \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+KQ_UNPACK(q3_k, block_q3_k, 0)
+KQ_UNPACK(q2_k, block_q2_k, 1)
+
+void gemm_unpack_lowbit_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec)
+{
+    switch (f->wtype) {
+    case STRATA_TYPE_IQ2_XXS: unpack_iq2_xxs(L, row, rec); break;
+    case STRATA_TYPE_IQ2_XS: unpack_iq2_xs(L, row, rec); break;
+    case STRATA_TYPE_IQ3_XXS: unpack_iq3_xxs(L, row, rec); break;
+    case STRATA_TYPE_IQ1_M: unpack_iq1_m(L, row, rec); break;
+    case STRATA_TYPE_IQ4_XS: unpack_iq4_xs(L, row, rec); break;
+    case STRATA_TYPE_Q3_K: unpack_q3_k(L, row, rec); break;
+    case STRATA_TYPE_Q2_K: unpack_q2_k(L, row, rec); break;
+    default: break;
+    }
+}
 
 // ---- blocks of 32 against Q8_1 ----------------------------------------------------------------
 
