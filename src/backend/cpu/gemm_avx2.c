@@ -10,14 +10,6 @@
 
 // ---- canonical dots ---------------------------------------------------------------------------
 
-static inline int32_t hsum256_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
-
 static inline __m256i scale_shuffle(int k)
 {
     return _mm256_set1_epi16((short)((2 * k + 1) << 8 | 2 * k));
@@ -71,8 +63,8 @@ static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s,
         const float dw = _cvtsh_ss(head->d), ndmin = -_cvtsh_ss(head->dmin);
         for (int t = 0; t < nt; t++) {
             __m256i mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[t]->bsums), mins16);
-            acc[t] = __builtin_fmaf(dw * y[t]->d, (float)hsum256_epi32(isum[t]), acc[t]);
-            acc[t] = __builtin_fmaf(ndmin * y[t]->d, (float)hsum256_epi32(mins_dot), acc[t]);
+            acc[t] = __builtin_fmaf(dw * y[t]->d, (float)strata_hsum256_epi32(isum[t]), acc[t]);
+            acc[t] = __builtin_fmaf(ndmin * y[t]->d, (float)strata_hsum256_epi32(mins_dot), acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) s[t] = acc[t];
@@ -120,7 +112,7 @@ static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, 
         for (int t = 0; t < nt; t++) {
             __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)y[t]->bsums));
             __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
-            acc[t] = __builtin_fmaf(dw * y[t]->d, (float)hsum256_epi32(total), acc[t]);
+            acc[t] = __builtin_fmaf(dw * y[t]->d, (float)strata_hsum256_epi32(total), acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) s[t] = acc[t];
@@ -163,7 +155,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
             const struct block_q8_0 *y = (const struct block_q8_0 *)act[t] + b;
             __m256i is = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), wq)),
                                            _mm256_set1_epi16(1));
-            acc[t] = __builtin_fmaf(dw * _cvtsh_ss(y->d), (float)hsum256_epi32(is), acc[t]);
+            acc[t] = __builtin_fmaf(dw * _cvtsh_ss(y->d), (float)strata_hsum256_epi32(is), acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) s[t] = acc[t];

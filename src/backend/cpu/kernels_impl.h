@@ -46,6 +46,14 @@ static inline __m128i strata_k_scales_sse(const uint8_t *packed)
     return _mm_or_si128(low, high);
 }
 
+static inline int32_t strata_hsum256_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
 static inline float strata_hsum256_ps(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -101,14 +109,6 @@ static inline __m128 strata_two_halves(const void *p)
 // A block's int32 lanes are reduced to one exact integer and accumulated with one fmaf per block;
 // for several activation rows the lanes of every (row, sum) are reduced together (a transposed
 // tree), and the rows' fmaf run in the lanes of one register, each the same operation as alone.
-
-static inline int32_t strata_hsum256_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
 
 static inline int32_t strata_hsum512_epi32(__m512i v)
 {
