@@ -17,7 +17,7 @@
 int strata_glm4moe_load(struct strata_model *m)
 {
     const struct strata_hparams *hp = &m->hp;
-    const uint64_t E = hp->n_embd, X = hp->n_expert;
+    const uint64_t E = hp->n_embd;
     const uint64_t OD = (uint64_t)hp->n_head * hp->head_dim_v;
     const uint64_t Fs = hp->n_ff_shexp;
     if (hp->head_dim_k != hp->head_dim_v) {
@@ -41,23 +41,23 @@ int strata_glm4moe_load(struct strata_model *m)
         L->moe_index = dense ? -1 : moe_index++;
         char n[96];
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-        if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), E, &L->attn_norm)) ||
-            (rc = strata_model_load_attention(m, l, false, false)) ||
-            (rc = strata_model_load_vec(m, NM("post_attention_norm.weight"), E, &L->ffn_norm)))
+        if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), &L->attn_norm)) ||
+            (rc = strata_model_load_attention(m, l, false)) ||
+            (rc = strata_model_load_vec(m, NM("post_attention_norm.weight"), &L->ffn_norm)))
             return rc;
         if (dense) {
-            if ((rc = strata_model_load_mat(m, NM("ffn_gate.weight"), E, hp->n_ff, true, &L->ffn_gate)) ||
-                (rc = strata_model_load_mat(m, NM("ffn_up.weight"), E, hp->n_ff, true, &L->ffn_up)) ||
-                (rc = strata_model_load_mat(m, NM("ffn_down.weight"), hp->n_ff, E, true, &L->ffn_down)))
+            if ((rc = strata_model_load_mat(m, NM("ffn_gate.weight"), &L->ffn_gate)) ||
+                (rc = strata_model_load_mat(m, NM("ffn_up.weight"), &L->ffn_up)) ||
+                (rc = strata_model_load_mat(m, NM("ffn_down.weight"), &L->ffn_down)))
                 return rc;
             continue;
         }
-        if ((rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), E, X, true, &L->router)) ||
-            (rc = strata_model_load_vec_host(m, NM("exp_probs_b.bias"), X, true, &L->exp_probs_b)))
+        if ((rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), &L->router)) ||
+            (rc = strata_model_load_vec_host(m, NM("exp_probs_b.bias"), &L->exp_probs_b)))
             return rc;
-        if (Fs && ((rc = strata_model_load_mat(m, NM("ffn_gate_shexp.weight"), E, Fs, true, &L->sh_gate)) ||
-                   (rc = strata_model_load_mat(m, NM("ffn_up_shexp.weight"), E, Fs, true, &L->sh_up)) ||
-                   (rc = strata_model_load_mat(m, NM("ffn_down_shexp.weight"), Fs, E, true, &L->sh_down))))
+        if (Fs && ((rc = strata_model_load_mat(m, NM("ffn_gate_shexp.weight"), &L->sh_gate)) ||
+                   (rc = strata_model_load_mat(m, NM("ffn_up_shexp.weight"), &L->sh_up)) ||
+                   (rc = strata_model_load_mat(m, NM("ffn_down_shexp.weight"), &L->sh_down))))
             return rc;
 #undef NM
         if ((rc = strata_model_check_experts(m, l))) return rc;

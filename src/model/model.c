@@ -107,52 +107,83 @@ static int check_shape(const struct strata_model *m, const struct strata_gguf_te
     return 0;
 }
 
-// An F32 tensor of shape [ne0, ne1] (norms, biases, routers, conv taps).
-static int find_f32(struct strata_model *m, const char *name, uint64_t ne0, uint64_t ne1,
+// The schema's entry for `name` (every tensor a loader asks for must be in it).
+static const struct strata_tensor_spec *spec_of(const struct strata_model *m, const char *name)
+{
+    const struct strata_tensor_spec *sp = strata_schema_find(&m->schema, name);
+    if (!sp) strata_log_error("model_load: %s: tensor '%s' is not in %s's schema", m->file->path, name,
+                              strata_arch_name(m->hp.arch));
+    return sp;
+}
+
+bool strata_model_has(const struct strata_model *m, const char *name)
+{
+    return strata_schema_find(&m->schema, name) != NULL;
+}
+
+// The file's tensor for spec sp with its shape checked; *t NULL (and 0) when an optional one is
+// absent.
+static int find_checked(struct strata_model *m, const struct strata_tensor_spec *sp,
+                        const struct strata_gguf_tensor **t)
+{
+    *t = find(m, sp->name, !sp->optional);
+    if (!*t) return sp->optional ? 0 : STRATA_EFORMAT;
+    return check_shape(m, *t, sp->ne[0], sp->ne[1], sp->ne[2]);
+}
+
+// An F32 tensor (norms, biases, routers, conv taps): its spec and the file's tensor (NULL when an
+// optional one is absent).
+static int find_f32(struct strata_model *m, const char *name, const struct strata_tensor_spec **spec,
                     const struct strata_gguf_tensor **out)
 {
-    const struct strata_gguf_tensor *t = find(m, name, true);
-    if (!t) return STRATA_EFORMAT;
-    int rc = check_shape(m, t, ne0, ne1, 1);
+    const struct strata_tensor_spec *sp = spec_of(m, name);
+    if (!sp) return STRATA_EFORMAT;
+    const struct strata_gguf_tensor *t;
+    int rc = find_checked(m, sp, &t);
     if (rc) return rc;
-    if (t->type != STRATA_TYPE_F32) {
+    if (t && t->type != STRATA_TYPE_F32) {
         strata_log_error("model_load: %s: tensor '%s' is %s; norms, biases and routers must be F32",
                          m->file->path, name, strata_type_name(t->type));
         return STRATA_EUNSUP;
     }
+    *spec = sp;
     *out = t;
     return 0;
 }
 
-int strata_model_load_vec(struct strata_model *m, const char *name, uint64_t n, const float **out)
-{
-    const struct strata_gguf_tensor *t;
-    int rc = find_f32(m, name, n, 1, &t);
-    struct strata_mat view;
-    if (rc == 0) rc = load_view(m, t, n, 1, &view);
-    if (rc == 0) *out = view.data;
-    return rc;
-}
-
-int strata_model_load_vec_host(struct strata_model *m, const char *name, uint64_t n, bool required,
-                               const float **out)
+int strata_model_load_vec(struct strata_model *m, const char *name, const float **out)
 {
     *out = NULL;
-    if (!required && !strata_gguf_find_tensor(m->file, name)) return 0;
+    const struct strata_tensor_spec *sp;
     const struct strata_gguf_tensor *t;
-    int rc = find_f32(m, name, n, 1, &t);
-    if (rc == 0) rc = read_tensor(m, t, (void **)out);
-    return rc;
+    int rc = find_f32(m, name, &sp, &t);
+    if (rc || !t) return rc;
+    struct strata_mat view;
+    if ((rc = load_view(m, t, sp->ne[0], 1, &view))) return rc;
+    *out = view.data;
+    return 0;
 }
 
-int strata_model_load_transposed(struct strata_model *m, const char *name, uint64_t n_in, uint64_t n_out,
-                                 const float **out)
+int strata_model_load_vec_host(struct strata_model *m, const char *name, const float **out)
 {
+    *out = NULL;
+    const struct strata_tensor_spec *sp;
     const struct strata_gguf_tensor *t;
-    int rc = find_f32(m, name, n_in, n_out, &t);
+    int rc = find_f32(m, name, &sp, &t);
+    if (rc || !t) return rc;
+    return read_tensor(m, t, (void **)out);
+}
+
+int strata_model_load_transposed(struct strata_model *m, const char *name, const float **out)
+{
+    *out = NULL;
+    const struct strata_tensor_spec *sp;
+    const struct strata_gguf_tensor *t;
+    int rc = find_f32(m, name, &sp, &t);
+    if (rc || !t) return rc;
+    const uint64_t n_in = sp->ne[0], n_out = sp->ne[1];
     float *src = NULL;
-    if (rc == 0) rc = read_tensor(m, t, (void **)&src);
-    if (rc) return rc;
+    if ((rc = read_tensor(m, t, (void **)&src))) return rc;
     float *tr = own_alloc(m, (size_t)n_in * n_out * sizeof(float), name);
     if (!tr) return STRATA_ENOMEM;
     for (uint64_t o = 0; o < n_out; o++)
@@ -169,14 +200,14 @@ int strata_model_load_transposed(struct strata_model *m, const char *name, uint6
     return 0;
 }
 
-int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_in, uint64_t n_out,
-                          bool required, struct strata_mat *out)
+int strata_model_load_mat(struct strata_model *m, const char *name, struct strata_mat *out)
 {
     memset(out, 0, sizeof *out);
-    const struct strata_gguf_tensor *t = find(m, name, required);
-    if (!t) return required ? STRATA_EFORMAT : 0;
-    int rc = check_shape(m, t, n_in, n_out, 1);
-    if (rc) return rc;
+    const struct strata_tensor_spec *sp = spec_of(m, name);
+    if (!sp) return STRATA_EFORMAT;
+    const struct strata_gguf_tensor *t;
+    int rc = find_checked(m, sp, &t);
+    if (rc || !t) return rc;
     if (!strata_type_computable(t->type)) {
         strata_log_error("model_load: %s: tensor '%s' has type %s, which strata cannot compute with yet",
                          m->file->path, name, strata_type_name(t->type));
@@ -187,54 +218,38 @@ int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_i
                          m->file->path, name, strata_type_name(t->type), m->be->iface->name);
         return STRATA_EUNSUP;
     }
-    return load_view(m, t, n_in, n_out, out);
-}
-
-int strata_model_load_vec_opt(struct strata_model *m, const char *name, uint64_t n, const float **out)
-{
-    *out = NULL;
-    if (!strata_gguf_find_tensor(m->file, name)) return 0;
-    return strata_model_load_vec(m, name, n, out);
+    return load_view(m, t, sp->ne[0], sp->ne[1], out);
 }
 
 int strata_model_load_io(struct strata_model *m)
 {
-    const uint64_t E = m->hp.n_embd, V = m->hp.n_vocab;
     int rc;
-    if ((rc = strata_model_load_mat(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
-        (rc = strata_model_load_vec(m, "output_norm.weight", E, &m->output_norm)) ||
-        (rc = strata_model_load_mat(m, "output.weight", E, V, false, &m->output)))
+    if ((rc = strata_model_load_mat(m, "token_embd.weight", &m->tok_embd)) ||
+        (rc = strata_model_load_vec(m, "output_norm.weight", &m->output_norm)) ||
+        (rc = strata_model_load_mat(m, "output.weight", &m->output)))
         return rc;
     if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
     return 0;
 }
 
-int strata_model_load_attention(struct strata_model *m, uint32_t l, bool gated, bool norms_required)
+int strata_model_load_attention(struct strata_model *m, uint32_t l, bool gated)
 {
-    const struct strata_hparams *hp = &m->hp;
     struct strata_layer *L = &m->layers[l];
-    const uint64_t E = hp->n_embd, D = hp->head_dim_k;
-    const uint64_t QD = (uint64_t)hp->n_head * D, KD = (uint64_t)hp->n_head_kv * D;
-    const uint64_t VD = (uint64_t)hp->n_head_kv * hp->head_dim_v, OD = (uint64_t)hp->n_head * hp->head_dim_v;
     char n[96];
     int rc;
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-    if ((rc = strata_model_load_mat(m, NM("attn_q.weight"), E, gated ? 2 * QD : QD, true, &L->wq)) ||
-        (rc = strata_model_load_mat(m, NM("attn_k.weight"), E, KD, true, &L->wk)) ||
-        (rc = strata_model_load_mat(m, NM("attn_v.weight"), E, VD, true, &L->wv)) ||
-        (rc = strata_model_load_mat(m, NM("attn_output.weight"), OD, E, true, &L->wo)) ||
-        (rc = strata_model_load_vec_opt(m, NM("attn_q.bias"), gated ? 2 * QD : QD, &L->bq)) ||
-        (rc = strata_model_load_vec_opt(m, NM("attn_k.bias"), KD, &L->bk)) ||
-        (rc = strata_model_load_vec_opt(m, NM("attn_v.bias"), VD, &L->bv)))
+    if ((rc = strata_model_load_mat(m, NM("attn_q.weight"), &L->wq)) ||
+        (rc = strata_model_load_mat(m, NM("attn_k.weight"), &L->wk)) ||
+        (rc = strata_model_load_mat(m, NM("attn_v.weight"), &L->wv)) ||
+        (rc = strata_model_load_mat(m, NM("attn_output.weight"), &L->wo)))
         return rc;
-    if (norms_required &&
-        ((rc = strata_model_load_vec(m, NM("attn_q_norm.weight"), D, &L->q_norm)) ||
-         (rc = strata_model_load_vec(m, NM("attn_k_norm.weight"), D, &L->k_norm))))
-        return rc;
-    if (!norms_required &&
-        ((rc = strata_model_load_vec_opt(m, NM("attn_q_norm.weight"), D, &L->q_norm)) ||
-         (rc = strata_model_load_vec_opt(m, NM("attn_k_norm.weight"), D, &L->k_norm))))
-        return rc;
+    // the architecture's schema says which of the biases and per-head norms it has
+    const char *vecs[5] = {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_q_norm.weight", "attn_k_norm.weight"};
+    const float **dst[5] = {&L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+    for (int i = 0; i < 5; i++) {
+        snprintf(n, sizeof n, "blk.%u.%s", l, vecs[i]);
+        if (strata_model_has(m, n) && (rc = strata_model_load_vec(m, n, dst[i]))) return rc;
+    }
 #undef NM
     L->q_gated = gated;
     if (L->wq.n_out > m->max_q_dim) m->max_q_dim = L->wq.n_out;
@@ -277,6 +292,9 @@ int strata_model_load(struct strata_model **out, const char *path, struct strata
                          m->layout.n_expert, m->hp.n_expert);
         rc = STRATA_EFORMAT;
     }
+    // the loaders take every tensor's shape from the schema (optional q/k norms included)
+    const struct strata_schema_opts so = {.qk_norm = true};
+    if (rc == 0) rc = strata_schema_build(&m->hp, &so, &m->schema);
     if (rc == 0) rc = load_arch(m);
     if (rc) {
         strata_model_free(m);
@@ -295,6 +313,7 @@ void strata_model_free(struct strata_model *m)
     free(m->owned);
     free(m->layers);
     strata_expert_layout_free(&m->layout);
+    strata_schema_free(&m->schema);
     strata_gguf_close(m->file);
     free(m);
 }

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "experts/layout.h"
 #include "model/model.h"
+#include "model/schema.h"
 #include "quant/quant.h"
 
 // Weights of one gated delta-net (linear attention) block: dk = dv = ssm_d_state, nk key heads,
@@ -65,6 +66,7 @@ struct strata_model {
     struct strata_gguf_file *file;
     struct strata_hparams hp;
     struct strata_expert_layout layout;
+    struct strata_schema schema;  // the architecture's tensors: the loaders take shapes from it
     struct strata_backend *be;    // borrowed: the backend holding the weights
     struct strata_mat tok_embd;   // [V][E]
     struct strata_mat output;     // [V][E] (token_embd when tied)
@@ -82,23 +84,22 @@ struct strata_model {
     size_t n_views, cap_views;
 };
 
-int strata_model_load_vec(struct strata_model *m, const char *name, uint64_t n, const float **out);
-int strata_model_load_mat(struct strata_model *m, const char *name, uint64_t n_in, uint64_t n_out,
-                          bool required, struct strata_mat *out);
-// An F32 vector that may be absent (*out NULL then).
-int strata_model_load_vec_opt(struct strata_model *m, const char *name, uint64_t n, const float **out);
-// An F32 vector kept in host memory (read on the host, e.g. by routing); optional.
-int strata_model_load_vec_host(struct strata_model *m, const char *name, uint64_t n, bool required,
-                               const float **out);
-// An F32 [n_out][n_in] matrix stored transposed ([n_in][n_out]) in the backend (conv taps).
-int strata_model_load_transposed(struct strata_model *m, const char *name, uint64_t n_in, uint64_t n_out,
-                                 const float **out);
+// The tensor `name` of the model's schema (model/schema.c), its shape checked against it: a
+// weight matrix of any type the backend computes with (load_mat), an F32 vector in the backend
+// (load_vec) or in host memory (load_vec_host, read by routing), an F32 matrix transposed to
+// [ne0][ne1] (load_transposed: conv taps). A tensor the schema marks optional may be absent
+// (zeroed view / NULL then); any other absence, shape or type mismatch is an error (logged).
+int strata_model_load_mat(struct strata_model *m, const char *name, struct strata_mat *out);
+int strata_model_load_vec(struct strata_model *m, const char *name, const float **out);
+int strata_model_load_vec_host(struct strata_model *m, const char *name, const float **out);
+int strata_model_load_transposed(struct strata_model *m, const char *name, const float **out);
+// Whether the architecture's schema has a tensor of that name.
+bool strata_model_has(const struct strata_model *m, const char *name);
 // token_embd, output_norm and output (token_embd when absent: tied embeddings).
 int strata_model_load_io(struct strata_model *m);
 // Attention tensors of block l: attn_q ([E][2*H*D] when gated: per head query then gate),
-// attn_k, attn_v, attn_output, the optional q/k/v biases, and the q/k norms (required or
-// optional).
-int strata_model_load_attention(struct strata_model *m, uint32_t l, bool gated, bool norms_required);
+// attn_k, attn_v, attn_output, and the q/k/v biases and per-head q/k norms the schema has.
+int strata_model_load_attention(struct strata_model *m, uint32_t l, bool gated);
 // Check the expert tensors of block l (MoE layer L->moe_index): shapes and types.
 int strata_model_check_experts(struct strata_model *m, uint32_t l);
 

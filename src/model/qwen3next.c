@@ -19,27 +19,25 @@
 static int load_deltanet(struct strata_model *m, uint32_t l, struct strata_deltanet_layer *dn)
 {
     const struct strata_hparams *hp = &m->hp;
-    const uint64_t E = hp->n_embd, d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank;
-    const uint64_t C = 2 * nk * d + nv * d, K = hp->ssm_d_conv;
     char n[96];
     int rc;
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-    if ((rc = strata_model_load_mat(m, NM("attn_qkv.weight"), E, C, true, &dn->qkv)) ||
-        (rc = strata_model_load_mat(m, NM("attn_gate.weight"), E, nv * d, true, &dn->z)) ||
-        (rc = strata_model_load_transposed(m, NM("ssm_conv1d.weight"), K, C, &dn->conv_taps)) ||
-        (rc = strata_model_load_vec(m, NM("ssm_dt.bias"), nv, &dn->dt_bias)) ||
-        (rc = strata_model_load_vec(m, NM("ssm_a"), nv, &dn->a)) ||
-        (rc = strata_model_load_vec(m, NM("ssm_norm.weight"), d, &dn->norm)) ||
-        (rc = strata_model_load_mat(m, NM("ssm_out.weight"), nv * d, E, true, &dn->out)))
+    if ((rc = strata_model_load_mat(m, NM("attn_qkv.weight"), &dn->qkv)) ||
+        (rc = strata_model_load_mat(m, NM("attn_gate.weight"), &dn->z)) ||
+        (rc = strata_model_load_transposed(m, NM("ssm_conv1d.weight"), &dn->conv_taps)) ||
+        (rc = strata_model_load_vec(m, NM("ssm_dt.bias"), &dn->dt_bias)) ||
+        (rc = strata_model_load_vec(m, NM("ssm_a"), &dn->a)) ||
+        (rc = strata_model_load_vec(m, NM("ssm_norm.weight"), &dn->norm)) ||
+        (rc = strata_model_load_mat(m, NM("ssm_out.weight"), &dn->out)))
         return rc;
     // qwen35moe: separate beta and alpha projections, key heads tiled over the value heads
     dn->ba_split = dn->kv_tiled = hp->arch == STRATA_ARCH_QWEN35MOE;
     if (hp->arch == STRATA_ARCH_QWEN35MOE)
-        rc = strata_model_load_mat(m, NM("ssm_beta.weight"), E, nv, true, &dn->beta);
+        rc = strata_model_load_mat(m, NM("ssm_beta.weight"), &dn->beta);
     if (hp->arch == STRATA_ARCH_QWEN35MOE && rc == 0)
-        rc = strata_model_load_mat(m, NM("ssm_alpha.weight"), E, nv, true, &dn->alpha);
+        rc = strata_model_load_mat(m, NM("ssm_alpha.weight"), &dn->alpha);
     if (hp->arch != STRATA_ARCH_QWEN35MOE)
-        rc = strata_model_load_mat(m, NM("ssm_ba.weight"), E, 2 * nv, true, &dn->ba);
+        rc = strata_model_load_mat(m, NM("ssm_ba.weight"), &dn->ba);
 #undef NM
     return rc;
 }
@@ -47,7 +45,7 @@ static int load_deltanet(struct strata_model *m, uint32_t l, struct strata_delta
 int strata_qwen3next_load(struct strata_model *m)
 {
     const struct strata_hparams *hp = &m->hp;
-    const uint64_t E = hp->n_embd, X = hp->n_expert, Fs = hp->n_ff_shexp;
+    const uint64_t E = hp->n_embd, Fs = hp->n_ff_shexp;
     if (hp->head_dim_k != hp->head_dim_v) {
         strata_log_error("model_load: %s: %s needs key length = value length (%u, %u)", m->file->path,
                          strata_arch_name(hp->arch), hp->head_dim_k, hp->head_dim_v);
@@ -73,19 +71,19 @@ int strata_qwen3next_load(struct strata_model *m)
             rc = load_deltanet(m, l, &L->dn);
         } else {
             L->kv_slot = (int32_t)m->n_kv_layers++;
-            rc = strata_model_load_attention(m, l, true, true);
+            rc = strata_model_load_attention(m, l, true);
         }
         if (rc) return rc;
         char n[96];
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-        if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), E, &L->attn_norm)) ||
-            (rc = strata_model_load_vec(m, NM("post_attention_norm.weight"), E, &L->ffn_norm)) ||
-            (rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), E, X, true, &L->router)))
+        if ((rc = strata_model_load_vec(m, NM("attn_norm.weight"), &L->attn_norm)) ||
+            (rc = strata_model_load_vec(m, NM("post_attention_norm.weight"), &L->ffn_norm)) ||
+            (rc = strata_model_load_mat(m, NM("ffn_gate_inp.weight"), &L->router)))
             return rc;
-        if (Fs && ((rc = strata_model_load_mat(m, NM("ffn_gate_shexp.weight"), E, Fs, true, &L->sh_gate)) ||
-                   (rc = strata_model_load_mat(m, NM("ffn_up_shexp.weight"), E, Fs, true, &L->sh_up)) ||
-                   (rc = strata_model_load_mat(m, NM("ffn_down_shexp.weight"), Fs, E, true, &L->sh_down)) ||
-                   (rc = strata_model_load_mat(m, NM("ffn_gate_inp_shexp.weight"), E, 1, false, &L->sh_gate_inp))))
+        if (Fs && ((rc = strata_model_load_mat(m, NM("ffn_gate_shexp.weight"), &L->sh_gate)) ||
+                   (rc = strata_model_load_mat(m, NM("ffn_up_shexp.weight"), &L->sh_up)) ||
+                   (rc = strata_model_load_mat(m, NM("ffn_down_shexp.weight"), &L->sh_down)) ||
+                   (rc = strata_model_load_mat(m, NM("ffn_gate_inp_shexp.weight"), &L->sh_gate_inp))))
             return rc;
 #undef NM
         if ((rc = strata_model_check_experts(m, l))) return rc;

@@ -18,6 +18,7 @@
 
 #include "gguf/gguf.h"
 #include "model/arch.h"
+#include "model/schema.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
@@ -216,35 +217,6 @@ struct synth_tensor {
     bool negative;   // write -|x| (ssm_a holds -exp(A_log), a decay that must stay below 0)
 };
 
-struct tensor_list {
-    struct synth_tensor *items;
-    size_t n, cap;
-};
-
-static int tl_add(struct tensor_list *tl, const char *name, uint32_t type, float mean, float std,
-                  uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2)
-{
-    if (tl->n == tl->cap) {
-        size_t cap = tl->cap ? tl->cap * 2 : 64;
-        struct synth_tensor *items = realloc(tl->items, cap * sizeof *items);
-        if (!items) return STRATA_ENOMEM;
-        tl->items = items;
-        tl->cap = cap;
-    }
-    struct synth_tensor *t = &tl->items[tl->n++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->n_dims = n_dims;
-    t->ne[0] = ne0;
-    t->ne[1] = ne1;
-    t->ne[2] = ne2;
-    t->ne[3] = 1;
-    t->type = type;
-    t->mean = mean;
-    t->std = std;
-    return 0;
-}
-
 // Type overrides "REGEX=T,REGEX=T": compiled once, first match wins.
 struct override {
     regex_t re;
@@ -308,187 +280,6 @@ static int overrides_type(const struct overrides *ov, const char *name, int dflt
     return dflt;
 }
 
-// Tensors of a qwen3moe model (shapes in GGUF order, as llama.cpp's loader checks them).
-static int qwen3moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
-                            uint32_t n_layer, uint32_t n_expert, uint32_t wt)
-{
-    const uint64_t E = p->n_embd, D = p->head_dim, H = p->n_head, Hkv = p->n_head_kv;
-    const uint64_t F = p->n_ff_exp, X = n_expert;
-    const float s_in = 1.0f / sqrtf((float)E);
-    char n[96];
-    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
-    for (uint32_t l = 0; l < n_layer && rc == 0; l++) {
-#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_q.weight"), wt, 0.0f, s_in, 2, E, H * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_k.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_v.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
-            (rc = tl_add(tl, NM("attn_q_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
-            (rc = tl_add(tl, NM("ffn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-            (rc = tl_add(tl, NM("ffn_gate_inp.weight"), STRATA_TYPE_F32, 0.0f, 2.0f * s_in, 2, E, X, 1)) ||
-            (rc = tl_add(tl, NM("ffn_gate_exps.weight"), wt, 0.0f, s_in, 3, E, F, X)) ||
-            (rc = tl_add(tl, NM("ffn_up_exps.weight"), wt, 0.0f, s_in, 3, E, F, X)) ||
-            (rc = tl_add(tl, NM("ffn_down_exps.weight"), wt, 0.0f, 1.0f / sqrtf((float)F), 3, F, E, X)))
-            break;
-#undef NM
-    }
-    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
-    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
-    return rc;
-}
-
-// The routed-expert tensors of one MoE block, plus the router.
-static int moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t l, uint32_t n_expert,
-                       uint32_t wt)
-{
-    const uint64_t E = p->n_embd, F = p->n_ff_exp, X = n_expert;
-    const float s_in = 1.0f / sqrtf((float)E);
-    char n[96];
-    int rc;
-#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-    if ((rc = tl_add(tl, NM("ffn_gate_inp.weight"), STRATA_TYPE_F32, 0.0f, 2.0f * s_in, 2, E, X, 1)) ||
-        (rc = tl_add(tl, NM("ffn_gate_exps.weight"), wt, 0.0f, s_in, 3, E, F, X)) ||
-        (rc = tl_add(tl, NM("ffn_up_exps.weight"), wt, 0.0f, s_in, 3, E, F, X)) ||
-        (rc = tl_add(tl, NM("ffn_down_exps.weight"), wt, 0.0f, 1.0f / sqrtf((float)F), 3, F, E, X)))
-        return rc;
-#undef NM
-    return 0;
-}
-
-// A SwiGLU FFN of width ff named blk.L.<gate>/<up>/<down>.weight (dense or shared expert).
-static int ffn_tensors(struct tensor_list *tl, uint32_t l, const char *gate, const char *up,
-                       const char *down, uint64_t E, uint64_t ff, uint32_t wt)
-{
-    char n[96];
-    int rc;
-    const float s_in = 1.0f / sqrtf((float)E);
-    snprintf(n, sizeof n, "blk.%u.%s.weight", l, gate);
-    if ((rc = tl_add(tl, n, wt, 0.0f, s_in, 2, E, ff, 1))) return rc;
-    snprintf(n, sizeof n, "blk.%u.%s.weight", l, up);
-    if ((rc = tl_add(tl, n, wt, 0.0f, s_in, 2, E, ff, 1))) return rc;
-    snprintf(n, sizeof n, "blk.%u.%s.weight", l, down);
-    return tl_add(tl, n, wt, 0.0f, 1.0f / sqrtf((float)ff), 2, ff, E, 1);
-}
-
-// The FFN half of a GLM / DeepSeek block: a dense SwiGLU in the leading blocks, else routed
-// experts with a selection bias plus the shared expert; and the nextn wiring of the blocks past
-// the trunk.
-static int glm_ffn_nextn_tensors(struct tensor_list *tl, const struct preset *p, uint32_t l, uint32_t n_layer,
-                                 uint32_t n_expert, uint32_t wt)
-{
-    const uint64_t E = p->n_embd;
-    const float s_in = 1.0f / sqrtf((float)E);
-    char n[96];
-    int rc;
-#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-    if (l < p->n_dense_lead) {
-        if ((rc = ffn_tensors(tl, l, "ffn_gate", "ffn_up", "ffn_down", E, p->n_ff, wt))) return rc;
-    } else if ((rc = moe_tensors(tl, p, l, n_expert, wt)) ||
-               (rc = tl_add(tl, NM("exp_probs_b.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, n_expert, 1, 1)) ||
-               (rc = ffn_tensors(tl, l, "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", E,
-                                 (uint64_t)p->n_ff_exp * p->n_expert_shared, wt))) {
-        return rc;
-    }
-    if (l >= n_layer &&
-        ((rc = tl_add(tl, NM("nextn.eh_proj.weight"), wt, 0.0f, s_in, 2, 2 * E, E, 1)) ||
-         (rc = tl_add(tl, NM("nextn.enorm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-         (rc = tl_add(tl, NM("nextn.hnorm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-         (rc = tl_add(tl, NM("nextn.shared_head_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1))))
-        return rc;
-#undef NM
-    return 0;
-}
-
-// glm4moe: n_layer trunk blocks then n_nextn prediction blocks, which real files
-// carry in block_count; llama.cpp and strata skip them when decoding.
-static int glm4moe_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
-                           uint32_t n_layer, uint32_t n_expert, uint32_t wt)
-{
-    const uint64_t E = p->n_embd, D = p->head_dim, H = p->n_head, Hkv = p->n_head_kv;
-    const float s_in = 1.0f / sqrtf((float)E);
-    char n[96];
-    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
-    for (uint32_t l = 0; l < n_layer + p->n_nextn && rc == 0; l++) {
-#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_q.weight"), wt, 0.0f, s_in, 2, E, H * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_k.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_v.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_q.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, H * D, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_k.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_v.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
-            (rc = tl_add(tl, NM("post_attention_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)))
-            break;
-        if (p->qk_norm &&
-            ((rc = tl_add(tl, NM("attn_q_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
-             (rc = tl_add(tl, NM("attn_k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1))))
-            break;
-        if ((rc = glm_ffn_nextn_tensors(tl, p, l, n_layer, n_expert, wt))) break;
-#undef NM
-    }
-    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
-    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
-    return rc;
-}
-
-// qwen3next / qwen35moe: delta-net blocks with a gated full-attention block every
-// full_attn_interval; every block has routed experts and a sigmoid-gated shared expert.
-static int qwen3next_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab,
-                             uint32_t n_layer, uint32_t n_expert, uint32_t wt)
-{
-    const uint64_t E = p->n_embd, D = p->head_dim, H = p->n_head, Hkv = p->n_head_kv;
-    const uint64_t dk = p->ssm_d_state, nk = p->ssm_n_group, nv = p->ssm_dt_rank;
-    const uint64_t conv_dim = 2 * nk * dk + nv * dk;
-    const bool split_ba = strcmp(p->arch, "qwen35moe") == 0;
-    const float s_in = 1.0f / sqrtf((float)E);
-    char n[96];
-    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
-    for (uint32_t l = 0; l < n_layer && rc == 0; l++) {
-#define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-            (rc = tl_add(tl, NM("post_attention_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)))
-            break;
-        if ((l + 1) % p->full_attn_interval == 0) {
-            if ((rc = tl_add(tl, NM("attn_q.weight"), wt, 0.0f, s_in, 2, E, 2 * H * D, 1)) ||
-                (rc = tl_add(tl, NM("attn_k.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
-                (rc = tl_add(tl, NM("attn_v.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
-                (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
-                (rc = tl_add(tl, NM("attn_q_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)) ||
-                (rc = tl_add(tl, NM("attn_k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, D, 1, 1)))
-                break;
-        } else {
-            if ((rc = tl_add(tl, NM("attn_qkv.weight"), wt, 0.0f, s_in, 2, E, conv_dim, 1)) ||
-                (rc = tl_add(tl, NM("attn_gate.weight"), wt, 0.0f, s_in, 2, E, nv * dk, 1)) ||
-                (rc = tl_add(tl, NM("ssm_conv1d.weight"), STRATA_TYPE_F32, 0.0f, 1.0f / sqrtf((float)p->ssm_d_conv),
-                             2, p->ssm_d_conv, conv_dim, 1)) ||
-                (rc = tl_add(tl, NM("ssm_dt.bias"), STRATA_TYPE_F32, 0.0f, 1.0f, 1, nv, 1, 1)) ||
-                (rc = tl_add(tl, NM("ssm_a"), STRATA_TYPE_F32, -0.5f, 0.5f, 1, nv, 1, 1)) ||
-                (rc = tl_add(tl, NM("ssm_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, dk, 1, 1)) ||
-                (rc = tl_add(tl, NM("ssm_out.weight"), wt, 0.0f, 1.0f / sqrtf((float)(nv * dk)), 2, nv * dk, E, 1)))
-                break;
-            tl->items[tl->n - 3].negative = true;  // ssm_a
-            if (split_ba)
-                rc = tl_add(tl, NM("ssm_beta.weight"), wt, 0.0f, s_in, 2, E, nv, 1);
-            if (split_ba && rc == 0)
-                rc = tl_add(tl, NM("ssm_alpha.weight"), wt, 0.0f, s_in, 2, E, nv, 1);
-            if (!split_ba)
-                rc = tl_add(tl, NM("ssm_ba.weight"), wt, 0.0f, s_in, 2, E, 2 * nv, 1);
-            if (rc) break;
-        }
-        if ((rc = moe_tensors(tl, p, l, n_expert, wt)) ||
-            (rc = tl_add(tl, NM("ffn_gate_inp_shexp.weight"), STRATA_TYPE_F32, 0.0f, 2.0f * s_in, 1, E, 1, 1)) ||
-            (rc = ffn_tensors(tl, l, "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", E, p->n_ff_shexp, wt)))
-            break;
-#undef NM
-    }
-    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
-    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
-    return rc;
-}
-
 // ---- deepseek2 / deepseek32 / glm-dsa (multi-head latent attention) and gpt-oss ------------------
 
 // Tensors of an MLA model (llama.cpp's deepseek2, deepseek32, glm-dsa loaders; shapes in GGUF
@@ -496,76 +287,78 @@ static int qwen3next_tensors(struct tensor_list *tl, const struct preset *p, uin
 // giving the latent (normed) and a shared rope key; the per-head key absorption attn_k_b
 // [qk_nope, kv_lora, H] and value expansion attn_v_b [kv_lora, v_head, H]. deepseek32 and glm-dsa
 // add the indexer. nextn blocks follow the trunk as the converters write them.
-static int mla_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab, uint32_t n_layer,
-                       uint32_t n_expert, uint32_t wt)
+static int mla_tensors(struct strata_schema *tl, const struct preset *p, uint32_t n_vocab, uint32_t n_layer,
+                       uint32_t n_expert)
 {
     const uint64_t E = p->n_embd, H = p->n_head, R = p->n_rot;
     const uint64_t QL = p->q_lora_rank, KVL = p->kv_lora_rank, NOPE = p->qk_nope, VH = p->v_head_mla;
     const uint64_t IH = p->idx_n_head, ID = p->idx_head_dim;
     const float s_in = 1.0f / sqrtf((float)E);
     char n[96];
-    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
+    int rc = strata_schema_add(tl, "token_embd.weight", false, 0.0f, 1.0f, 2, E, n_vocab, 1);
     for (uint32_t l = 0; l < n_layer + p->n_nextn && rc == 0; l++) {
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_q_a_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, QL, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_kv_a_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, KVL, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_q_a.weight"), wt, 0.0f, s_in, 2, E, QL, 1)) ||
-            (rc = tl_add(tl, NM("attn_q_b.weight"), wt, 0.0f, 1.0f / sqrtf((float)QL), 2, QL, H * (NOPE + R), 1)) ||
-            (rc = tl_add(tl, NM("attn_kv_a_mqa.weight"), wt, 0.0f, s_in, 2, E, KVL + R, 1)) ||
-            (rc = tl_add(tl, NM("attn_k_b.weight"), wt, 0.0f, 1.0f / sqrtf((float)NOPE), 3, NOPE, KVL, H)) ||
-            (rc = tl_add(tl, NM("attn_v_b.weight"), wt, 0.0f, 1.0f / sqrtf((float)KVL), 3, KVL, VH, H)) ||
-            (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * VH)), 2, H * VH, E, 1)) ||
-            (rc = tl_add(tl, NM("ffn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)))
+        if ((rc = strata_schema_add(tl, NM("attn_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_q_a_norm.weight"), true, 1.0f, 0.1f, 1, QL, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_kv_a_norm.weight"), true, 1.0f, 0.1f, 1, KVL, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_q_a.weight"), false, 0.0f, s_in, 2, E, QL, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_q_b.weight"), false, 0.0f, 1.0f / sqrtf((float)QL), 2, QL, H * (NOPE + R), 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_kv_a_mqa.weight"), false, 0.0f, s_in, 2, E, KVL + R, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_k_b.weight"), false, 0.0f, 1.0f / sqrtf((float)NOPE), 3, NOPE, KVL, H)) ||
+            (rc = strata_schema_add(tl, NM("attn_v_b.weight"), false, 0.0f, 1.0f / sqrtf((float)KVL), 3, KVL, VH, H)) ||
+            (rc = strata_schema_add(tl, NM("attn_output.weight"), false, 0.0f, 1.0f / sqrtf((float)(H * VH)), 2, H * VH, E, 1)) ||
+            (rc = strata_schema_add(tl, NM("ffn_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)))
             break;
         if (IH &&
-            ((rc = tl_add(tl, NM("indexer.k_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, ID, 1, 1)) ||
-             (rc = tl_add(tl, NM("indexer.k_norm.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, ID, 1, 1)) ||
-             (rc = tl_add(tl, NM("indexer.proj.weight"), wt, 0.0f, s_in, 2, E, IH, 1)) ||
-             (rc = tl_add(tl, NM("indexer.attn_k.weight"), wt, 0.0f, s_in, 2, E, ID, 1)) ||
-             (rc = tl_add(tl, NM("indexer.attn_q_b.weight"), wt, 0.0f, 1.0f / sqrtf((float)QL), 2, QL, IH * ID, 1))))
+            ((rc = strata_schema_add(tl, NM("indexer.k_norm.weight"), true, 1.0f, 0.1f, 1, ID, 1, 1)) ||
+             (rc = strata_schema_add(tl, NM("indexer.k_norm.bias"), true, 0.0f, 0.1f, 1, ID, 1, 1)) ||
+             (rc = strata_schema_add(tl, NM("indexer.proj.weight"), false, 0.0f, s_in, 2, E, IH, 1)) ||
+             (rc = strata_schema_add(tl, NM("indexer.attn_k.weight"), false, 0.0f, s_in, 2, E, ID, 1)) ||
+             (rc = strata_schema_add(tl, NM("indexer.attn_q_b.weight"), false, 0.0f, 1.0f / sqrtf((float)QL), 2, QL, IH * ID, 1))))
             break;
-        if ((rc = glm_ffn_nextn_tensors(tl, p, l, n_layer, n_expert, wt))) break;
+        if ((rc = strata_schema_glm_ffn(tl, l, E, p->n_dense_lead, p->n_ff, p->n_ff_exp,
+                                        (uint64_t)p->n_ff_exp * p->n_expert_shared, n_expert, n_layer)))
+            break;
 #undef NM
     }
-    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
-    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
+    if (rc == 0) rc = strata_schema_add(tl, "output_norm.weight", true, 1.0f, 0.1f, 1, E, 1, 1);
+    if (rc == 0) rc = strata_schema_add(tl, "output.weight", false, 0.0f, s_in, 2, E, n_vocab, 1);
     return rc;
 }
 
 // Tensors of a gpt-oss model (llama.cpp's openai-moe loader): biases on q/k/v/output, the
 // router and every expert matrix ([F or E, X] per expert set), one sink logit per head.
-static int gptoss_tensors(struct tensor_list *tl, const struct preset *p, uint32_t n_vocab, uint32_t n_layer,
-                          uint32_t n_expert, uint32_t wt)
+static int gptoss_tensors(struct strata_schema *tl, const struct preset *p, uint32_t n_vocab, uint32_t n_layer,
+                          uint32_t n_expert)
 {
     const uint64_t E = p->n_embd, D = p->head_dim, H = p->n_head, Hkv = p->n_head_kv;
     const uint64_t F = p->n_ff_exp, X = n_expert;
     const float s_in = 1.0f / sqrtf((float)E);
     char n[96];
-    int rc = tl_add(tl, "token_embd.weight", wt, 0.0f, 1.0f, 2, E, n_vocab, 1);
+    int rc = strata_schema_add(tl, "token_embd.weight", false, 0.0f, 1.0f, 2, E, n_vocab, 1);
     for (uint32_t l = 0; l < n_layer && rc == 0; l++) {
 #define NM(s) (snprintf(n, sizeof n, "blk.%u." s, l), n)
-        if ((rc = tl_add(tl, NM("attn_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-            (rc = tl_add(tl, NM("post_attention_norm.weight"), STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_q.weight"), wt, 0.0f, s_in, 2, E, H * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_k.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_v.weight"), wt, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
-            (rc = tl_add(tl, NM("attn_q.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, H * D, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_k.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_v.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_output.weight"), wt, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
-            (rc = tl_add(tl, NM("attn_output.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 1, E, 1, 1)) ||
-            (rc = tl_add(tl, NM("attn_sinks.weight"), STRATA_TYPE_F32, 0.0f, 1.0f, 1, H, 1, 1)) ||
-            (rc = moe_tensors(tl, p, l, n_expert, wt)) ||
-            (rc = tl_add(tl, NM("ffn_gate_inp.bias"), STRATA_TYPE_F32, 0.0f, 0.5f, 1, X, 1, 1)) ||
-            (rc = tl_add(tl, NM("ffn_gate_exps.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 2, F, X, 1)) ||
-            (rc = tl_add(tl, NM("ffn_up_exps.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 2, F, X, 1)) ||
-            (rc = tl_add(tl, NM("ffn_down_exps.bias"), STRATA_TYPE_F32, 0.0f, 0.1f, 2, E, X, 1)))
+        if ((rc = strata_schema_add(tl, NM("attn_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("post_attention_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_q.weight"), false, 0.0f, s_in, 2, E, H * D, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_k.weight"), false, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_v.weight"), false, 0.0f, s_in, 2, E, Hkv * D, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_q.bias"), true, 0.0f, 0.1f, 1, H * D, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_k.bias"), true, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_v.bias"), true, 0.0f, 0.1f, 1, Hkv * D, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_output.weight"), false, 0.0f, 1.0f / sqrtf((float)(H * D)), 2, H * D, E, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_output.bias"), true, 0.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("attn_sinks.weight"), true, 0.0f, 1.0f, 1, H, 1, 1)) ||
+            (rc = strata_schema_moe(tl, l, E, F, X)) ||
+            (rc = strata_schema_add(tl, NM("ffn_gate_inp.bias"), true, 0.0f, 0.5f, 1, X, 1, 1)) ||
+            (rc = strata_schema_add(tl, NM("ffn_gate_exps.bias"), true, 0.0f, 0.1f, 2, F, X, 1)) ||
+            (rc = strata_schema_add(tl, NM("ffn_up_exps.bias"), true, 0.0f, 0.1f, 2, F, X, 1)) ||
+            (rc = strata_schema_add(tl, NM("ffn_down_exps.bias"), true, 0.0f, 0.1f, 2, E, X, 1)))
             break;
 #undef NM
     }
-    if (rc == 0) rc = tl_add(tl, "output_norm.weight", STRATA_TYPE_F32, 1.0f, 0.1f, 1, E, 1, 1);
-    if (rc == 0) rc = tl_add(tl, "output.weight", wt, 0.0f, s_in, 2, E, n_vocab, 1);
+    if (rc == 0) rc = strata_schema_add(tl, "output_norm.weight", true, 1.0f, 0.1f, 1, E, 1, 1);
+    if (rc == 0) rc = strata_schema_add(tl, "output.weight", false, 0.0f, s_in, 2, E, n_vocab, 1);
     return rc;
 }
 
@@ -761,6 +554,39 @@ static int write_tensor_data(struct strata_gguf_writer *w, int index, const stru
     return rc;
 }
 
+// The hyperparameters a file written from preset p declares (write_hparams), for its tensor
+// schema (model/schema.c: the loaders check files against the same list).
+static void preset_hparams(const struct preset *p, uint32_t n_vocab, uint32_t n_layer, uint32_t n_expert,
+                           struct strata_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    hp->arch = (enum strata_arch)strata_arch_from_name(p->arch);
+    hp->n_vocab = n_vocab;
+    hp->n_ctx_train = p->n_ctx;
+    hp->n_embd = p->n_embd;
+    hp->n_layer = n_layer;
+    hp->n_layer_nextn = p->n_nextn;
+    hp->n_layer_all = n_layer + p->n_nextn;
+    hp->n_head = p->n_head;
+    hp->n_head_kv = p->n_head_kv;
+    hp->head_dim_k = p->head_dim;
+    hp->head_dim_v = p->head_dim_v ? p->head_dim_v : p->head_dim;
+    hp->n_rot = p->n_rot ? p->n_rot : p->head_dim;
+    hp->n_expert = n_expert;
+    hp->n_expert_used = p->n_expert_used;
+    hp->n_ff_exp = p->n_ff_exp;
+    hp->n_ff = p->n_ff;
+    hp->n_layer_dense_lead = p->n_dense_lead;
+    hp->n_expert_shared = p->n_expert_shared;
+    hp->n_ff_shexp = p->n_expert_shared ? p->n_ff_exp * p->n_expert_shared : p->n_ff_shexp;
+    hp->ssm_d_conv = p->ssm_d_conv;
+    hp->ssm_d_state = p->ssm_d_state;
+    hp->ssm_n_group = p->ssm_n_group;
+    hp->ssm_dt_rank = p->ssm_dt_rank;
+    hp->ssm_d_inner = p->ssm_d_state * p->ssm_dt_rank;
+    hp->full_attn_interval = p->full_attn_interval;
+}
+
 int strata_synth(const struct strata_synth_opts *o)
 {
     const struct preset *p = NULL;
@@ -802,7 +628,8 @@ int strata_synth(const struct strata_synth_opts *o)
     if (rc) return rc;
 
     struct strata_gguf_writer *w = strata_gguf_writer_new();
-    struct tensor_list tl = {0};
+    struct strata_schema sch = {0};
+    struct synth_tensor *items = NULL;
     void *buf = NULL;
     float *fbuf = NULL;
     if (!w) {
@@ -825,21 +652,37 @@ int strata_synth(const struct strata_synth_opts *o)
         rc = strata_tokenizer_write_builtin(w, n_vocab);
     if (rc) goto done;
 
-    if (p->kv_lora_rank)
-        rc = mla_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
-    else if (p->n_swa)
-        rc = gptoss_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
-    else if (strcmp(p->arch, "glm4moe") == 0)
-        rc = glm4moe_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
-    else if (p->ssm_d_state)
-        rc = qwen3next_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
-    else
-        rc = qwen3moe_tensors(&tl, p, n_vocab, n_layer, n_expert, (uint32_t)wt);
+    if (p->kv_lora_rank) {
+        rc = mla_tensors(&sch, p, n_vocab, n_layer, n_expert);
+    } else if (p->n_swa) {
+        rc = gptoss_tensors(&sch, p, n_vocab, n_layer, n_expert);
+    } else {
+        struct strata_hparams hp;
+        preset_hparams(p, n_vocab, n_layer, n_expert, &hp);
+        const struct strata_schema_opts so = {.qk_norm = p->qk_norm};
+        rc = strata_schema_build(&hp, &so, &sch);
+    }
     if (rc) goto done;
+    items = calloc(sch.n ? sch.n : 1, sizeof *items);
+    if (!items) {
+        rc = STRATA_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < sch.n; i++) {
+        const struct strata_tensor_spec *sp = &sch.items[i];
+        struct synth_tensor *t = &items[i];
+        snprintf(t->name, sizeof t->name, "%s", sp->name);
+        t->n_dims = sp->n_dims;
+        memcpy(t->ne, sp->ne, sizeof t->ne);
+        t->type = sp->f32 ? STRATA_TYPE_F32 : (uint32_t)wt;
+        t->mean = sp->mean;
+        t->std = sp->std;
+        t->negative = sp->negative;
+    }
 
     uint64_t total = 0, max_row = 0;
-    for (size_t i = 0; i < tl.n; i++) {
-        struct synth_tensor *t = &tl.items[i];
+    for (size_t i = 0; i < sch.n; i++) {
+        struct synth_tensor *t = &items[i];
         const int ot = t->n_dims > 1 && strstr(t->name, ".bias") ? -1 : overrides_type(&ov, t->name, -1);
         if (ot >= 0 && t->n_dims == 1 && ot != STRATA_TYPE_F32) {
             // Norms and biases are F32 in every real converter and in strata's loader.
@@ -879,8 +722,8 @@ int strata_synth(const struct strata_synth_opts *o)
     }
     if ((rc = strata_gguf_writer_open(w, o->out_path))) goto done;
     struct progress pr = {o->progress, total, 0, strata_now(), 0};
-    for (size_t i = 0; i < tl.n && rc == 0; i++)
-        rc = write_tensor_data(w, (int)i, &tl.items[i], o->seed, buf, buf_bytes, fbuf, &pr);
+    for (size_t i = 0; i < sch.n && rc == 0; i++)
+        rc = write_tensor_data(w, (int)i, &items[i], o->seed, buf, buf_bytes, fbuf, &pr);
     if (rc == 0) rc = strata_gguf_writer_finish(w);
     progress_show(&pr, true);
 
@@ -888,7 +731,8 @@ done:
     if (rc && o->out_path) unlink(o->out_path);
     strata_gguf_writer_free(w);
     overrides_free(&ov);
-    free(tl.items);
+    strata_schema_free(&sch);
+    free(items);
     free(buf);
     free(fbuf);
     return rc;
