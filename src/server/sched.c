@@ -313,6 +313,7 @@ static void step(struct srv_sched *s)
 static void *sched_main(void *arg)
 {
     struct srv_sched *s = arg;
+    pthread_setname_np(pthread_self(), "strata-sched");
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         assign_queued(s);
