@@ -183,6 +183,39 @@ static void test_pins_and_prefetch(struct strata_gguf_file *f, const struct stra
     case_result(name, before);
 }
 
+// Wrong guesses give their slots back: prefetch three experts into a layer of three slots, then
+// acquire three others at once. Prefetches whose reads have not started are cancelled, the rest
+// waited for; the acquire's bytes are right either way. One pread thread serves one hint read at a
+// time, so over a few rounds some prefetches are still queued when the acquire comes.
+static void test_cancel(struct strata_gguf_file *f, const struct strata_expert_layout *lay, const struct ref *ref)
+{
+    const int before = g_failures;
+    struct strata_experts_config cfg = {.cache_bytes = 3 * lay->layers[0].slot_bytes * lay->n_layers,
+                                        .io = STRATA_IO_PREAD, .io_threads = 1};
+    struct strata_store *st;
+    CHECK(strata_store_open(&st, f, lay, 2, &cfg) == 0, "open");
+    struct strata_expert_provider p = strata_store_provider(st);
+    struct strata_expert_view v[3];
+    for (uint32_t round = 0; round < 8; round++) {
+        const uint32_t guess[3] = {round * 3 % 30, round * 3 % 30 + 1, round * 3 % 30 + 2};
+        const uint32_t want[3] = {30 - round, 31, 20 + round % 4};
+        CHECK(strata_provider_prefetch(p, 1, guess, 3) == 0, "prefetch");
+        CHECK(strata_provider_acquire(p, 1, want, 3, v) == 0, "acquire");
+        for (int j = 0; j < 3; j++) CHECK(view_ok(ref, 1, want[j], &v[j]), "bytes of %u", want[j]);
+        strata_provider_release(p, 1, v, 3);
+    }
+    struct strata_experts_stats s;
+    strata_provider_stats(p, &s);
+    struct strata_experts_layer_stats ls;
+    strata_provider_layer_stats(p, 1, &ls);
+    printf("    %llu prefetches read, %llu cancelled before their read\n", (unsigned long long)ls.prefetched,
+           (unsigned long long)s.prefetch_cancelled);
+    CHECK(s.prefetch_cancelled > 0, "some prefetch was cancelled");
+    CHECK(ls.prefetched + s.prefetch_cancelled <= 24, "counted once");
+    strata_store_close(st);
+    case_result("wrong guesses cancelled", before);
+}
+
 struct fault_worker {
     pthread_t th;
     struct strata_expert_provider p;
@@ -304,6 +337,7 @@ int main(void)
             if (!b || strata_gguf_read_tensor(f, t, 0, b, t->n_bytes)) return 1;
             ref.part[l * STRATA_EXPERT_PART_COUNT + p] = b;
         }
+    test_cancel(f, &lay, &ref);
     for (int io = 0; io < STRATA_IO_COUNT; io++) {
         test_pins_and_prefetch(f, &lay, &ref, (enum strata_io_engine)io);
         test_threads(path, f, &lay, &ref, (enum strata_io_engine)io, io == STRATA_IO_URING ? 8 : 3);

@@ -530,6 +530,15 @@ void strata_io_promote(struct strata_io *io, struct strata_io_ticket *t)
     pthread_mutex_unlock(&io->mu);
 }
 
+bool strata_io_cancel(struct strata_io *io, struct strata_io_ticket *t)
+{
+    pthread_mutex_lock(&io->mu);
+    const bool taken = t->queued && t->issued == 0 && queue_remove(&io->q[t->low ? 1 : 0], t);
+    if (taken) t->queued = false;
+    pthread_mutex_unlock(&io->mu);
+    return taken;
+}
+
 int strata_io_wait(struct strata_io *io, struct strata_io_ticket *t)
 {
     pthread_mutex_lock(&io->mu);

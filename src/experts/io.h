@@ -83,6 +83,9 @@ void strata_io_close(struct strata_io *io);
 int strata_io_submit(struct strata_io *io, struct strata_io_ticket *t);
 // Serve t at normal priority if it still waits as a hint. No-op otherwise.
 void strata_io_promote(struct strata_io *io, struct strata_io_ticket *t);
+// Take t back if none of its requests has started: true (t is no longer the engine's, and done
+// is not called), else false (it completes as usual).
+bool strata_io_cancel(struct strata_io *io, struct strata_io_ticket *t);
 // Block until t (submitted without a done callback) is complete. 0 or STRATA_EIO (logged here).
 int strata_io_wait(struct strata_io *io, struct strata_io_ticket *t);
 // Log the failure of a completed ticket in this thread; returns STRATA_EIO (0 if it did not fail).

@@ -40,8 +40,11 @@ struct strata_experts_stats {
     uint64_t hits, misses, evictions;   // per expert acquired: resident or on the way / read now
     uint64_t bytes_read;                // expert bytes read after open (misses and prefetches)
     uint64_t reads, retries;            // read requests issued, attempts repeated after a fault
-    double io_wait_s;                   // wall time acquires spent blocked on reads (all callers)
+    double io_wait_s;                   // wall time acquires spent blocked (all callers): on reads,
+                                        // and on slots being filled or held by other callers
     uint64_t prefetched, prefetch_used; // experts prefetched; of those, acquired before eviction
+    uint64_t prefetch_cancelled;        // prefetches given up before their read started (an
+                                        // acquire needed the slot for something else)
     uint64_t joined;                    // acquires that found their expert being read and waited
     uint64_t preload_bytes;             // bytes read at open (full residency)
     double preload_s;

@@ -79,7 +79,7 @@ struct strata_store {
     uint8_t *mark;                       // [n_expert] scratch of one acquire, under mu
     int n_filling;                       // slots FILLING (close waits for them)
     double io_wait_s;
-    uint64_t joined;
+    uint64_t joined, cancelled;
     struct strata_experts_stats base_stats;  // the fields fixed at open
 };
 
@@ -251,9 +251,12 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
     int rc = check_request(st, "acquire", l, ids, n, (int)st->plan.n_slots);
     if (rc) return rc;
     struct layer_cache *c = &st->lc[l];
+    double waited_s = 0;  // blocked on reads, or on slots being filled or held elsewhere
     pthread_mutex_lock(&st->mu);
     for (;;) {
-        // All or nothing: are there free slots for every miss right now?
+        // All or nothing: are there free slots for every miss right now? A prefetch this acquire
+        // does not want whose read has not started yet gives its slot back (a wrong guess then
+        // costs nothing); one already reading is waited for.
         int need = 0, avail = 0;
         for (int i = 0; i < n; i++) {
             st->mark[ids[i]] = 1;
@@ -263,9 +266,23 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             const struct slot *sl = &c->slots[s];
             avail += !sl->ref && sl->state != SLOT_FILLING && !(sl->expert >= 0 && st->mark[sl->expert]);
         }
+        for (uint32_t s = 0; s < st->plan.n_slots && need > avail; s++) {
+            const struct slot *sl = &c->slots[s];
+            if (sl->state == SLOT_FILLING && !c->fills[s].demand && !sl->ref && !st->mark[sl->expert] &&
+                strata_io_cancel(st->io, &c->fills[s].t)) {
+                drop_slot(c, (int32_t)s);
+                st->n_filling--;
+                st->cancelled++;
+                c->st.prefetched--;  // counted when read, and it never was
+                c->st.bytes_read -= st->lay->layers[l].triplet_bytes;
+                avail++;
+            }
+        }
         for (int i = 0; i < n; i++) st->mark[ids[i]] = 0;
         if (need > avail) {
+            const double t0 = strata_now();
             pthread_cond_wait(&st->cv, &st->mu);
+            waited_s += strata_now() - t0;
             continue;
         }
         // Hits first, so their slots are pinned before any miss looks for a victim.
@@ -322,7 +339,7 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             waited = true;
             pthread_cond_wait(&st->cv, &st->mu);
         }
-        if (waited) st->io_wait_s += strata_now() - t0;
+        if (waited) waited_s += strata_now() - t0;
 
         // Publish this acquire's fills, or drop them all if any read failed.
         const struct fill *failed = NULL;
@@ -340,6 +357,7 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             // The engine's line goes to this thread (a refused submission has logged already);
             // written under mu, before the dropped slot's fill can be reused.
             rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
+            st->io_wait_s += waited_s;
             unpin_noted(st, c, views, n);
             pthread_mutex_unlock(&st->mu);
             return rc;
@@ -360,6 +378,7 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             if (c->slots[s].state == SLOT_READY) c->slots[s].unused_prefetch = false;
         pthread_cond_broadcast(&st->cv);
         for (int i = 0; i < n; i++) fill_view(st, l, noted_slot(&views[i]), &views[i]);
+        st->io_wait_s += waited_s;
         pthread_mutex_unlock(&st->mu);
         return 0;
     }
@@ -421,6 +440,7 @@ static void store_stats(void *ctx, struct strata_experts_stats *out)
     }
     out->io_wait_s = st->io_wait_s;
     out->joined = st->joined;
+    out->prefetch_cancelled = st->cancelled;
     pthread_mutex_unlock(&st->mu);
     if (st->io) {
         struct strata_io_counters ioc;
