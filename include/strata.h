@@ -68,6 +68,9 @@ struct strata_engine_params {
     int io_threads;                // pread threads / io_uring queue depth (0: 4)
     bool cache_classes;            // one slot size class per distinct expert size (else uniform)
     enum strata_cache_policy cache_policy;
+    int prefetch_ahead;            // router lookahead prefetch: guess the experts of the next N MoE
+                                   // layers and read the missing ones while a layer computes (0: off)
+    int prefetch_k;                // prefetch a token's first k guesses (0: all of its top-k)
     int n_ctx;                     // default context of sessions (0: min(model's, 4096))
     int n_batch;                   // most tokens in one forward pass (0: 512)
 };
@@ -109,6 +112,9 @@ struct strata_expert_stats {
     uint64_t bytes_read, reads, retries;
     double io_wait_s;              // time acquires spent waiting for reads
     uint64_t prefetched, prefetch_used;
+    uint64_t prefetch_cancelled;   // prefetches given back before their read started
+    uint64_t guessed, guessed_used, guess_correct;  // lookahead: experts guessed, experts the
+                                   // guessed layers used, used and guessed (recall = correct / used)
     uint64_t joined;               // acquires that found their expert being read and waited for it
     uint64_t preload_bytes;        // read at open (full residency)
     double preload_s;
@@ -130,6 +136,7 @@ struct strata_stats {
 struct strata_layer_stats {
     uint64_t hits, misses, evictions, bytes_read;
     uint64_t prefetched, prefetch_used;
+    uint64_t guessed, guessed_used, guess_correct;  // the lookahead's, for this layer
 };
 
 // Engine-wide: every pass of every session.

@@ -2,7 +2,9 @@
 # Expert store end to end on a synthetic model whose experts (102 MiB) are many times the small
 # budgets used here:
 #  - logits bit-identical (cmp) for every cache size from the minimum to full, both I/O engines,
-#    1..8 I/O threads, classes on/off, with prompt chunks that need more experts than fit;
+#    1..8 I/O threads, classes on/off, LFU/LRU, router lookahead prefetch off, 1 and 2 layers
+#    ahead, with prompt chunks that need more experts than fit;
+#  - prefetch happens (experts prefetched and then used) and is scored (recall in the JSON);
 #  - peak RSS under a small budget stays within dense + KV + scratch + budget + overhead;
 #  - injected faults: a retried EIO gives the same logits, a lasting one a clean error (exit 1);
 #  - strata sim's LRU and LFU reproduce the engine's misses from the run's own trace (chunked
@@ -23,12 +25,23 @@ n=0
 for args in "--cache-mib 4" "--cache-mib 4 --io uring" "--cache-mib 4 --io uring --io-threads 1" \
             "--cache-mib 5 --io-threads 1" "--cache-mib 7 --io-threads 8" "--cache-mib 13 --io uring --io-threads 8" \
             "--cache-mib 30 --cache-classes off" "--cache-mib 60 --io uring" "--cache-mib full --io uring" \
-            "--cache-mib 4 -b 1" "--cache-mib 9 -b 40 -t 1"; do
+            "--cache-mib 4 -b 1" "--cache-mib 9 -b 40 -t 1" "--cache-mib 4 --prefetch 1" \
+            "--cache-mib 5 --io uring --prefetch 2 -b 1" "--cache-mib 13 --io pread --io-threads 1 --prefetch 1 -b 1" \
+            "--cache-mib 30 --io uring --io-threads 8 --prefetch 1 --prefetch-k 1 --cache-policy lru" \
+            "--cache-mib 9 -b 40 --prefetch 1"; do
     "$bin" eval -m "$m" --tokens "$toks" -b 16 -c 64 --logits-out "$dir/x.bin" --json $args >"$dir/x.json"
     cmp "$dir/full.bin" "$dir/x.bin" || { echo "logits differ with $args"; exit 1; }
     n=$((n+1))
 done
 echo "determinism: $n configurations bit-identical to full residency"
+"$bin" eval -m "$m" --tokens "$toks" -b 1 -c 64 --logits-out "$dir/x.bin" --cache-mib 8 --prefetch 1 --json >"$dir/p.json"
+python3 - "$dir/p.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))["experts"]
+print(f"prefetch 1 at 8 MiB: prefetched {e['prefetched']}, used {e['prefetch_used']}, recall {e['prefetch_recall']:.3f}, "
+      f"precision {e['prefetch_precision']:.3f}, demand misses {e['misses']}")
+sys.exit(0 if e["prefetched"] > 0 and 0 < e["prefetch_used"] <= e["prefetched"] and 0 < e["prefetch_recall"] <= 1 else 1)
+PY
 
 # Below the minimum (2 slots per layer = 3.2 MiB here) the run refuses with the minimum named.
 if "$bin" eval -m "$m" --tokens "$toks" -c 64 --logits-out "$dir/x.bin" --cache-mib 3 2>"$dir/err"; then
@@ -42,7 +55,7 @@ grep -q "the minimum is 2" "$dir/err"
 # allowed for them (measured: 23.4 MiB against a 22.3 MiB bound without the allowance).
 san_mib=0
 grep -qa __asan_init "$bin" && san_mib=16
-for io in pread uring; do
+for io in pread uring "uring --prefetch 2"; do
     "$bin" eval -m "$m" --tokens "$toks" -c 64 --logits-out "$dir/x.bin" --cache-mib 4 --io $io --json >"$dir/r.json"
     rss=$(jget "$dir/r.json" "['peak_rss_mib']")
     bound=$(python3 -c "import json; d=json.load(open('$dir/r.json')); e=d['experts']; print(d['dense_bytes']/2**20 + 0.5 + e['cache_mib'] + e['io_buffer_mib'] + 16 + $san_mib)")

@@ -1,5 +1,5 @@
-// Engine options shared by run, eval and serve (--cache-mib, --cache-classes, --io, --io-threads,
-// --stats-layers, --trace-out, --backend, --gpu) and the store's part of the JSON output and the
+// Engine options shared by run, eval and serve (--cache-mib, --cache-classes, --cache-policy, --io,
+// --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out, --backend, --gpu) and the store's part of the JSON output and the
 // human summary.
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +14,10 @@ const char *const cli_store_usage =
     "  --io pread|uring      expert reads: io_uring + O_DIRECT (default; pread pool where io_uring\n"
     "                        is unavailable) or a pread thread pool through the page cache\n"
     "  --io-threads N        pread threads / io_uring queue depth (default 4)\n"
+    "  --prefetch N|off      router lookahead: guess the experts of the next N MoE layers from the\n"
+    "                        current hidden state and read the missing ones while a layer\n"
+    "                        computes (default off)\n"
+    "  --prefetch-k N        prefetch a token's first N guesses only (default: all of its top-k)\n"
     "  --stats-layers        per-layer expert cache counters in the summary / --json\n"
     "  --trace-out FILE      write every token's expert ids per layer (strata sim replays it)\n"
     "  --backend cpu|cuda    where the forward pass runs (default: cpu; cuda needs a CUDA build)\n"
@@ -63,6 +67,13 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
             return 1;
         }
         return 0;
+    case CLI_OPT_PREFETCH:
+        if (strcmp(arg, "off") == 0) {
+            p->prefetch_ahead = 0;
+            return 0;
+        }
+        return cli_parse_int(arg, "--prefetch", 0, 8, &p->prefetch_ahead);
+    case CLI_OPT_PREFETCH_K: return cli_parse_int(arg, "--prefetch-k", 1, 1024, &p->prefetch_k);
     case CLI_OPT_STATS_LAYERS: r->stats_layers = true; return 0;
     case CLI_OPT_TRACE_OUT: r->trace_path = arg; return 0;
     case CLI_OPT_BACKEND:
@@ -106,7 +117,13 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
     cJSON_AddNumberToObject(o, "read_gbs", st->io_wait_s > 0 ? st->bytes_read / st->io_wait_s / 1e9 : 0);
     cJSON_AddNumberToObject(o, "prefetched", (double)st->prefetched);
     cJSON_AddNumberToObject(o, "prefetch_used", (double)st->prefetch_used);
+    cJSON_AddNumberToObject(o, "prefetch_cancelled", (double)st->prefetch_cancelled);
     cJSON_AddNumberToObject(o, "joined", (double)st->joined);
+    cJSON_AddNumberToObject(o, "prefetch_ahead", p->prefetch_ahead);
+    if (st->guessed) {
+        cJSON_AddNumberToObject(o, "prefetch_recall", st->guessed_used ? (double)st->guess_correct / st->guessed_used : 0);
+        cJSON_AddNumberToObject(o, "prefetch_precision", (double)st->guess_correct / st->guessed);
+    }
     cJSON_AddNumberToObject(o, "preload_bytes", (double)st->preload_bytes);
     cJSON_AddNumberToObject(o, "preload_s", st->preload_s);
     cJSON_AddNumberToObject(o, "seconds", seconds);
@@ -125,6 +142,11 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
             cJSON_AddNumberToObject(x, "bytes_read", (double)ls.bytes_read);
             cJSON_AddNumberToObject(x, "prefetched", (double)ls.prefetched);
             cJSON_AddNumberToObject(x, "prefetch_used", (double)ls.prefetch_used);
+            if (ls.guessed) {
+                cJSON_AddNumberToObject(x, "prefetch_recall",
+                                        ls.guessed_used ? (double)ls.guess_correct / ls.guessed_used : 0);
+                cJSON_AddNumberToObject(x, "prefetch_precision", (double)ls.guess_correct / ls.guessed);
+            }
             cJSON_AddItemToArray(arr, x);
         }
     }
@@ -145,6 +167,13 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
             (unsigned long long)st->hits, (unsigned long long)st->misses, (unsigned long long)st->evictions,
             st->bytes_read / 1048576.0, st->io_wait_s, st->io_wait_s > 0 ? st->bytes_read / st->io_wait_s / 1e9 : 0.0,
             g_io_names[p->io], st->retries ? " (with retries)" : "");
+    if (p->prefetch_ahead)
+        fprintf(out, "prefetch: %d layer%s ahead, %llu experts read ahead, %llu of them used, %llu given back; guesses "
+                     "recall %.1f%%, precision %.1f%%\n", p->prefetch_ahead, p->prefetch_ahead == 1 ? "" : "s",
+                (unsigned long long)st->prefetched, (unsigned long long)st->prefetch_used,
+                (unsigned long long)st->prefetch_cancelled,
+                st->guessed_used ? 100.0 * (double)st->guess_correct / st->guessed_used : 0.0,
+                st->guessed ? 100.0 * (double)st->guess_correct / st->guessed : 0.0);
     if (!r->stats_layers) return;
     struct strata_model_info info;
     strata_engine_info(e, &info);

@@ -48,6 +48,11 @@ static int check_params(const struct strata_engine_params *p)
                          (int)p->cache_policy);
         return STRATA_EARG;
     }
+    if (p->prefetch_ahead < 0 || p->prefetch_ahead > 8 || p->prefetch_k < 0 || p->prefetch_k > 1024) {
+        strata_log_error("engine_open: prefetch %d layers ahead (0..8), %d guesses per token out of range",
+                         p->prefetch_ahead, p->prefetch_k);
+        return STRATA_EARG;
+    }
     if (p->n_threads < 0 || p->n_threads > 1024 || p->io_threads < 0 || p->io_threads > 256 || p->gpu < 0 ||
         p->n_ctx < 0 || p->n_ctx > (1 << 24) || p->n_batch < 0 || p->n_batch > (1 << 16)) {
         strata_log_error("engine_open: threads %d, io threads %d, gpu %d, context %d or batch %d out of range",
@@ -92,7 +97,8 @@ static int open_parts(struct strata_engine *e)
     e->n_batch = p->n_batch > 0 ? p->n_batch : 512;
     if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx;
     e->isa = strcmp(e->be.iface->name, "cpu") == 0 ? strata_isa_name(strata_isa_detect()) : "";
-    return strata_forward_create(&e->fwd, e->m, e->experts, e->n_batch, e->n_ctx);
+    if ((rc = strata_forward_create(&e->fwd, e->m, e->experts, e->n_batch, e->n_ctx))) return rc;
+    return strata_forward_set_prefetch(e->fwd, p->prefetch_ahead, (uint32_t)p->prefetch_k);
 }
 
 int strata_engine_open(struct strata_engine **out, const struct strata_engine_params *p)
@@ -174,11 +180,22 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
         .present = true, .full = x.full, .hits = x.hits, .misses = x.misses, .evictions = x.evictions,
         .bytes_read = x.bytes_read, .reads = x.reads, .retries = x.retries, .io_wait_s = x.io_wait_s,
         .prefetched = x.prefetched, .prefetch_used = x.prefetch_used, .joined = x.joined,
+        .prefetch_cancelled = x.prefetch_cancelled,
         .preload_bytes = x.preload_bytes,
         .preload_s = x.preload_s, .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes,
         .slot_bytes = x.slot_bytes_total, .io_buffer_bytes = x.io_buffer_bytes, .io_depth = x.io_depth,
         .io_direct = x.io_direct,
     };
+    // the lookahead belongs to the forward pass: read between passes
+    pthread_mutex_lock(&e->pass_mu);
+    for (uint32_t l = 0; l < strata_model_expert_layout(e->m)->n_layers; l++) {
+        struct strata_lookahead_stats la;
+        strata_forward_lookahead_stats(e->fwd, l, &la);
+        st->experts[STRATA_TIER_HOST].guessed += la.predicted;
+        st->experts[STRATA_TIER_HOST].guessed_used += la.used;
+        st->experts[STRATA_TIER_HOST].guess_correct += la.correct;
+    }
+    pthread_mutex_unlock(&e->pass_mu);
     st->experts[STRATA_TIER_VRAM] = (struct strata_expert_stats){0};
 }
 
@@ -197,7 +214,12 @@ void strata_engine_layer_stats(struct strata_engine *e, enum strata_tier tier, u
     if (tier != STRATA_TIER_HOST) return;
     struct strata_experts_layer_stats ls;
     strata_provider_layer_stats(e->experts, layer, &ls);
-    *out = (struct strata_layer_stats){ls.hits, ls.misses, ls.evictions, ls.bytes_read, ls.prefetched, ls.prefetch_used};
+    struct strata_lookahead_stats la;
+    pthread_mutex_lock(&e->pass_mu);
+    strata_forward_lookahead_stats(e->fwd, layer, &la);
+    pthread_mutex_unlock(&e->pass_mu);
+    *out = (struct strata_layer_stats){ls.hits, ls.misses, ls.evictions, ls.bytes_read, ls.prefetched, ls.prefetch_used,
+                                       la.predicted, la.used, la.correct};
 }
 
 // ---- tokens and text -----------------------------------------------------------------------------

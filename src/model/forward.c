@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "experts/lookahead.h"
 #include "experts/provider.h"
 #include "model/model_impl.h"
 #include "model/route.h"
@@ -59,6 +60,8 @@ struct strata_forward {
     struct strata_seq *seqs;      // [B]
     struct strata_batch batch;
     int want_trace;
+    struct strata_lookahead *lookahead;  // router lookahead prefetch, or NULL
+    int prefetch_ahead;                  // MoE layers it looks ahead
 };
 
 // ---- sequence state -----------------------------------------------------------------------------
@@ -246,7 +249,28 @@ void strata_forward_free(struct strata_forward *f)
     void *host[] = {f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    strata_lookahead_close(f->lookahead);
     free(f);
+}
+
+int strata_forward_set_prefetch(struct strata_forward *f, int ahead, uint32_t k)
+{
+    strata_lookahead_close(f->lookahead);
+    f->lookahead = NULL;
+    f->prefetch_ahead = 0;
+    const struct strata_hparams *hp = &f->m->hp;
+    if (ahead <= 0 || f->m->layout.n_layers == 0) return 0;
+    int rc = strata_lookahead_open(&f->lookahead, f->experts, f->m->layout.n_layers, hp->n_expert,
+                                   hp->n_expert_used, k ? k : hp->n_expert_used);
+    if (rc == 0) f->prefetch_ahead = ahead;
+    return rc;
+}
+
+void strata_forward_lookahead_stats(const struct strata_forward *f, uint32_t moe_layer,
+                                    struct strata_lookahead_stats *st)
+{
+    if (f->lookahead) strata_lookahead_get_stats(f->lookahead, moe_layer, st);
+    else memset(st, 0, sizeof *st);
 }
 
 int strata_forward_max_tok(const struct strata_forward *f) { return f->max_tok; }
@@ -389,6 +413,32 @@ static int route(struct strata_forward *f, const struct strata_layer *L, int n)
     return f->bi->upload(f->bc, f->weight, f->selw, (size_t)n * K * sizeof(float));
 }
 
+// Router lookahead: the next prefetch_ahead MoE layers' routers applied to this layer's residual
+// stream guess their experts, and the missing ones are read while this layer computes
+// (experts/lookahead.h). Uses o and the host router logits, both free at this point.
+static int lookahead(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t E = hp->n_embd, X = hp->n_expert;
+    int rc;
+    const struct strata_layer *next = L;
+    for (int a = 0; a < f->prefetch_ahead; a++) {
+        do next++;
+        while (next < m->layers + hp->n_layer && next->moe_index < 0);
+        if (next >= m->layers + hp->n_layer) return 0;
+        TRY(f->bi->rmsnorm(f->bc, f->o, E, f->x, E, next->ffn_norm, n, E, hp->rms_eps));
+        const struct strata_mat *w[1] = {&next->router};
+        TRY(project(f, w, &f->router_logits, 1, f->o, n));
+        TRY(f->bi->download(f->bc, f->logits_host, f->router_logits, (size_t)n * X * sizeof(float)));
+        TRY(strata_lookahead_predict(f->lookahead, (uint32_t)next->moe_index, f->logits_host, n,
+                                     hp->expert_gating == STRATA_GATING_SIGMOID ? STRATA_LOOKAHEAD_SIGMOID
+                                                                               : STRATA_LOOKAHEAD_SOFTMAX,
+                                     next->exp_probs_b));
+    }
+    return 0;
+}
+
 // The experts of a pass, each fetched once. A bounded cache holds max_batch experts of a layer at
 // a time, so a pass needing more runs them in groups: each group is acquired, computed and
 // released before the next. Every (token, expert) row is computed the same way in any grouping,
@@ -406,6 +456,8 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
     for (int g0 = 0; g0 < n_used; g0 += max_group) {
         const int g1 = n_used - g0 < max_group ? n_used : g0 + max_group;
         TRY(strata_provider_acquire(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0));
+        // the next layers' guesses go out once this layer's own misses are in
+        if (g0 == 0 && f->lookahead) TRY(lookahead(f, L, n));
         // gate and up of every expert of the group in one product call, then down in another
         int no = 0;
         for (int i = g0; i < g1; i++) {
@@ -449,6 +501,7 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     int rc;
     TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->ffn_norm, n, E, hp->rms_eps));
     TRY(route(f, L, n));
+    if (f->lookahead) strata_lookahead_observe(f->lookahead, (uint32_t)L->moe_index, f->g.used, f->g.n_used_experts);
     const double t1 = strata_now();
     st->t_router += t1 - t0;
     TRY(experts_block(f, L, n));

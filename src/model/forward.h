@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "experts/lookahead.h"
 #include "experts/provider.h"
 
 struct strata_forward;
@@ -65,6 +66,12 @@ struct strata_fwd_stats {
 int strata_forward_create(struct strata_forward **out, const struct strata_model *m,
                           struct strata_expert_provider experts, int max_tok, int max_ctx);
 void strata_forward_free(struct strata_forward *f);
+// Router lookahead prefetch (experts/lookahead.h): `ahead` MoE layers ahead (0: off), a token's
+// first k guesses prefetched (0: all top-k). 0 or negative.
+int strata_forward_set_prefetch(struct strata_forward *f, int ahead, uint32_t k);
+// Its guesses scored for one MoE layer (zeroes when off).
+void strata_forward_lookahead_stats(const struct strata_forward *f, uint32_t moe_layer,
+                                    struct strata_lookahead_stats *st);
 int strata_forward_max_tok(const struct strata_forward *f);
 // Let passes reach sequences of max_ctx positions (grows the backend's attention scratch).
 int strata_forward_reserve_ctx(struct strata_forward *f, int max_ctx);
