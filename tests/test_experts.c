@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "experts/experts.h"
+#include "experts/provider.h"
+#include "experts/store.h"
 #include "experts/io.h"
 #include "experts/layout.h"
 #include "experts/trace.h"
@@ -97,9 +98,9 @@ static void test_lru(const char *path, enum strata_io_engine io, int threads)
     const uint64_t budget = 3 * lay.layers[0].slot_bytes * lay.n_layers;
     struct strata_experts_config cfg = {.cache_bytes = budget, .io = io, .io_threads = threads,
                                         .policy = STRATA_POLICY_LRU};
-    struct strata_experts *ex;
-    CHECK(strata_experts_open(&ex, f, &lay, 2, &cfg) == 0, "open store");
-    CHECK(strata_experts_max_batch(ex) == 3, "3 slots, got %d", strata_experts_max_batch(ex));
+    struct strata_store *ex;
+    CHECK(strata_store_open(&ex, f, &lay, 2, &cfg) == 0, "open store");
+    CHECK(strata_provider_max_batch(strata_store_provider(ex)) == 3, "3 slots, got %d", strata_provider_max_batch(strata_store_provider(ex)));
     struct strata_expert_view v[4];
     // Access groups (ids) and what LRU must do: {1,2} 2 miss; {2,3} 1 hit 1 miss; {1,4} 1 hit
     // (1 resident), 4 evicts the LRU of {2,3} -> 2 (2 was touched before 3); {2} miss, evicts 3.
@@ -107,11 +108,11 @@ static void test_lru(const char *path, enum strata_io_engine io, int threads)
     const int n[4] = {2, 2, 2, 1};
     const uint64_t want_hits[4] = {0, 1, 2, 2}, want_miss[4] = {2, 3, 4, 5}, want_ev[4] = {0, 0, 1, 2};
     for (int i = 0; i < 4; i++) {
-        CHECK(strata_experts_acquire(ex, 0, g[i], n[i], v) == 0, "acquire %d", i);
+        CHECK(strata_provider_acquire(strata_store_provider(ex), 0, g[i], n[i], v) == 0, "acquire %d", i);
         for (int j = 0; j < n[i]; j++) CHECK(view_matches(f, &lay, 0, g[i][j], &v[j]), "bytes of expert %u", g[i][j]);
-        strata_experts_release(ex, 0);
+        strata_provider_release(strata_store_provider(ex), 0, v, n[i]);
         struct strata_experts_layer_stats st;
-        strata_experts_get_layer_stats(ex, 0, &st);
+        strata_provider_layer_stats(strata_store_provider(ex), 0, &st);
         CHECK(st.hits == want_hits[i] && st.misses == want_miss[i] && st.evictions == want_ev[i],
               "%s step %d: hits %llu misses %llu evictions %llu", strata_io_engine_name(io), i,
               (unsigned long long)st.hits, (unsigned long long)st.misses, (unsigned long long)st.evictions);
@@ -119,19 +120,19 @@ static void test_lru(const char *path, enum strata_io_engine io, int threads)
     // Every slot of a layer at once (a chunk group at the limit), on the last layer.
     const uint32_t all[3] = {5, 6, 7};
     const uint32_t L = lay.n_layers - 1;
-    CHECK(strata_experts_acquire(ex, L, all, 3, v) == 0, "acquire 3 of 3");
+    CHECK(strata_provider_acquire(strata_store_provider(ex), L, all, 3, v) == 0, "acquire 3 of 3");
     for (int j = 0; j < 3; j++) CHECK(view_matches(f, &lay, L, all[j], &v[j]), "group bytes");
-    strata_experts_release(ex, L);
+    strata_provider_release(strata_store_provider(ex), L, v, 3);
     const uint32_t four[4] = {0, 1, 2, 3};
     quiet(true);
-    CHECK(strata_experts_acquire(ex, L, four, 4, v) == STRATA_EARG, "more than the slots is refused");
+    CHECK(strata_provider_acquire(strata_store_provider(ex), L, four, 4, v) == STRATA_EARG, "more than the slots is refused");
     quiet(false);
-    strata_experts_close(ex);
+    strata_store_close(ex);
 
     // Below the minimum (2 slots per layer) the store refuses to open, naming the minimum.
     cfg.cache_bytes = lay.layers[0].slot_bytes * lay.n_layers;
     quiet(true);
-    CHECK(strata_experts_open(&ex, f, &lay, 2, &cfg) == STRATA_ENOMEM, "below minimum");
+    CHECK(strata_store_open(&ex, f, &lay, 2, &cfg) == STRATA_ENOMEM, "below minimum");
     quiet(false);
     strata_expert_layout_free(&lay);
     strata_gguf_close(f);
@@ -143,22 +144,22 @@ static void test_full(const char *path)
     struct strata_gguf_file *f;
     struct strata_expert_layout lay;
     CHECK(strata_gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
-    struct strata_experts *ex;
-    CHECK(strata_experts_open(&ex, f, &lay, 2, NULL) == 0, "open full");
+    struct strata_store *ex;
+    CHECK(strata_store_open(&ex, f, &lay, 2, NULL) == 0, "open full");
     struct strata_experts_stats st;
-    strata_experts_get_stats(ex, &st);
+    strata_provider_stats(strata_store_provider(ex), &st);
     CHECK(st.full && st.slots_per_layer == lay.n_expert && st.preload_bytes > 0, "full");
     uint32_t ids[64];
     for (uint32_t e = 0; e < lay.n_expert; e++) ids[e] = e;
     struct strata_expert_view v[64];
     for (uint32_t l = 0; l < lay.n_layers; l++) {
-        CHECK(strata_experts_acquire(ex, l, ids, (int)lay.n_expert, v) == 0, "acquire all");
+        CHECK(strata_provider_acquire(strata_store_provider(ex), l, ids, (int)lay.n_expert, v) == 0, "acquire all");
         for (uint32_t e = 0; e < lay.n_expert; e++) CHECK(view_matches(f, &lay, l, e, &v[e]), "full bytes");
-        strata_experts_release(ex, l);
+        strata_provider_release(strata_store_provider(ex), l, v, (int)lay.n_expert);
     }
-    strata_experts_get_stats(ex, &st);
+    strata_provider_stats(strata_store_provider(ex), &st);
     CHECK(st.misses == 0 && st.hits == (uint64_t)lay.n_expert * lay.n_layers, "all hits");
-    strata_experts_close(ex);
+    strata_store_close(ex);
     strata_expert_layout_free(&lay);
     strata_gguf_close(f);
 }
@@ -171,35 +172,36 @@ static void test_faults(const char *path, enum strata_io_engine io)
     struct strata_expert_layout lay;
     CHECK(strata_gguf_open(&f, path) == 0 && strata_expert_layout_init(&lay, f) == 0, "open");
     struct strata_experts_config cfg = {.cache_bytes = 4 * lay.layers[0].slot_bytes * lay.n_layers, .io = io};
-    struct strata_experts *ex;
+    struct strata_store *ex;
     struct strata_experts_stats st;
     struct strata_expert_view v[2];
     const uint32_t ids[2] = {3, 4};
     const char *kinds[2] = {"2:eio:1", "2:short:1"};
     for (int k = 0; k < 2; k++) {
         setenv("STRATA_IO_FAULT", kinds[k], 1);
-        CHECK(strata_experts_open(&ex, f, &lay, 2, &cfg) == 0, "open");
-        CHECK(strata_experts_acquire(ex, 0, ids, 2, v) == 0, "%s: retried", kinds[k]);
+        CHECK(strata_store_open(&ex, f, &lay, 2, &cfg) == 0, "open");
+        CHECK(strata_provider_acquire(strata_store_provider(ex), 0, ids, 2, v) == 0, "%s: retried", kinds[k]);
         CHECK(view_matches(f, &lay, 0, 3, &v[0]) && view_matches(f, &lay, 0, 4, &v[1]), "%s: bytes", kinds[k]);
-        strata_experts_get_stats(ex, &st);
+        strata_provider_release(strata_store_provider(ex), 0, v, 2);
+        strata_provider_stats(strata_store_provider(ex), &st);
         CHECK(st.retries == 1, "%s: %s retries %llu", strata_io_engine_name(io), kinds[k],
               (unsigned long long)st.retries);
-        strata_experts_close(ex);
+        strata_store_close(ex);
     }
     const char *lasting[2] = {"1:eio:1000000", "4:short:1000000"};
     for (int k = 0; k < 2; k++) {
         setenv("STRATA_IO_FAULT", lasting[k], 1);
-        CHECK(strata_experts_open(&ex, f, &lay, 2, &cfg) == 0, "open");
+        CHECK(strata_store_open(&ex, f, &lay, 2, &cfg) == 0, "open");
         quiet(true);
-        int rc = strata_experts_acquire(ex, 0, ids, 2, v);
+        int rc = strata_provider_acquire(strata_store_provider(ex), 0, ids, 2, v);
         CHECK(rc == STRATA_EIO, "%s: %s gives EIO, got %d", strata_io_engine_name(io), lasting[k], rc);
         CHECK(strstr(strata_last_error(), "failed after 3 tries") != NULL, "logged: %s", strata_last_error());
-        rc = strata_experts_acquire(ex, 0, ids, 2, v);
+        rc = strata_provider_acquire(strata_store_provider(ex), 0, ids, 2, v);
         CHECK(rc == STRATA_EIO, "still failing");
         quiet(false);
-        strata_experts_get_stats(ex, &st);
+        strata_provider_stats(strata_store_provider(ex), &st);
         CHECK(st.hits == 0, "nothing served from a failed read");
-        strata_experts_close(ex);
+        strata_store_close(ex);
     }
     unsetenv("STRATA_IO_FAULT");
     strata_expert_layout_free(&lay);
@@ -253,8 +255,8 @@ static void test_trace_and_sim(const char *path)
     CHECK(strata_trace_open(&w, tpath, "rand", lay.n_layers, lay.n_expert, 2) == 0, "open");
     struct strata_experts_config cfg = {.cache_bytes = 5 * lay.layers[0].slot_bytes * lay.n_layers,
                                         .policy = STRATA_POLICY_LRU};
-    struct strata_experts *ex;
-    CHECK(strata_experts_open(&ex, gf, &lay, 2, &cfg) == 0, "store");
+    struct strata_store *ex;
+    CHECK(strata_store_open(&ex, gf, &lay, 2, &cfg) == 0, "store");
     uint64_t x = 88172645463325252ull;
     int32_t row[64 * 2];
     struct strata_expert_view v[2];
@@ -270,14 +272,14 @@ static void test_trace_and_sim(const char *path)
             } while (e[0] == e[1]);
             row[l * 2] = (int32_t)e[0], row[l * 2 + 1] = (int32_t)e[1];
             const uint32_t s[2] = {e[0] < e[1] ? e[0] : e[1], e[0] < e[1] ? e[1] : e[0]};
-            CHECK(strata_experts_acquire(ex, l, s, 2, v) == 0, "acquire");
-            strata_experts_release(ex, l);
+            CHECK(strata_provider_acquire(strata_store_provider(ex), l, s, 2, v) == 0, "acquire");
+            strata_provider_release(strata_store_provider(ex), l, v, 2);
         }
         strata_trace_write(w, row, 1);
     }
     CHECK(strata_trace_close(w) == 0, "close");
     struct strata_experts_stats st;
-    strata_experts_get_stats(ex, &st);
+    strata_provider_stats(strata_store_provider(ex), &st);
     CHECK(strata_trace_load(&t, tpath) == 0, "load");
     struct strata_sim_result r[STRATA_SIM_COUNT];
     for (int p = 0; p < STRATA_SIM_COUNT; p++)
@@ -291,7 +293,7 @@ static void test_trace_and_sim(const char *path)
               (unsigned long long)r[STRATA_SIM_BELADY].misses);
     CHECK(r[STRATA_SIM_BELADY].misses < r[STRATA_SIM_LRU].misses, "Belady beats LRU here");
     strata_trace_free(&t);
-    strata_experts_close(ex);
+    strata_store_close(ex);
     strata_expert_layout_free(&lay);
     strata_gguf_close(gf);
 }
