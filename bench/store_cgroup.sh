@@ -14,7 +14,8 @@
 # AVX-512 (RSS ~2x the file), which no cgroup limit below the file size survives.
 # Env: MODEL (default /tmp/q30b6_q8.gguf), TYPE (for synthesising MODEL when absent: Q8_0),
 # N (strata decode tokens, 16), LLAMA_N (8), REPS (runs per configuration, interleaved; the row
-# is the median run, 1), LIMITS ("50 25"), SKIP_LLAMA, LLAMA_TIMEOUT (900 s),
+# is the median run, 1), LIMITS ("50 25"), SKIP_LLAMA, LLAMA_TIMEOUT (900 s), PREFETCH (N: one more
+# strata configuration, the cache-in-limit one with --prefetch N),
 # MEM_GBS (default: build/membw 2, else 22), STRATA (the binary, build/strata; a copy keeps a
 # rebuild during the run out of it), QUIET_WAIT, ORACLE_NODE_MODULES.
 set -eu
@@ -242,6 +243,7 @@ for pct in ${LIMITS:-50 25}; do
     for rep in $(seq "$reps"); do
         strata_row $pct $lim "cache-in-limit" --cache-mib $cache --io uring
         strata_row $pct $lim "page-cache" --cache-mib "$min_cache" --io pread
+        [ -z "${PREFETCH:-}" ] || strata_row $pct $lim "cache-in-limit" --cache-mib $cache --io uring --prefetch "$PREFETCH"
         [ -n "${SKIP_LLAMA:-}" ] || llama_row $pct $lim
     done
     finish $pct
