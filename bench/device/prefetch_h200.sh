@@ -98,7 +98,7 @@ for share in $shares; do
     if [ -f "$out/trace_$share.trace" ]; then
         "$bin" sim "$out/trace_$share.trace" --cache-mib "$mib" -m "$model" >"$out/sim_$share.txt" || true
         "$bin" plan -m "$model" --cache-mib "$mib" --trace "$out/trace_$share.trace" \
-            --disk-curve "$out/disk_curve.tsv" --io-threads 4 --mem-gbs "${mem_gbs:-60}" >"$out/plan_$share.txt" || true
+            --disk-curve "$out/disk_curve.tsv" --io-threads 4 --cache-policy lru --mem-gbs "${mem_gbs:-60}" >"$out/plan_$share.txt" || true
     fi
 done
 

@@ -223,6 +223,7 @@ int cli_plan(int argc, char **argv)
         {"measure-disk", no_argument, 0, 'D'}, {"seconds", required_argument, 0, 'S'},
         {"curve-out", required_argument, 0, 'o'}, {"disk-curve", required_argument, 0, 'k'},
         {"cache-mib", required_argument, 0, 'b'}, {"io-threads", required_argument, 0, 'i'},
+        {"cache-policy", required_argument, 0, 'P'},
         {0, 0, 0, 0}};
     struct strata_plan_opts o = {.reserve_gib = 1.0};
     float v, seconds = 1.0f;
@@ -247,13 +248,21 @@ int cli_plan(int argc, char **argv)
         case 'k': o.disk_curve = optarg; break;
         case 'b': bad = cli_parse_u64(optarg, "--cache-mib", &o.cache_mib); break;
         case 'i': bad = cli_parse_int(optarg, "--io-threads", 1, 256, &o.io_depth); break;
+        case 'P':
+            if (strcmp(optarg, "lfu") && strcmp(optarg, "lru")) {
+                fprintf(stderr, "strata plan: --cache-policy: '%s' is not lfu or lru\n", optarg);
+                return 2;
+            }
+            o.lru = strcmp(optarg, "lru") == 0;
+            break;
         case 'h':
             printf("usage: strata plan -m MODEL (--ram-gib R | --cache-mib N) [--trace TRACE]\n"
-                   "                   [--disk-gbs G | --disk-curve FILE] [--io-threads N] [--mem-gbs G]\n"
+                   "                   [--disk-gbs G | --disk-curve FILE] [--io-threads N] [--cache-policy lfu|lru]\n"
+                   "                   [--mem-gbs G]\n"
                    "                   [--ctx N] [--reserve-gib G]\n"
                    "       strata plan -m FILE --measure-disk [--seconds S] [--curve-out FILE]\n"
                    "dense and expert bytes, full residency with size classes, the recommended --cache-mib\n"
-                   "for R GiB of RAM (or the given one), expected miss bytes per token (LRU replay of TRACE,\n"
+                   "for R GiB of RAM (or the given one), expected miss bytes per token (LFU or LRU replay of TRACE,\n"
                    "else uniform routing) and the predicted decode speed: resident bytes / memory GB/s +\n"
                    "miss bytes / disk GB/s, the disk priced at the engine's read size and reads in flight\n"
                    "from the curve, else from 2 s of such reads now.\n"

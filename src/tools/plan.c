@@ -1,6 +1,6 @@
 // strata plan (see plan.h). Memory: dense + KV + scratch + reserve, the rest to the expert cache,
-// converted to slots with the store's own plan (layout.c). Misses per token come from an LRU
-// replay of a trace at that slot count, or from uniform routing (a layer hits with probability
+// converted to slots with the store's own plan (layout.c). Misses per token come from an LFU (or
+// LRU) replay of a trace at that slot count, or from uniform routing (a layer hits with probability
 // slots / experts). Floor: resident bytes per token / RAM bandwidth + miss bytes / disk bandwidth.
 #include "tools/plan.h"
 
@@ -262,7 +262,7 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
         hit_rate = 1.0;
     } else if (o->trace) {
         struct strata_sim_result r;
-        if ((rc = strata_sim_run(&tr, STRATA_SIM_LRU, plan.n_slots, false, &r))) goto out;
+        if ((rc = strata_sim_run(&tr, o->lru ? STRATA_SIM_LRU : STRATA_SIM_LFU, plan.n_slots, false, &r))) goto out;
         miss_per_token = r.tokens ? (double)r.misses / (double)r.tokens : 0;
         hit_rate = r.hits + r.misses ? (double)r.hits / (double)(r.hits + r.misses) : 1.0;
         miss_bytes = miss_per_token * (double)sum_triplet / lay.n_layers;
@@ -301,7 +301,7 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     fprintf(out, "plan: --cache-mib %s  (%.1f MiB of slots, %u slots per layer, %s)\n", flag,
             plan.total_bytes / MiB, plan.n_slots, plan.uniform ? "uniform slots" : "size classes");
     fprintf(out, "  expected hit rate      %10.1f %% (%s)\n", 100 * hit_rate,
-            o->trace ? "LRU replay of the trace" : "uniform routing");
+            !o->trace ? "uniform routing" : o->lru ? "LRU replay of the trace" : "LFU replay of the trace");
     fprintf(out, "  misses per token       %10.2f experts, %.1f MiB\n", miss_per_token, miss_bytes / MiB);
     fprintf(out, "  resident bytes / token %10.1f MiB\n", (dense_per_token + active) / MiB);
     if (miss_bytes > 0)
@@ -311,6 +311,11 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
             1e3 * (mem_s + io_s), 1e3 * mem_s, 1e3 * io_s);
     fprintf(out, "  byte floor             %10.2f tok/s (the predicted decode speed)\n",
             mem_s + io_s > 0 ? 1.0 / (mem_s + io_s) : 0);
+    // Prefetch can at best hide one of the two behind the other.
+    const double over_s = mem_s > io_s ? mem_s : io_s;
+    if (io_s > 0)
+        fprintf(out, "  overlapped bound       %10.2f tok/s (memory and disk fully overlapped by prefetch; I/O wait "
+                     ">= %.1f ms/token)\n", 1.0 / over_s, io_s > mem_s ? 1e3 * (io_s - mem_s) : 0.0);
 out:
     strata_trace_free(&tr);
     strata_expert_layout_free(&lay);

@@ -3,6 +3,7 @@
 #ifndef STRATA_TOOLS_PLAN_H
 #define STRATA_TOOLS_PLAN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -10,6 +11,7 @@ struct strata_plan_opts {
     const char *model;
     double ram_gib;
     const char *trace;      // route trace for the miss estimate, or NULL (uniform routing)
+    bool lru;               // replay it with LRU (--cache-policy lru) instead of the default LFU
     uint64_t cache_mib;     // the expert cache to price (0: what ram_gib leaves for it)
     int io_depth;           // the engine's --io-threads (reads in flight; 0: 4)
     double disk_gbs;        // 0: from disk_curve, else random O_DIRECT reads of the model (2 s)
