@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Puts what the GPU machine lacks (liburing and cJSON headers and libraries, /work/shared/DEVICE.md)
-# and the baseline engine's source into .deps/ of this checkout, ignored by git, so a device run
+# Puts what the GPU machine lacks (liburing, cJSON and libmicrohttpd headers and libraries,
+# /work/shared/DEVICE.md) and the baseline engine's source into .deps/ of this checkout, ignored by git, so a device run
 # can carry it:
 #   bash bench/device/deps.sh          # here, once
 #   run(command="bash bench/device/prefetch_h200.sh", carry=[".deps"])   # there
@@ -11,6 +11,14 @@ inc=$(dirname "$(dpkg -L liburing-dev | grep '/liburing.h$')")
 lib=$(dirname "$(dpkg -L liburing-dev | grep '/liburing.a$')")
 cp -r "$inc/liburing.h" "$inc/liburing" "$inc/cjson" .deps/include/
 cp "$lib/liburing.a" .deps/lib/ && cp -L "$lib/libcjson.so" "$lib/libcjson.so.1" .deps/lib/
+# libmicrohttpd (strata serve is linked into the same binary) and what it needs beyond libc
+mhd=$(dpkg -L libmicrohttpd-dev | grep '/libmicrohttpd.so$')
+cp "$(dirname "$(dpkg -L libmicrohttpd-dev | grep '/microhttpd.h$')")/microhttpd.h" .deps/include/
+soname=$(objdump -p "$mhd" | awk '/SONAME/ {print $2}')
+cp -L "$mhd" .deps/lib/ && cp -L "$mhd" ".deps/lib/$soname"
+ldd "$mhd" | awk '$3 ~ /^\// && $1 !~ /^(libc|libm|libpthread|libdl|ld-linux)/ {print $3}' | while read -r so; do
+    cp -L "$so" .deps/lib/
+done
 # The engine before the provider and the new I/O path (bounce-buffered O_DIRECT, 4 in flight,
 # LRU), built there as the baseline "base_lru_d4".
 git archive "${BASE_COMMIT:-075d342}" Makefile src | gzip >.deps/base-src.tar.gz
