@@ -19,15 +19,18 @@
 #   run(command="bash bench/device/prefetch_h200.sh", carry=[".deps"])
 # Here, small (a quick check of the script itself):
 #   LAYERS=4 N=8 OUT=/tmp/pf bash bench/device/prefetch_h200.sh
-# Env: LAYERS (48), TYPE (Q4_K), N (decode tokens, 32), THREADS (nproc, at most 16), SHARES
-# ("25 50"), CONFIGS (names above, all by default), CURVE_S (seconds per curve point, 0.4),
-# MODEL (path; synthesised when absent), OUT (default: a new folder under /tmp).
+# Env: LAYERS (48), TYPE (Q4_K), N (decode tokens, 24), THREADS (nproc, at most 16), SHARES
+# ("25 50"), CONFIGS (names above, most telling first), CURVE_S (seconds per curve point, 0.4),
+# BUDGET_S (no run starts after this many seconds, 510, so the table is written inside the
+# device's 10 minutes), MODEL (path; synthesised when absent), OUT (default: a new folder under
+# /tmp). Expected there: about 6 minutes.
 set -eu
 cd "$(dirname "$0")/../.."
 root=$PWD
-layers=${LAYERS:-48}; type=${TYPE:-Q4_K}; n=${N:-32}; shares=${SHARES:-"25 50"}
+layers=${LAYERS:-48}; type=${TYPE:-Q4_K}; n=${N:-24}; shares=${SHARES:-"25 50"}
 threads=${THREADS:-$(nproc)}; [ "$threads" -gt 16 ] && threads=16
-configs=${CONFIGS:-"base_lru_d4 lru_d4 lru_d16 lfu_d16 lru_d16_pf1 lfu_d16_pf1 lfu_d16_pf2"}
+configs=${CONFIGS:-"base_lru_d4 lru_d4 lfu_d16_pf1 lfu_d16 lru_d16 lru_d16_pf1 lfu_d16_pf2"}
+t_start=$(date +%s); budget_s=${BUDGET_S:-510}   # runs stop being started after this, so the table gets written
 out=${OUT:-$(mktemp -d /tmp/strata-prefetch.XXXXXX)}; mkdir -p "$out"
 model=${MODEL:-/tmp/strata-q30b-L$layers-$type.gguf}
 log() { echo "[$(date +%T)] $*" | tee -a "$out/progress.log"; }
@@ -81,6 +84,7 @@ prompt="The history of the expert store begins"
 for share in $shares; do
     mib=$((expert_bytes * share / 100 / 1048576))
     for c in $configs; do
+        if [ $(( $(date +%s) - t_start )) -gt "$budget_s" ]; then log "skip $c at $share%: past BUDGET_S=$budget_s s"; continue; fi
         f=$(flags_of "$c")
         if [ -z "$f" ]; then log "skip $c: this build has no $( [ $has_prefetch = 1 ] || echo --prefetch ) $( [ $has_policy = 1 ] || echo --cache-policy)"; continue; fi
         extra=""; [ "$c" = lru_d4 ] && extra="--trace-out $out/trace_$share.trace"
