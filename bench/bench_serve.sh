@@ -37,7 +37,7 @@ warm=("Warm up the cache first" "Then measure one stream" "Then several at once"
 export STRATA_BIN="$PWD/build/strata"
 trap 'if [ -n "${SRV_PID:-}" ]; then kill -KILL "$SRV_PID" 2>/dev/null || true; fi' EXIT
 # Expert bytes read from the file and tokens generated so far, from /metrics.
-counters() { curl -s "$SRV_URL/metrics" | awk '/^strata_expert_read_bytes_total/ {b=$2} /^strata_generated_tokens_total/ {t=$2} END {print b, t}'; }
+counters() { curl -s "$SRV_URL/metrics" | awk '/^strata_expert_read_bytes_total\{tier="ram"\}/ {b=$2} /^strata_generated_tokens_total/ {t=$2} END {print b, t}'; }
 # CPU ticks of the server: "TOTAL tid:ticks ..." (threads alive now; the total also holds those
 # that ended, i.e. the connection threads of finished requests).
 cpu() {

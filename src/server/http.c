@@ -162,17 +162,19 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
                    (unsigned long long)st.generated_tokens, (unsigned long long)st.forward_passes,
                    st.busy_s, st.decode_s > 0 ? st.generated_tokens / st.decode_s : 0.0, st.active,
                    st.queued);
-    const struct strata_expert_stats *e = &st.experts;
-    strata_strbuf_printf(&b,
-                   "# TYPE strata_expert_hits_total counter\nstrata_expert_hits_total{tier=\"ram\"} %llu\n"
-                   "# TYPE strata_expert_misses_total counter\nstrata_expert_misses_total{tier=\"ram\"} %llu\n"
-                   "# TYPE strata_expert_evictions_total counter\nstrata_expert_evictions_total{tier=\"ram\"} %llu\n"
-                   "# TYPE strata_expert_read_bytes_total counter\nstrata_expert_read_bytes_total{tier=\"ram\"} %llu\n"
-                   "# TYPE strata_expert_io_wait_seconds_total counter\nstrata_expert_io_wait_seconds_total{tier=\"ram\"} %.6f\n"
-                   "# TYPE strata_expert_cache_bytes gauge\nstrata_expert_cache_bytes{tier=\"ram\"} %llu\n",
-                   (unsigned long long)e->hits, (unsigned long long)e->misses,
-                   (unsigned long long)e->evictions, (unsigned long long)e->bytes_read, e->io_wait_s,
-                   (unsigned long long)e->slot_bytes);
+    static const char *const tier_name[STRATA_TIER_COUNT] = {"ram", "vram"};
+    static const char *const metric[] = {"hits_total", "misses_total", "evictions_total", "read_bytes_total",
+                                         "io_wait_seconds_total", "cache_bytes"};
+    for (size_t k = 0; k < sizeof metric / sizeof metric[0]; k++) {
+        strata_strbuf_printf(&b, "# TYPE strata_expert_%s %s\n", metric[k], k == 5 ? "gauge" : "counter");
+        for (int t = 0; t < STRATA_TIER_COUNT; t++) {
+            const struct strata_expert_stats *e = &st.experts[t];
+            if (!e->present && t != STRATA_TIER_HOST) continue;
+            const double v[] = {(double)e->hits, (double)e->misses, (double)e->evictions, (double)e->bytes_read,
+                                e->io_wait_s, (double)e->slot_bytes};
+            strata_strbuf_printf(&b, "strata_expert_%s{tier=\"%s\"} %.15g\n", metric[k], tier_name[t], v[k]);
+        }
+    }
     enum MHD_Result r = send_body(c, mc, 200, "text/plain; version=0.0.4", b.s ? b.s : "", b.len);
     free(b.s);
     return r;

@@ -450,7 +450,7 @@ void srv_sched_stats(struct srv_sched *s, struct srv_sched_stats *st)
     pthread_mutex_unlock(&s->mu);
     struct strata_stats es;
     strata_engine_stats(s->e, &es);
-    st->experts = es.experts[STRATA_TIER_HOST];
+    memcpy(st->experts, es.experts, sizeof st->experts);
 }
 
 int srv_sched_n_ctx(const struct srv_sched *s)

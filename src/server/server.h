@@ -108,7 +108,7 @@ struct srv_sched_stats {
     double busy_s;             // wall time of all forward passes
     uint64_t forward_passes;
     int active, queued;
-    struct strata_expert_stats experts;   // the host tier
+    struct strata_expert_stats experts[STRATA_TIER_COUNT];   // per tier (present says which exist)
 };
 
 // Loads the model (slow) and starts the scheduler thread.
