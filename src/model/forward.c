@@ -16,6 +16,7 @@
 #include "experts/provider.h"
 #include "model/model_impl.h"
 #include "model/route.h"
+#include "model/routing.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -42,6 +43,10 @@ struct strata_forward {
     float *ffn_a, *ffn_b;         // [B][max(Fd, Fs)]
     float *ffn_out;               // [B][E] shared expert output
     float *dn_qkv, *dn_z, *dn_ba, *dn_core, *dn_work;  // delta-net [B][C], [B][nv*d], [B][2nv], [B][nv*d], work
+    float *mla_qa, *mla_qb, *mla_vb; // MLA: [B][QL] q rank, [B][H*(nope+R)] queries, [B][H*Vh] values
+    float *route_scratch;         // host [2X] (model/routing.c)
+    int route_vl;                 // lanes of the ggml build routing follows: a softmax over 16 or
+                                  // more experts sums them in groups of it (the AVX-512 builds: 16)
     float *logits;                // [LOGIT_ROWS][V]
     int32_t *ids, *pos;           // [B]
     int32_t *tok_of, *route_of;   // [B*K]
@@ -99,7 +104,8 @@ int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_mode
     int rc = 0;
     st->n_ctx = n_ctx;
     st->k_cache = be_floats(m->be, kv_floats(m, n_ctx, m->hp.head_dim_k), "KV cache", &rc);
-    st->v_cache = be_floats(m->be, kv_floats(m, n_ctx, m->hp.head_dim_v), "KV cache", &rc);
+    // MLA caches the latent in the key rows and reads its values there: no V cache
+    st->v_cache = be_floats(m->be, m->hp.kv_lora_rank ? 0 : kv_floats(m, n_ctx, m->hp.head_dim_v), "KV cache", &rc);
     if (m->n_rs_layers) {
         st->conv = be_floats(m->be, conv_floats(m), "delta-net state", &rc);
         st->ssm = be_floats(m->be, ssm_floats(m), "delta-net state", &rc);
@@ -212,6 +218,14 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
         f->dn_core = scratch(f, B * nv * d * fl, "delta-net activations", &rc);
         f->dn_work = scratch(f, B * (C + 2 * nv) * fl, "delta-net activations", &rc);
     }
+    if (hp->kv_lora_rank) {
+        const size_t R = hp->n_rot, NOPE = hp->head_dim_k_mla - R, H = hp->n_head;
+        f->mla_qa = scratch(f, B * hp->q_lora_rank * fl, "MLA activations", &rc);
+        f->mla_qb = scratch(f, B * H * (NOPE + R) * fl, "MLA activations", &rc);
+        f->mla_vb = scratch(f, B * H * hp->head_dim_v_mla * fl, "MLA activations", &rc);
+    }
+    f->route_scratch = host_zalloc(2 * X * fl, &rc);
+    f->route_vl = 16;
     const size_t lrows = B < LOGIT_ROWS ? B : LOGIT_ROWS;
     f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
     f->ids = scratch(f, B * sizeof(int32_t), "token ids", &rc);
@@ -228,7 +242,7 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->g.route_of = host_zalloc(B * K * sizeof(int32_t), &rc);
     f->g.used = host_zalloc(X * sizeof(uint32_t), &rc);
     f->views = host_zalloc(X * sizeof *f->views, &rc);
-    f->ops = host_zalloc(2 * X * sizeof *f->ops, &rc);
+    f->ops = host_zalloc((2 * X > hp->n_head ? 2 * X : hp->n_head) * sizeof *f->ops, &rc);
     f->trace_ids = host_zalloc(B * (m->layout.n_layers ? m->layout.n_layers : 1) * K * sizeof(int32_t), &rc);
     f->ids_host = host_zalloc(B * sizeof(int32_t), &rc);
     f->pos_host = host_zalloc(B * sizeof(int32_t), &rc);
@@ -246,7 +260,7 @@ void strata_forward_free(struct strata_forward *f)
 {
     if (!f) return;
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
-    void *host[] = {f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
+    void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     strata_lookahead_close(f->lookahead);
@@ -327,6 +341,64 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
     return f->bi->add(f->bc, f->x, f->o, E, n, E);
 }
 
+// Multi-head latent attention (deepseek2 family), as llama.cpp's absorbed form: the latent and the
+// shared rope key are cached ([KVL | R] per position, f->k holds the pass's rows), each head's
+// no-rope query goes through its attn_k_b matrix into latent space, the heads attend with the
+// latent as value, and attn_v_b expands each head's result.
+static int mla_attention_block(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const struct strata_mla_layer *w = &L->mla_w;
+    const uint32_t E = hp->n_embd, H = hp->n_head, R = hp->n_rot, KVL = hp->kv_lora_rank, QL = hp->q_lora_rank;
+    const uint32_t NOPE = hp->head_dim_k_mla - R, VH = hp->head_dim_v_mla;
+    const size_t QB = (size_t)H * (NOPE + R), QA = (size_t)H * (KVL + R), KR = (size_t)KVL + R;
+    int rc;
+    TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->attn_norm, n, E, hp->rms_eps));
+    const struct strata_mat *wa[2] = {&w->wq_a, &w->wkv_a};
+    float *ya[2] = {f->mla_qa, f->k};
+    TRY(project(f, wa, ya, 2, f->h, n));
+    TRY(f->bi->rmsnorm(f->bc, f->mla_qa, QL, f->mla_qa, QL, w->q_a_norm, n, QL, hp->rms_eps));
+    TRY(f->bi->rmsnorm(f->bc, f->k, KR, f->k, KR, w->kv_a_norm, n, KVL, hp->rms_eps));
+    const struct strata_rope_op rk = {.x = f->k + KVL, .tok_stride = KR, .n_tok = n, .n_head = 1, .pos = f->pos,
+                                      .n_rot = R, .ext = &m->rope_ext};
+    TRY(f->bi->rope(f->bc, &rk));
+    const struct strata_mat *wb[1] = {&w->wq_b};
+    TRY(project(f, wb, &f->mla_qb, 1, f->mla_qa, n));
+    const struct strata_rope_op rq = {.x = f->mla_qb + NOPE, .tok_stride = QB, .head_stride = NOPE + R, .n_tok = n,
+                                      .n_head = H, .pos = f->pos, .n_rot = R, .ext = &m->rope_ext};
+    TRY(f->bi->rope(f->bc, &rq));
+    // per head: q_abs = attn_k_b[h] q_nope into the query's latent part, then its rope part
+    struct strata_mm_op *ops = f->ops;
+    for (uint32_t h = 0; h < H; h++) {
+        struct strata_mat wk = w->wk_b;
+        wk.n_out = KVL;
+        wk.data = (const char *)w->wk_b.data + (size_t)h * KVL * w->wk_b.row_bytes;
+        ops[h] = (struct strata_mm_op){wk, f->mla_qb + (size_t)h * (NOPE + R), QB, n, NULL, n,
+                                       f->q + (size_t)h * (KVL + R), QA, NULL};
+    }
+    TRY(f->bi->mm(f->bc, ops, (int)H));
+    TRY(f->bi->copy(f->bc, f->q + KVL, KR, f->mla_qb + NOPE, NOPE + R, n * (int)H, R));
+    const struct strata_attn_op ao = {
+        .batch = &f->batch, .kv_slot = (uint32_t)L->kv_slot,
+        .q = f->q, .q_tok_stride = QA, .q_head_stride = KR, .k = f->k, .v = NULL, .out = f->attn,
+        .n_head = H, .n_head_kv = 1, .head_dim_k = (uint32_t)KR, .head_dim_v = KVL, .scale = m->kq_scale,
+        .latent_kv = true,
+    };
+    TRY(f->bi->attention(f->bc, &ao));
+    for (uint32_t h = 0; h < H; h++) {
+        struct strata_mat wv = w->wv_b;
+        wv.n_out = VH;
+        wv.data = (const char *)w->wv_b.data + (size_t)h * VH * w->wv_b.row_bytes;
+        ops[h] = (struct strata_mm_op){wv, f->attn + (size_t)h * KVL, (size_t)H * KVL, n, NULL, n,
+                                       f->mla_vb + (size_t)h * VH, (size_t)H * VH, NULL};
+    }
+    TRY(f->bi->mm(f->bc, ops, (int)H));
+    const struct strata_mat *wo[1] = {&L->wo};
+    TRY(project(f, wo, &f->o, 1, f->mla_vb, n));
+    return f->bi->add(f->bc, f->x, f->o, E, n, E);
+}
+
 static int deltanet_block(struct strata_forward *f, const struct strata_layer *L, int n)
 {
     const struct strata_hparams *hp = &f->m->hp;
@@ -402,7 +474,15 @@ static int route(struct strata_forward *f, const struct strata_layer *L, int n)
         .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
         .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale, .bias = L->exp_probs_b,
     };
-    strata_route_topk(&rp, f->logits_host, n, f->sel, f->selw);
+    if (m->route_exact) {
+        const struct strata_route_cfg rc_ = {X, K, hp->expert_gating, hp->n_expert_groups, hp->n_group_used,
+                                             hp->expert_weights_norm, hp->expert_weights_scale, f->route_vl};
+        for (int t = 0; t < n; t++)
+            strata_route_select(&rc_, f->logits_host + (size_t)t * X, L->exp_probs_b, f->sel + (size_t)t * K,
+                                f->selw + (size_t)t * K, f->route_scratch);
+    } else {
+        strata_route_topk(&rp, f->logits_host, n, f->sel, f->selw);
+    }
     if (f->want_trace)
         for (int t = 0; t < n; t++)
             memcpy(f->trace_ids + ((size_t)t * m->layout.n_layers + (size_t)L->moe_index) * K, f->sel + (size_t)t * K,
@@ -574,7 +654,7 @@ int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
         const struct strata_layer *L = &m->layers[l];
         const double ta = strata_now();
         if (L->kv_slot >= 0) {
-            TRY(attention_block(f, L, n));
+            TRY(L->mla ? mla_attention_block(f, L, n) : attention_block(f, L, n));
             st->t_attn += strata_now() - ta;
         } else {
             TRY(deltanet_block(f, L, n));

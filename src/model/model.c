@@ -159,7 +159,7 @@ int strata_model_load_vec(struct strata_model *m, const char *name, const float 
     int rc = find_f32(m, name, &sp, &t);
     if (rc || !t) return rc;
     struct strata_mat view;
-    if ((rc = load_view(m, t, sp->ne[0], 1, &view))) return rc;
+    if ((rc = load_view(m, t, sp->ne[0], sp->ne[1] * sp->ne[2], &view))) return rc;
     *out = view.data;
     return 0;
 }
@@ -218,7 +218,7 @@ int strata_model_load_mat(struct strata_model *m, const char *name, struct strat
                          m->file->path, name, strata_type_name(t->type), m->be->iface->name);
         return STRATA_EUNSUP;
     }
-    return load_view(m, t, sp->ne[0], sp->ne[1], out);
+    return load_view(m, t, sp->ne[0], sp->ne[1] * sp->ne[2], out);
 }
 
 int strata_model_load_io(struct strata_model *m)
@@ -263,7 +263,7 @@ static int load_arch(struct strata_model *m)
     case STRATA_ARCH_GLM4MOE: return strata_glm4moe_load(m);
     case STRATA_ARCH_QWEN3NEXT:
     case STRATA_ARCH_QWEN35MOE: return strata_qwen3next_load(m);
-    case STRATA_ARCH_DEEPSEEK2:
+    case STRATA_ARCH_DEEPSEEK2: return strata_deepseek2_load(m);
     case STRATA_ARCH_DEEPSEEK32:
     case STRATA_ARCH_GLM_DSA:
     case STRATA_ARCH_GPT_OSS:

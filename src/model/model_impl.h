@@ -33,8 +33,22 @@ struct strata_deltanet_layer {
     int32_t rs_slot;              // index of the block's conv and delta state in a sequence's state
 };
 
+// Multi-head latent attention weights (deepseek2, deepseek32, glm-dsa): QL q rank, KVL latent,
+// R rope dims, nope = key_length_mla - R no-rope dims, Vh value dims per head.
+struct strata_mla_layer {
+    struct strata_mat wq_a;       // [QL][E]
+    const float *q_a_norm;        // [QL]
+    struct strata_mat wq_b;       // [H*(nope+R)][QL]
+    struct strata_mat wkv_a;      // [KVL+R][E]: latent then the shared rope key
+    const float *kv_a_norm;       // [KVL]
+    struct strata_mat wk_b;       // H matrices [KVL][nope], one after the other (query absorption)
+    struct strata_mat wv_b;       // H matrices [Vh][KVL] (value expansion)
+};
+
 struct strata_layer {
     const float *attn_norm;       // [E]
+    bool mla;                     // attention is MLA (weights in .mla; wo is [E][H*Vh])
+    struct strata_mla_layer mla_w;
     struct strata_mat wq;         // [H*D][E]; [H*2D][E] when q_gated
     struct strata_mat wk, wv;     // [Hkv*D][E]
     struct strata_mat wo;         // [E][H*D]
@@ -77,6 +91,10 @@ struct strata_model {
     uint32_t max_act_dim;         // widest input of any product (sizes activation scratch)
     uint32_t max_q_dim;           // widest query projection (gated ones give query and gate)
     bool rope_mrope;              // interleaved M-RoPE sections (hp.rope_sections) apply
+    bool rope_ext_on;             // RoPE through rope_ext (pair layout, YaRN) instead of plain NeoX
+    struct strata_rope_ext rope_ext;
+    float kq_scale;               // attention scale (MLA: with YaRN's mscale), 0: 1/sqrt(head_dim_k)
+    bool route_exact;             // routing through model/routing.c (groups, softmax after top-k)
     uint64_t dense_bytes;
     struct strata_owned *owned;   // freed with the model
     size_t n_owned, cap_owned;
@@ -85,7 +103,8 @@ struct strata_model {
 };
 
 // The tensor `name` of the model's schema (model/schema.c), its shape checked against it: a
-// weight matrix of any type the backend computes with (load_mat), an F32 vector in the backend
+// weight matrix of any type the backend computes with (load_mat; a 3-D [ne0, ne1, ne2] is one view
+// of ne1 * ne2 rows: MLA's per-head matrices), an F32 vector in the backend (2-D: ne1 vectors)
 // (load_vec) or in host memory (load_vec_host, read by routing), an F32 matrix transposed to
 // [ne0][ne1] (load_transposed: conv taps). A tensor the schema marks optional may be absent
 // (zeroed view / NULL then); any other absence, shape or type mismatch is an error (logged).
@@ -106,5 +125,7 @@ int strata_model_check_experts(struct strata_model *m, uint32_t l);
 int strata_qwen3moe_load(struct strata_model *m);
 int strata_glm4moe_load(struct strata_model *m);
 int strata_qwen3next_load(struct strata_model *m);   // qwen3next and qwen35moe
+int strata_deepseek2_load(struct strata_model *m);
+int strata_gpt_oss_load(struct strata_model *m);
 
 #endif

@@ -221,6 +221,64 @@ static int qwen3next_schema(struct strata_schema *s, const struct strata_hparams
     return rc;
 }
 
+// deepseek2 (loader: model/deepseek2.c): MLA attention (q low-rank pair, kv projection to the
+// latent and a shared rope key, per-head absorption attn_k_b [nope, KVL, H] and expansion
+// attn_v_b [KVL, Vh, H]), then the GLM/DeepSeek FFN half (selection bias optional, as llama.cpp).
+static int deepseek2_schema(struct strata_schema *s, const struct strata_hparams *hp)
+{
+    const uint64_t E = hp->n_embd, H = hp->n_head, R = hp->n_rot, QL = hp->q_lora_rank, KVL = hp->kv_lora_rank;
+    const uint64_t NOPE = hp->head_dim_k_mla - R, VH = hp->head_dim_v_mla;
+    const float s_in = 1.0f / sqrtf((float)E);
+    char n[96];
+    int rc = 0;
+    for (uint32_t l = 0; l < hp->n_layer + hp->n_layer_nextn && rc == 0; l++) {
+        if ((rc = strata_schema_add(s, NM("attn_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = strata_schema_add(s, NM("attn_q_a_norm.weight"), true, 1.0f, 0.1f, 1, QL, 1, 1)) ||
+            (rc = strata_schema_add(s, NM("attn_kv_a_norm.weight"), true, 1.0f, 0.1f, 1, KVL, 1, 1)) ||
+            (rc = strata_schema_add(s, NM("attn_q_a.weight"), false, 0.0f, s_in, 2, E, QL, 1)) ||
+            (rc = strata_schema_add(s, NM("attn_q_b.weight"), false, 0.0f, 1.0f / sqrtf((float)QL), 2, QL,
+                                    H * (NOPE + R), 1)) ||
+            (rc = strata_schema_add(s, NM("attn_kv_a_mqa.weight"), false, 0.0f, s_in, 2, E, KVL + R, 1)) ||
+            (rc = strata_schema_add(s, NM("attn_k_b.weight"), false, 0.0f, 1.0f / sqrtf((float)NOPE), 3, NOPE, KVL, H)) ||
+            (rc = strata_schema_add(s, NM("attn_v_b.weight"), false, 0.0f, 1.0f / sqrtf((float)KVL), 3, KVL, VH, H)) ||
+            (rc = strata_schema_add(s, NM("attn_output.weight"), false, 0.0f, 1.0f / sqrtf((float)(H * VH)), 2, H * VH,
+                                    E, 1)) ||
+            (rc = strata_schema_add(s, NM("ffn_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)))
+            break;
+        if ((rc = strata_schema_glm_ffn(s, l, E, hp->n_layer_dense_lead, hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp,
+                                        hp->n_expert, hp->n_layer)))
+            break;
+        if (l >= hp->n_layer_dense_lead) {
+            struct strata_tensor_spec *b = (struct strata_tensor_spec *)strata_schema_find(s, NM("exp_probs_b.bias"));
+            if (b) b->optional = true;
+        }
+    }
+    return rc;
+}
+
+// gpt-oss (loader: model/gpt_oss.c): biased attention with sinks, post-attention norm, biased
+// router and experts.
+static int gpt_oss_schema(struct strata_schema *s, const struct strata_hparams *hp)
+{
+    const uint64_t E = hp->n_embd, H = hp->n_head, F = hp->n_ff_exp, X = hp->n_expert;
+    char n[96];
+    int rc = 0;
+    for (uint32_t l = 0; l < hp->n_layer && rc == 0; l++) {
+        if ((rc = strata_schema_add(s, NM("attn_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = strata_schema_add(s, NM("post_attention_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = attention_tensors(s, hp, l, false, true)) ||
+            (rc = strata_schema_add(s, NM("attn_output.bias"), true, 0.0f, 0.1f, 1, E, 1, 1)) ||
+            (rc = strata_schema_add(s, NM("attn_sinks.weight"), true, 0.0f, 1.0f, 1, H, 1, 1)) ||
+            (rc = strata_schema_moe(s, l, E, F, X)) ||
+            (rc = strata_schema_add(s, NM("ffn_gate_inp.bias"), true, 0.0f, 0.5f, 1, X, 1, 1)) ||
+            (rc = strata_schema_add(s, NM("ffn_gate_exps.bias"), true, 0.0f, 0.1f, 2, F, X, 1)) ||
+            (rc = strata_schema_add(s, NM("ffn_up_exps.bias"), true, 0.0f, 0.1f, 2, F, X, 1)) ||
+            (rc = strata_schema_add(s, NM("ffn_down_exps.bias"), true, 0.0f, 0.1f, 2, E, X, 1)))
+            break;
+    }
+    return rc;
+}
+
 #undef NM
 
 int strata_schema_build(const struct strata_hparams *hp, const struct strata_schema_opts *o, struct strata_schema *s)
@@ -235,6 +293,8 @@ int strata_schema_build(const struct strata_hparams *hp, const struct strata_sch
         case STRATA_ARCH_GLM4MOE: rc = glm4moe_schema(s, hp, o); break;
         case STRATA_ARCH_QWEN3NEXT:
         case STRATA_ARCH_QWEN35MOE: rc = qwen3next_schema(s, hp); break;
+        case STRATA_ARCH_DEEPSEEK2: rc = deepseek2_schema(s, hp); break;
+        case STRATA_ARCH_GPT_OSS: rc = gpt_oss_schema(s, hp); break;
         default:
             strata_log_error("schema: no tensor schema for %s yet", strata_arch_name(hp->arch));
             rc = STRATA_EUNSUP;

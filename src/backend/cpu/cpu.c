@@ -16,6 +16,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/pool.h"
+#include "backend/cpu/rope_ext.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -242,6 +243,15 @@ static int cpu_rope(void *ctx, const struct strata_rope_op *op)
 {
     (void)ctx;
     float cs[2048];
+    if (op->ext) {
+        STRATA_ASSERT(op->ext->n_dims <= 2048);
+        for (int t = 0; t < op->n_tok; t++) {
+            strata_rope_ext_cache(cs, op->ext, op->pos[t]);
+            for (uint32_t h = 0; h < op->n_head; h++)
+                strata_rope_ext_apply(op->x + (size_t)t * op->tok_stride + (size_t)h * op->head_stride, cs, op->ext);
+        }
+        return 0;
+    }
     STRATA_ASSERT(op->n_rot <= 2048);
     for (int t = 0; t < op->n_tok; t++) {
         strata_rope_cache(cs, op->n_rot, op->pos[t], op->freq_base);
@@ -249,6 +259,13 @@ static int cpu_rope(void *ctx, const struct strata_rope_op *op)
         for (uint32_t h = 0; h < op->n_head; h++)
             strata_rope_apply(op->x + (size_t)t * op->tok_stride + (size_t)h * op->head_stride, cs, op->n_rot);
     }
+    return 0;
+}
+
+static int cpu_copy_rows(void *ctx, float *y, size_t y_stride, const float *x, size_t x_stride, int n_rows, uint32_t n)
+{
+    (void)ctx;
+    for (int r = 0; r < n_rows; r++) memcpy(y + (size_t)r * y_stride, x + (size_t)r * x_stride, n * sizeof *y);
     return 0;
 }
 
@@ -332,16 +349,21 @@ static void attn_worker(void *arg, int ith, int nth)
         const int t = i0 / H, h = i0 % H, kvh = h / group;
         const struct strata_seq *sq = &b->seq[j->c->tok_seq[t]];
         const float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
-        const float *vc = sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        // MLA: the value is the latent prefix of the key row
+        const float *vc = op->latent_kv ? kc : sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        const int n_kv = b->pos[t] + 1;  // causal: positions 0..pos
         // in llama.cpp's order of operations, so the output-projection activations round alike
         const struct strata_attn_query aq = {
             .q = op->q + (size_t)t * op->q_tok_stride + (size_t)h * op->q_head_stride,
             .k = kc + (size_t)kvh * D, .k_stride = KD,
-            .v = vc + (size_t)kvh * Dv, .v_stride = VD,
-            .n_kv = b->pos[t] + 1,  // causal: positions 0..pos
+            .v = op->latent_kv ? kc + (size_t)kvh * D : vc + (size_t)kvh * Dv, .v_stride = op->latent_kv ? KD : VD,
+            .n_kv = n_kv,
             .D = (uint32_t)D, .Dv = (uint32_t)Dv, .scale = op->scale,
             .scores = scores,
             .out = op->out + (size_t)t * H * Dv + (size_t)h * Dv,
+            .kv_start = op->n_swa && n_kv > (int)op->n_swa ? n_kv - (int)op->n_swa : 0,
+            .visible = op->visible ? op->visible + (size_t)t * sq->n_ctx : NULL,
+            .sink = op->sinks ? op->sinks + h : NULL,
         };
         strata_attn_head(j->c->k->isa, &aq);
     }
@@ -356,10 +378,10 @@ static int cpu_attention(void *vctx, const struct strata_attn_op *op)
         const struct strata_seq *sq = &b->seq[s];
         STRATA_ASSERT(sq->pos0 + sq->n_tok <= sq->n_ctx && sq->n_ctx <= c->att_ctx);
         float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
-        float *vc = sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        float *vc = op->latent_kv ? NULL : sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
         for (int t = sq->tok0; t < sq->tok0 + sq->n_tok; t++) {
             memcpy(kc + (size_t)b->pos[t] * KD, op->k + (size_t)t * KD, KD * sizeof(float));
-            memcpy(vc + (size_t)b->pos[t] * VD, op->v + (size_t)t * VD, VD * sizeof(float));
+            if (!op->latent_kv) memcpy(vc + (size_t)b->pos[t] * VD, op->v + (size_t)t * VD, VD * sizeof(float));
         }
     }
     struct attn_job aj = {.c = c, .op = op};
@@ -414,7 +436,7 @@ static const struct strata_backend_i g_cpu_iface = {
     .mul_sigmoid = cpu_mul_sigmoid,
     .moe_combine = cpu_moe_combine,
     // the ops of the architectures not in the forward pass yet, and device routing: not offered
-    .copy = NULL,
+    .copy = cpu_copy_rows,
     .layernorm = NULL,
     .swiglu_oai = NULL,
     .indexer = NULL,
