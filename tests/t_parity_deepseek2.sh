@@ -3,7 +3,7 @@
 # multi-head latent attention absorbed as llama.cpp runs it, YaRN x40, one dense block then MoE
 # blocks with 16 experts in 4 groups, 2 kept, top-4, sigmoid + selection bias, one shared expert):
 # teacher-forced logits at 48 positions and 32 greedy tokens (tolerances: parity_lib.sh) in F32,
-# Q8_0 and Q4_K (attn_k_b in its Q5_0 fallback), prompt chunks of 1, 7 and 48 bit-identical, and
+# Q8_0 and Q4_K (attn_k_b in its Q5_0 fallback), prompt chunks of 1, 7 and 48 bit-identical, 1,100 positions at F32, and
 # the Q4_K model streamed through an expert cache below its experts' size, bit-identical.
 set -u
 . "$STRATA_ROOT/tests/oracle/lib.sh"
@@ -13,6 +13,11 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 
 parity_check deepseek2 tiny f32 "--type F32" 1e-4
 parity_chunks f32
+# 1,100 positions (YaRN's ramp and the latent cache over a long context)
+long=$(awk 'BEGIN{s=777; for(i=0;i<1100;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%1021}}')
+res=$(parity_logits "$dir/f32.gguf" f32_long "$long" 1e-4); rc=$?
+echo "f32 1100 positions: $(echo "$res" | tail -n 1)"
+[ $rc -eq 0 ] || { echo "$res" | head -n 10; echo "FAIL f32_long"; parity_fail=1; }
 # Quantized: seed 7. On most seeds an int8 rounding flip meets a near-tie of the group or expert
 # choice (4 groups of 4: margins of 6e-5 were seen) and the changed choice cascades through the
 # later positions (0.2-0.8 at single positions), as docs/architectures.md describes; seed 7 has
