@@ -320,24 +320,27 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
     const size_t qs = L->q_gated ? 2 * (size_t)D : D;
     if (L->q_norm) TRY(f->bi->rmsnorm(f->bc, f->q, qs, f->q, qs, L->q_norm, n * (int)H, D, hp->rms_eps));
     const int32_t *sections = m->rope_mrope ? hp->rope_sections : NULL;
+    const struct strata_rope_ext *ext = m->rope_ext_on ? &m->rope_ext : NULL;  // pair layout, YaRN
     const struct strata_rope_op rq = {.x = f->q, .tok_stride = QW, .head_stride = qs, .n_tok = n, .n_head = H,
                                       .pos = f->pos, .n_rot = hp->n_rot, .freq_base = hp->rope_freq_base,
-                                      .sections = sections};
+                                      .sections = sections, .ext = ext};
     TRY(f->bi->rope(f->bc, &rq));
     if (L->k_norm) TRY(f->bi->rmsnorm(f->bc, f->k, D, f->k, D, L->k_norm, n * (int)Hkv, D, hp->rms_eps));
     const struct strata_rope_op rk = {.x = f->k, .tok_stride = KD, .head_stride = D, .n_tok = n, .n_head = Hkv,
                                       .pos = f->pos, .n_rot = hp->n_rot, .freq_base = hp->rope_freq_base,
-                                      .sections = sections};
+                                      .sections = sections, .ext = ext};
     TRY(f->bi->rope(f->bc, &rk));
     const struct strata_attn_op ao = {
         .batch = &f->batch, .kv_slot = (uint32_t)L->kv_slot,
         .q = f->q, .q_tok_stride = QW, .q_head_stride = qs, .k = f->k, .v = f->v, .out = f->attn,
         .n_head = H, .n_head_kv = Hkv, .head_dim_k = D, .head_dim_v = Dv, .scale = 1.0f / sqrtf((float)D),
+        .n_swa = L->swa ? hp->n_swa : 0, .sinks = L->sinks,
     };
     TRY(f->bi->attention(f->bc, &ao));
     if (L->q_gated) TRY(f->bi->mul_sigmoid(f->bc, f->attn, Dv, f->q + D, qs, false, n * (int)H, Dv));
     const struct strata_mat *wo[1] = {&L->wo};
     TRY(project(f, wo, &f->o, 1, f->attn, n));
+    if (L->bo) TRY(f->bi->add(f->bc, f->o, L->bo, 0, n, E));
     return f->bi->add(f->bc, f->x, f->o, E, n, E);
 }
 
@@ -474,6 +477,9 @@ static int route(struct strata_forward *f, const struct strata_layer *L, int n)
         .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
         .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale, .bias = L->exp_probs_b,
     };
+    if (L->router_b)  // ggml adds the router's bias to the logits before gating
+        for (int t = 0; t < n; t++)
+            for (uint32_t e = 0; e < X; e++) f->logits_host[(size_t)t * X + e] += L->router_b[e];
     if (m->route_exact) {
         const struct strata_route_cfg rc_ = {X, K, hp->expert_gating, hp->n_expert_groups, hp->n_group_used,
                                              hp->expert_weights_norm, hp->expert_weights_scale, f->route_vl};
@@ -553,7 +559,16 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
         // rows are grouped by expert, so the group's rows are one contiguous range
         const uint32_t e_first = g->used[g0], e_last = g->used[g1 - 1];
         const size_t r0 = (size_t)g->first[e_first], r1 = (size_t)g->first[e_last] + (size_t)g->count[e_last];
-        if (rc == 0)
+        for (int i = g0; i < g1 && rc == 0 && L->exp_up_b; i++) {  // per-expert biases (gpt-oss)
+            const uint32_t e = g->used[i];
+            const size_t first = (size_t)g->first[e];
+            rc = f->bi->add(f->bc, f->up_out + first * F, L->exp_up_b + (size_t)e * F, 0, g->count[e], F);
+            if (rc == 0) rc = f->bi->add(f->bc, f->gate_out + first * F, L->exp_gate_b + (size_t)e * F, 0, g->count[e], F);
+        }
+        if (rc == 0 && L->swiglu_oai)
+            rc = f->bi->swiglu_oai(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F,
+                                   1.702f, 7.0f);
+        else if (rc == 0)
             rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
         no = 0;
         for (int i = g0; i < g1 && rc == 0; i++) {
@@ -565,6 +580,10 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
                                               f->down_out + (size_t)first * E, E, NULL};
         }
         if (rc == 0) rc = f->bi->mm(f->bc, ops, no);
+        for (int i = g0; i < g1 && rc == 0 && L->exp_down_b; i++) {
+            const uint32_t e = g->used[i];
+            rc = f->bi->add(f->bc, f->down_out + (size_t)g->first[e] * E, L->exp_down_b + (size_t)e * E, 0, g->count[e], E);
+        }
         // the products must be done with the views before they are released
         if (rc == 0) rc = f->bi->sync(f->bc);
         strata_provider_release(f->experts, moe_l, f->views + g0, g1 - g0);

@@ -264,9 +264,9 @@ static int load_arch(struct strata_model *m)
     case STRATA_ARCH_QWEN3NEXT:
     case STRATA_ARCH_QWEN35MOE: return strata_qwen3next_load(m);
     case STRATA_ARCH_DEEPSEEK2: return strata_deepseek2_load(m);
+    case STRATA_ARCH_GPT_OSS: return strata_gpt_oss_load(m);
     case STRATA_ARCH_DEEPSEEK32:
     case STRATA_ARCH_GLM_DSA:
-    case STRATA_ARCH_GPT_OSS:
         // synth, inspect and plan know them; running them waits for the shared forward pass
         strata_log_error("model_load: %s: running %s is not supported yet (inspect and plan are)", m->file->path,
                          strata_arch_name(m->hp.arch));

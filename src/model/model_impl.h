@@ -64,6 +64,14 @@ struct strata_layer {
     struct strata_mat exp_gate, exp_up, exp_down;  // one routed expert [F][E], [F][E], [E][F]: type and
                                                    // shape; data comes from the expert provider
     const float *exp_probs_b;     // [X] expert selection bias, host memory (routing runs there), or NULL
+    // gpt-oss: attention output bias, sinks, sliding window, router and expert biases, and the
+    // clamped SwiGLU of its experts.
+    const float *bo;              // [E] attn_output bias, or NULL
+    const float *sinks;           // [H] attention sink logits, or NULL
+    bool swa;                     // sliding-window block (hp.n_swa)
+    const float *router_b;        // [X] router logit bias, host memory, or NULL
+    const float *exp_gate_b, *exp_up_b, *exp_down_b; // [X][F], [X][F], [X][E] per-expert biases, or NULL
+    bool swiglu_oai;              // experts' activation is gpt-oss's clamped SwiGLU
     struct strata_mat ffn_gate, ffn_up, ffn_down;  // dense FFN [Fd][E], [Fd][E], [E][Fd]
     struct strata_mat sh_gate, sh_up, sh_down;     // shared expert [Fs][E], [Fs][E], [E][Fs], or no data
     struct strata_mat sh_gate_inp; // [1][E] F32: shared expert scaled by sigmoid(this . h), or no data

@@ -87,7 +87,7 @@ export function parseCommon(script, usage, extra = {}) {
         ctx: parseCount(script, "ctx", v.ctx, 1),
         batch: parseCount(script, "batch", v.batch, 1),
         flashAttn: v["flash-attn"],
-        swaFull: v["swa-full"],
+        swaFull: v["swa-full"] || process.env.ORACLE_SWA_FULL === "1",  // or ORACLE_SWA_FULL=1 in the environment
         verbose: v.verbose,
         values: v,
         parseCount: (name, min) => parseCount(script, name, v[name], min),

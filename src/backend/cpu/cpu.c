@@ -14,6 +14,7 @@
 #include "backend/cpu/attn.h"
 #include "backend/cpu/deltanet.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/ops_ext.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/pool.h"
 #include "backend/cpu/rope_ext.h"
@@ -269,6 +270,13 @@ static int cpu_copy_rows(void *ctx, float *y, size_t y_stride, const float *x, s
     return 0;
 }
 
+static int cpu_swiglu_oai(void *ctx, float *y, const float *g, const float *u, size_t n, float alpha, float limit)
+{
+    (void)ctx;
+    strata_swiglu_oai(y, g, u, (uint32_t)n, alpha, limit);
+    return 0;
+}
+
 static int cpu_swiglu(void *ctx, float *y, const float *g, const float *u, size_t n)
 {
     (void)ctx;
@@ -438,7 +446,7 @@ static const struct strata_backend_i g_cpu_iface = {
     // the ops of the architectures not in the forward pass yet, and device routing: not offered
     .copy = cpu_copy_rows,
     .layernorm = NULL,
-    .swiglu_oai = NULL,
+    .swiglu_oai = cpu_swiglu_oai,
     .indexer = NULL,
     .route = NULL,
 };
