@@ -212,6 +212,8 @@ struct strata_route_params {
 
 struct strata_backend_i {
     const char *name;        // "cpu", "cuda"
+    bool host_memory;        // backend memory is the process's own: ops may take host buffers (the
+                             // forward pass then writes logits straight into the caller's array)
     void (*free)(void *ctx);
 
     // ---- memory ----

@@ -227,7 +227,7 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->route_scratch = host_zalloc(2 * X * fl, &rc);
     f->route_vl = 16;
     const size_t lrows = B < LOGIT_ROWS ? B : LOGIT_ROWS;
-    f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
+    if (!f->bi->host_memory) f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
     f->ids = scratch(f, B * sizeof(int32_t), "token ids", &rc);
     f->pos = scratch(f, B * sizeof(int32_t), "positions", &rc);
     f->tok_of = scratch(f, B * K * sizeof(int32_t), "routes", &rc);
@@ -613,13 +613,15 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     return 0;
 }
 
-// The final norm and the output head for the rows that want logits, LOGIT_ROWS at a time.
+// The final norm and the output head for the rows that want logits: straight into the caller's
+// array when the backend's memory is the host's, else LOGIT_ROWS at a time through the logits
+// scratch and a download.
 static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq)
 {
     const struct strata_model *m = f->m;
     const struct strata_hparams *hp = &m->hp;
     const uint32_t E = hp->n_embd, V = hp->n_vocab;
-    const int group = f->max_tok < LOGIT_ROWS ? f->max_tok : LOGIT_ROWS;
+    const int group = f->bi->host_memory ? f->max_tok : f->max_tok < LOGIT_ROWS ? f->max_tok : LOGIT_ROWS;
     int rc;
     for (int s = 0; s < n_seq; s++) {
         const struct strata_fwd_seq *sq = &seqs[s];
@@ -630,9 +632,9 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
             const int nr = sq->n_tok - r0 < group ? sq->n_tok - r0 : group;
             TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x + (size_t)(tok0 + r0) * E, E, m->output_norm, nr, E, hp->rms_eps));
             const struct strata_mat *w[1] = {&m->output};
-            TRY(project(f, w, &f->logits, 1, f->h, nr));
             float *dst = sq->logits + (size_t)(r0 - first) * V;
-            TRY(f->bi->download(f->bc, dst, f->logits, (size_t)nr * V * sizeof(float)));
+            TRY(project(f, w, f->bi->host_memory ? &dst : &f->logits, 1, f->h, nr));
+            if (!f->bi->host_memory) TRY(f->bi->download(f->bc, dst, f->logits, (size_t)nr * V * sizeof(float)));
         }
     }
     return 0;

@@ -421,6 +421,7 @@ static void cpu_free(void *vctx)
 
 static const struct strata_backend_i g_cpu_iface = {
     .name = "cpu",
+    .host_memory = true,
     .free = cpu_free,
     .alloc = cpu_alloc,
     .release = cpu_release,
