@@ -62,12 +62,23 @@ TEST_BIN += $(patsubst tests/%.cu,$(BUILD)/tests/%,$(sort $(wildcard tests/test_
 CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o) $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/backend/cuda/*.c)))
 LIB_OBJ  += $(CU_OBJ)
 CFLAGS   += -DSTRATA_CUDA=1
-# the runtime linked statically: the binary runs wherever the driver is new enough
-LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -ldl -lrt -lstdc++
+# the runtime linked statically: the binary runs wherever the driver is new enough. Where it is
+# found: CUDA_LIBDIR if given, else the folders nvcc itself links from (its --dryrun LIBRARIES,
+# which follow the toolkit's layout wherever nvcc was installed), else CUDA_HOME's lib64 and lib.
+CUDA_LIBDIR ?= $(patsubst -L%,%,$(filter-out %/stubs,$(subst ",,$(shell $(NVCC) --dryrun -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ LIBRARIES=//p'))))
+LDLIBS   += $(addprefix -L,$(CUDA_LIBDIR)) -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -ldl -lrt -lstdc++
 endif
 
-.PHONY: all test bench clean
+.PHONY: all test bench clean objs cudart-check
 all: $(BUILD)/strata $(BUILD)/libstrata.a tests-build examples-build
+
+# every object, nothing linked: CI compiles the CUDA code this way where the toolkit has no
+# static runtime to link against
+objs: $(LIB_OBJ) $(CLI_OBJ) $(SRV_OBJ)
+
+# succeeds when the CUDA runtime can be linked with this LDLIBS (make CUDA=1 cudart-check)
+cudart-check:
+	@echo 'int main(void) { return 0; }' | $(CC) -x c - -o /dev/null $(LDLIBS)
 
 $(BUILD)/libstrata.a: $(LIB_OBJ)
 	@rm -f $@
