@@ -131,6 +131,9 @@ struct strata_stats {
     uint64_t n_tokens;             // tokens evaluated
     uint64_t n_passes;             // forward passes
     struct strata_expert_stats experts[STRATA_TIER_COUNT];   // engine-wide (also in session stats)
+    uint64_t vram_used_bytes;      // GPU backend: device memory strata holds (weights, experts,
+    uint64_t vram_peak_bytes;      //   KV caches, scratch), its peak, and the device's total;
+    uint64_t vram_total_bytes;     //   0 on the CPU backend (engine-wide, also in session stats)
 };
 
 struct strata_layer_stats {

@@ -17,13 +17,18 @@
 // Tolerances beyond the products come from float rounding of the same formula: norms, softmax,
 // exp/log/sin/cos of the GPU are within a few ulp of glibc's.
 //
+//   - the CUDA backend end to end against the CPU backend on tiny synthetic models of every
+//     architecture it runs (test_backend below).
+//
 //   test_cuda [--seed N]        exit 77 (skip) without a GPU or a CUDA build
+//   test_cuda --backend         the end-to-end backend checks only
 //   test_cuda --bench           decode GB/s per type, GEMM TOPS, attention and delta-net timings
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -42,6 +47,9 @@ int main(void)
 #include "backend/cuda/cuda.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
+#include "strata.h"
+#include "tools/synth.h"
+#include "util/log.h"
 
 static struct strata_cuda *g_cu;
 static uint64_t g_rng;
@@ -1379,13 +1387,249 @@ static void bench(void)
     }
 }
 
+// ---- the CUDA backend end to end ----------------------------------------------------------------
+// Tiny synthetic models through the public engine API on the CPU and the CUDA backend: the same
+// prompt's logits at every position. F32 weights round nothing, so the backends differ only in
+// the order of float additions: every position within 1e-4 (relative L2). Quantized weights
+// round the activations to the same int8 blocks on both, so most positions agree to float noise
+// until an activation lands on a rounding boundary in one backend and not the other (a flip,
+// docs/correctness.md); the judgement is the parity tests': every position within 2e-2, the
+// argmax equal except near ties (the CPU ranks the GPU's choice within twice the largest logit
+// difference), and the share of positions within 1e-5 printed (and at least a quarter). On the
+// GPU itself: chunks of 1, 7 and 48 tokens give bit-identical logits, and greedy decoding picks
+// the CPU's tokens (teacher-forced on the CPU's choice; a near tie ends the comparison).
+
+static char g_dir[] = "/tmp/strata-test-cuda-XXXXXX";
+#define E2E_N 48
+
+static void drop_line(enum strata_log_level level, const char *line, void *user)
+{
+    (void)level, (void)line, (void)user;
+}
+
+static struct strata_engine *e2e_open(const char *path, enum strata_backend_kind kind)
+{
+    struct strata_engine_params ep = strata_engine_default_params();
+    ep.model = path;
+    ep.backend = kind;
+    ep.n_threads = 4;
+    ep.n_ctx = 128;
+    ep.n_batch = 64;
+    struct strata_engine *e = NULL;
+    if (strata_engine_open(&e, &ep)) printf("    cannot open %s on %s: %s\n", path, kind == STRATA_BACKEND_CUDA ? "cuda" : "cpu",
+                                            strata_last_error());
+    return e;
+}
+
+// Logits of every token of tok[0..n) evaluated in passes of `chunk` tokens.
+static int e2e_eval(struct strata_engine *e, const int32_t *tok, int n, int chunk, float *out)
+{
+    const struct strata_session_params sp = {.n_ctx = 128, .n_batch = chunk};
+    struct strata_session *s = NULL;
+    int rc = strata_session_create(&s, e, &sp);
+    if (rc == 0) rc = strata_session_eval(s, tok, n, out, true);
+    strata_session_free(s);
+    return rc;
+}
+
+static int argmax(const float *x, int n)
+{
+    int m = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[m]) m = i;
+    return m;
+}
+
+// Largest |a - b| of a row.
+static double max_abs_diff(const float *a, const float *b, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+// The CUDA logits `g` against the CPU's `c` ([np][nv]) by the rule above.
+static void e2e_judge(const char *name, const float *g, const float *c, int np, int nv, bool quantized)
+{
+    double max_rel = 0;
+    int within = 0, over = 0, mism = 0, ties = 0;
+    for (int p = 0; p < np; p++) {
+        const float *a = g + (size_t)p * nv, *b = c + (size_t)p * nv;
+        double num = 0, den = 0;
+        for (int i = 0; i < nv; i++) {
+            num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+            den += (double)b[i] * b[i];
+        }
+        const double rel = isfinite(num) ? sqrt(num / den) : INFINITY;
+        max_rel = fmax(max_rel, rel);
+        within += rel <= 1e-5;
+        over += !(rel <= (quantized ? 2e-2 : 1e-4));
+        const int am = argmax(a, nv), bm = argmax(b, nv);
+        if (am != bm) {
+            if (quantized && b[bm] - b[am] <= 2 * max_abs_diff(a, b, nv)) ties++;
+            else mism++;
+        }
+    }
+    printf("    %s: max_rel %.3g, %d of %d positions within 1e-5, %d over tolerance, %d argmax mismatches, %d near "
+           "ties\n", name, max_rel, within, np, over, mism, ties);
+    CHECK(over == 0 && mism == 0, "%s: logits of the CUDA backend differ from the CPU backend's", name);
+    if (quantized) CHECK(within * 4 >= np, "%s: fewer than a quarter of the positions agree to 1e-5", name);
+}
+
+// Greedy tokens: both backends fed the CPU's choice; the GPU must pick it too (a near tie stops).
+static void e2e_greedy(const char *name, struct strata_engine *ec, struct strata_engine *eg, const int32_t *prompt,
+                       int n_prompt, int steps, int nv)
+{
+    const struct strata_session_params sp = {.n_ctx = 128, .n_batch = 64};
+    struct strata_session *sc = NULL, *sg = NULL;
+    float *lc = xmalloc((size_t)nv * 4), *lg = xmalloc((size_t)nv * 4);
+    int rc = strata_session_create(&sc, ec, &sp);
+    if (rc == 0) rc = strata_session_create(&sg, eg, &sp);
+    if (rc == 0) rc = strata_session_eval(sc, prompt, n_prompt, lc, false);
+    if (rc == 0) rc = strata_session_eval(sg, prompt, n_prompt, lg, false);
+    int k = 0;
+    for (; rc == 0 && k < steps; k++) {
+        const int32_t tc = argmax(lc, nv), tg = argmax(lg, nv);
+        if (tc != tg) {
+            const bool tie = lc[tc] - lc[tg] <= 2 * max_abs_diff(lc, lg, nv);
+            printf("    %s greedy: step %d: cpu %d, cuda %d (%s)\n", name, k, tc, tg, tie ? "near tie" : "MISMATCH");
+            CHECK(tie, "%s: greedy token %d differs", name, k);
+            break;
+        }
+        rc = strata_session_eval(sc, &tc, 1, lc, false);
+        if (rc == 0) rc = strata_session_eval(sg, &tc, 1, lg, false);
+    }
+    CHECK(rc == 0, "%s: greedy evaluation failed: %s", name, strata_last_error());
+    if (rc == 0 && k == steps) printf("    %s greedy: %d tokens identical\n", name, steps);
+    strata_session_free(sc);
+    strata_session_free(sg);
+    free(lc);
+    free(lg);
+}
+
+struct e2e_case {
+    const char *arch, *preset, *type;  // type NULL: the preset's
+    bool chunks, greedy;
+};
+
+static void test_e2e(const struct e2e_case *cs)
+{
+    const int f0 = g_failures;
+    char name[128], path[256];
+    snprintf(name, sizeof name, "%s %s %s", cs->arch, cs->preset, cs->type ? cs->type : "default");
+    snprintf(path, sizeof path, "%s/m.gguf", g_dir);
+    const int type = cs->type ? strata_type_from_name(cs->type) : -1;
+    const struct strata_synth_opts so = {.arch = cs->arch, .preset = cs->preset, .out_path = path, .seed = 7,
+                                         .type = type};
+    struct strata_engine *ec = NULL, *eg = NULL;
+    float *lc = NULL, *lg = NULL, *lk = NULL;
+    CHECK(strata_synth(&so) == 0, "%s: synth", name);
+    if (g_failures == f0) ec = e2e_open(path, STRATA_BACKEND_CPU);
+    if (ec) eg = e2e_open(path, STRATA_BACKEND_CUDA);
+    CHECK(ec && eg, "%s: open", name);
+    if (ec && eg) {
+        struct strata_model_info info;
+        strata_engine_info(eg, &info);
+        CHECK(strcmp(info.backend, "cuda") == 0, "%s: the engine runs on %s", name, info.backend);
+        const int nv = (int)info.n_vocab;
+        int32_t tok[E2E_N];
+        uint64_t r = 12345;
+        for (int i = 0; i < E2E_N; i++) tok[i] = (int32_t)(strata_rng_next(&r) % (uint64_t)nv);
+        lc = xmalloc((size_t)E2E_N * nv * 4);
+        lg = xmalloc((size_t)E2E_N * nv * 4);
+        lk = xmalloc((size_t)E2E_N * nv * 4);
+        CHECK(e2e_eval(ec, tok, E2E_N, E2E_N, lc) == 0, "%s: cpu eval", name);
+        CHECK(e2e_eval(eg, tok, E2E_N, E2E_N, lg) == 0, "%s: cuda eval: %s", name, strata_last_error());
+        if (g_failures == f0) e2e_judge(name, lg, lc, E2E_N, nv, type != STRATA_TYPE_F32);
+        const int chunks[] = {1, 7};
+        for (int i = 0; cs->chunks && i < 2 && g_failures == f0; i++) {
+            CHECK(e2e_eval(eg, tok, E2E_N, chunks[i], lk) == 0, "%s: cuda eval in chunks of %d", name, chunks[i]);
+            CHECK(memcmp(lk, lg, (size_t)E2E_N * nv * 4) == 0,
+                  "%s: chunks of %d give other logits than one chunk of %d (max diff %.3g)", name, chunks[i], E2E_N,
+                  max_abs_diff(lk, lg, E2E_N * nv));
+        }
+        if (cs->chunks && g_failures == f0) printf("    %s: chunks of 1, 7 and %d bit-identical\n", name, E2E_N);
+        if (cs->greedy && g_failures == f0) e2e_greedy(name, ec, eg, tok, 8, 24, nv);
+        struct strata_stats st;
+        strata_engine_stats(eg, &st);
+        CHECK(st.vram_used_bytes > 0 && st.experts[STRATA_TIER_VRAM].present && st.experts[STRATA_TIER_VRAM].full,
+              "%s: VRAM statistics", name);
+    }
+    strata_engine_close(eg);
+    strata_engine_close(ec);
+    free(lc);
+    free(lg);
+    free(lk);
+    unlink(path);
+    case_result(name, f0);
+}
+
+// An architecture whose ops the CUDA backend lacks: --backend cuda refuses it in one line, auto
+// runs it on the CPU.
+static void test_e2e_refused(const char *arch)
+{
+    const int f0 = g_failures;
+    char path[256], name[128];
+    snprintf(path, sizeof path, "%s/m.gguf", g_dir);
+    snprintf(name, sizeof name, "%s tiny: cuda refuses it at open, auto falls back to the CPU", arch);
+    const struct strata_synth_opts so = {.arch = arch, .preset = "tiny", .out_path = path, .seed = 7, .type = -1};
+    CHECK(strata_synth(&so) == 0, "%s: synth", arch);
+    struct strata_engine_params ep = strata_engine_default_params();
+    ep.model = path;
+    ep.n_threads = 4;
+    ep.n_ctx = 64;
+    ep.backend = STRATA_BACKEND_CUDA;
+    struct strata_engine *e = NULL;
+    strata_log_set_sink(drop_line, NULL);
+    const int rc = strata_engine_open(&e, &ep);
+    printf("    %s --backend cuda: %s\n", arch, strata_last_error());
+    CHECK(rc == STRATA_EUNSUP && e == NULL, "%s: cuda open gave %d", arch, rc);
+    ep.backend = STRATA_BACKEND_AUTO;
+    CHECK(strata_engine_open(&e, &ep) == 0 && e, "%s: auto open", arch);
+    strata_log_set_sink(NULL, NULL);
+    if (e) {
+        struct strata_model_info info;
+        strata_engine_info(e, &info);
+        CHECK(strcmp(info.backend, "cpu") == 0, "%s: auto runs on %s", arch, info.backend);
+    }
+    strata_engine_close(e);
+    unlink(path);
+    case_result(name, f0);
+}
+
+static void test_backend(void)
+{
+    if (!mkdtemp(g_dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    static const struct e2e_case cases[] = {
+        {"qwen3moe", "tiny", "F32", true, true},
+        {"qwen3moe", "tiny", "Q8_0", false, false},
+        {"qwen3moe", "tiny", "Q4_K", true, true},
+        {"qwen3moe", "tiny", "Q6_K", false, false},
+        {"qwen3moe", "tiny", "IQ2_XXS", false, false},
+        {"glm4moe", "tiny", "F32", false, false},
+        {"glm4moe", "tiny-air", "Q4_K", true, true},
+        {"qwen3next", "tiny", "F32", true, true},
+        {"qwen3next", "tiny", "Q8_0", true, false},
+        {"qwen35moe", "tiny", "F32", false, false},
+        {"qwen35moe", "tiny", "Q4_K", true, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_e2e(&cases[i]);
+    test_e2e_refused("gpt-oss");
+    test_e2e_refused("deepseek2");
+    rmdir(g_dir);
+}
+
 int main(int argc, char **argv)
 {
-    bool do_bench = false;
+    bool do_bench = false, only_backend = false;
     g_rng = (uint64_t)time(NULL);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--bench") == 0) do_bench = true;
+        else if (strcmp(argv[i], "--backend") == 0) only_backend = true;
     }
     const char *why;
     if (strata_cuda_device_count(&why) == 0) {
@@ -1402,6 +1646,12 @@ int main(int argc, char **argv)
         bench();
         strata_cuda_close(g_cu);
         return 0;
+    }
+    if (only_backend) {
+        strata_cuda_close(g_cu);
+        test_backend();
+        printf("%s\n", g_failures ? "FAILED" : "all passed");
+        return g_failures ? 1 : 0;
     }
     test_quantize();
     test_dequant();
@@ -1423,6 +1673,7 @@ int main(int argc, char **argv)
     test_deltanet(32, false);
     test_deltanet(128, true);
     strata_cuda_close(g_cu);
+    test_backend();
     printf("%s\n", g_failures ? "FAILED" : "all passed");
     return g_failures ? 1 : 0;
 }

@@ -3,8 +3,14 @@
 
 #include <stddef.h>
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cpu/cpu.h"
 #include "util/log.h"
+#ifdef STRATA_CUDA
+#include "backend/cuda/backend_cuda.h"
+#endif
 
 static const char *const g_kind_names[STRATA_BACKEND_COUNT] = {"auto", "cpu", "cuda"};
 
@@ -13,20 +19,34 @@ const char *strata_backend_kind_name(enum strata_backend_kind kind)
     return (unsigned)kind < STRATA_BACKEND_COUNT ? g_kind_names[kind] : "?";
 }
 
+// Auto: STRATA_BACKEND=cpu|cuda when set, else CUDA where it is built in and finds a device.
+static enum strata_backend_kind resolve_auto(void)
+{
+    const char *env = getenv("STRATA_BACKEND");
+    if (env && strcmp(env, "cpu") == 0) return STRATA_BACKEND_CPU;
+    if (env && strcmp(env, "cuda") == 0) return STRATA_BACKEND_CUDA;
+#ifdef STRATA_CUDA
+    const char *why;
+    if (strata_backend_cuda_found(&why)) return STRATA_BACKEND_CUDA;
+#endif
+    return STRATA_BACKEND_CPU;
+}
+
 int strata_backend_open(struct strata_backend *out, const struct strata_backend_params *p)
 {
     *out = (struct strata_backend){0};
-    switch (p->kind) {
-    case STRATA_BACKEND_AUTO:
+    const enum strata_backend_kind kind = p->kind == STRATA_BACKEND_AUTO ? resolve_auto() : p->kind;
+    switch (kind) {
     case STRATA_BACKEND_CPU:
         return strata_backend_cpu_open(out, p->n_threads);
     case STRATA_BACKEND_CUDA:
 #ifdef STRATA_CUDA
-        strata_log_error("backend_open: this build has CUDA, but the CUDA backend is not implemented yet");
+        return strata_backend_cuda_open(out, p->gpu);
 #else
         strata_log_error("backend_open: this build of strata has no CUDA support (rebuild with make CUDA=1)");
-#endif
         return STRATA_EUNSUP;
+#endif
+    case STRATA_BACKEND_AUTO:
     case STRATA_BACKEND_COUNT: break;
     }
     strata_log_error("backend_open: unknown backend kind %d", (int)p->kind);

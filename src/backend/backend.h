@@ -210,6 +210,13 @@ struct strata_route_params {
     const float *bias;       // [n_expert] selection bias added to the scores (backend memory), or NULL
 };
 
+// Device memory of a GPU backend (mem_info).
+struct strata_backend_mem {
+    const char *device;      // the device's name (borrowed from the backend)
+    uint64_t used, peak;     // bytes the backend holds now / held at most
+    uint64_t total;          // the device's memory
+};
+
 struct strata_backend_i {
     const char *name;        // "cpu", "cuda"
     bool host_memory;        // backend memory is the process's own: ops may take host buffers (the
@@ -277,6 +284,8 @@ struct strata_backend_i {
     // [n_tok][n_used], selecting exactly what model/route.c selects on the host.
     int (*route)(void *ctx, const struct strata_route_params *p, const float *logits, int n_tok, int32_t *ids,
                  float *weights);
+    // Device memory in use (GPU backends; NULL on the CPU, whose memory is the process's).
+    void (*mem_info)(void *ctx, struct strata_backend_mem *out);
 };
 
 struct strata_backend {
@@ -290,8 +299,8 @@ struct strata_backend_params {
     int gpu;                 // device index (GPU backends)
 };
 
-// Open the backend `p` asks for (auto: a GPU backend when one is built in and finds a device,
-// else the CPU). 0, or STRATA_EUNSUP with one line when that backend is not built in or finds no
+// Open the backend `p` asks for (auto: the CUDA backend when strata was built with it and a
+// usable device is found, else the CPU; STRATA_BACKEND=cpu|cuda in the environment overrides auto). 0, or STRATA_EUNSUP with one line when that backend is not built in or finds no
 // device, STRATA_ENOMEM.
 int strata_backend_open(struct strata_backend *out, const struct strata_backend_params *p);
 void strata_backend_close(struct strata_backend *be);

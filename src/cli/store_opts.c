@@ -20,7 +20,9 @@ const char *const cli_store_usage =
     "  --prefetch-k N        prefetch a token's first N guesses only (default: all of its top-k)\n"
     "  --stats-layers        per-layer expert cache counters in the summary / --json\n"
     "  --trace-out FILE      write every token's expert ids per layer (strata sim replays it)\n"
-    "  --backend cpu|cuda    where the forward pass runs (default: cpu; cuda needs a CUDA build)\n"
+    "  --backend auto|cpu|cuda  where the forward pass runs; auto (the default): cuda when strata\n"
+    "                        was built with CUDA (make CUDA=1) and finds a GPU, else cpu; with\n"
+    "                        cuda every weight and expert is uploaded to the GPU at load\n"
     "  --gpu N               GPU index for --backend cuda (default 0)\n";
 
 static const char *const g_io_names[STRATA_IO_COUNT] = {"pread", "uring"};
@@ -77,10 +79,11 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
     case CLI_OPT_STATS_LAYERS: r->stats_layers = true; return 0;
     case CLI_OPT_TRACE_OUT: r->trace_path = arg; return 0;
     case CLI_OPT_BACKEND:
-        if (strcmp(arg, "cpu") == 0) p->backend = STRATA_BACKEND_CPU;
+        if (strcmp(arg, "auto") == 0) p->backend = STRATA_BACKEND_AUTO;
+        else if (strcmp(arg, "cpu") == 0) p->backend = STRATA_BACKEND_CPU;
         else if (strcmp(arg, "cuda") == 0) p->backend = STRATA_BACKEND_CUDA;
         else {
-            fprintf(stderr, "strata: --backend: '%s' is not cpu or cuda\n", arg);
+            fprintf(stderr, "strata: --backend: '%s' is not auto, cpu or cuda\n", arg);
             return 1;
         }
         return 0;
@@ -94,8 +97,15 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
 {
     struct strata_stats all;
     strata_engine_stats(e, &all);
-    const struct strata_expert_stats *st = &all.experts[STRATA_TIER_HOST];
+    const enum strata_tier tier = all.experts[STRATA_TIER_VRAM].present ? STRATA_TIER_VRAM : STRATA_TIER_HOST;
+    const struct strata_expert_stats *st = &all.experts[tier];
+    if (all.vram_total_bytes) {
+        cJSON_AddNumberToObject(js, "vram_used_mib", all.vram_used_bytes / 1048576.0);
+        cJSON_AddNumberToObject(js, "vram_peak_mib", all.vram_peak_bytes / 1048576.0);
+        cJSON_AddNumberToObject(js, "vram_total_mib", all.vram_total_bytes / 1048576.0);
+    }
     cJSON *o = cJSON_AddObjectToObject(js, "experts");
+    cJSON_AddStringToObject(o, "tier", tier == STRATA_TIER_VRAM ? "vram" : "host");
     const uint64_t acc = st->hits + st->misses;
     cJSON_AddStringToObject(o, "cache", st->full ? "full" : "bounded");
     cJSON_AddNumberToObject(o, "cache_mib", st->slot_bytes / 1048576.0);
@@ -133,7 +143,7 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
         cJSON *arr = cJSON_AddArrayToObject(o, "layers");
         for (uint32_t l = 0; l < info.n_layer; l++) {
             struct strata_layer_stats ls;
-            strata_engine_layer_stats(e, STRATA_TIER_HOST, l, &ls);
+            strata_engine_layer_stats(e, tier, l, &ls);
             cJSON *x = cJSON_CreateObject();
             cJSON_AddNumberToObject(x, "layer", l);
             cJSON_AddNumberToObject(x, "hits", (double)ls.hits);
@@ -157,8 +167,16 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
 {
     struct strata_stats all;
     strata_engine_stats(e, &all);
-    const struct strata_expert_stats *st = &all.experts[STRATA_TIER_HOST];
+    const enum strata_tier tier = all.experts[STRATA_TIER_VRAM].present ? STRATA_TIER_VRAM : STRATA_TIER_HOST;
+    const struct strata_expert_stats *st = &all.experts[tier];
     const uint64_t acc = st->hits + st->misses;
+    if (tier == STRATA_TIER_VRAM)
+        fprintf(out, "experts: all %.0f MiB resident in VRAM (%u per layer), uploaded in %.2f s\n",
+                st->slot_bytes / 1048576.0, st->slots_per_layer, st->preload_s);
+    if (all.vram_total_bytes)
+        fprintf(out, "vram: %.0f MiB used (peak %.0f MiB) of %.0f MiB\n", all.vram_used_bytes / 1048576.0,
+                all.vram_peak_bytes / 1048576.0, all.vram_total_bytes / 1048576.0);
+    if (tier == STRATA_TIER_HOST)
     fprintf(out,
             "experts: %s cache %.0f MiB (%u slots/layer, %u class%s), hit rate %.1f%% (%llu hits, %llu misses, "
             "%llu evictions), read %.1f MiB in %.2f s I/O wait (%.2f GB/s, %s)%s\n",
@@ -179,7 +197,7 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
     strata_engine_info(e, &info);
     for (uint32_t l = 0; l < info.n_layer; l++) {
         struct strata_layer_stats ls;
-        strata_engine_layer_stats(e, STRATA_TIER_HOST, l, &ls);
+        strata_engine_layer_stats(e, tier, l, &ls);
         const uint64_t a = ls.hits + ls.misses;
         fprintf(out, "  layer %3u: hit rate %5.1f%%  hits %llu  misses %llu  evictions %llu  read %.1f MiB\n", l,
                 a ? 100.0 * (double)ls.hits / (double)a : 100.0, (unsigned long long)ls.hits,

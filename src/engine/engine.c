@@ -66,7 +66,7 @@ static int check_params(const struct strata_engine_params *p)
 static int check_memory_bound(const struct strata_engine *e)
 {
     const uint64_t bound = e->params.memory_bound_bytes;
-    if (!bound) return 0;
+    if (!bound || !e->store) return 0;  // experts and dense weights in device memory: not the process's
     const uint64_t need = strata_model_dense_bytes(e->m) + strata_store_resident_bytes(e->store);
     if (need <= bound) return 0;
     strata_log_error("engine_open: dense weights and expert cache need %.0f MiB, over the memory bound of %.0f MiB",
@@ -74,22 +74,31 @@ static int check_memory_bound(const struct strata_engine *e)
     return STRATA_ENOMEM;
 }
 
-static int open_parts(struct strata_engine *e)
+// Backend, model, experts (the host store, or all resident in a GPU backend's memory), tokenizer,
+// forward scratch, on the backend of kind `kind`.
+static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
 {
     const struct strata_engine_params *p = &e->params;
-    const struct strata_backend_params bp = {p->backend, p->n_threads, p->gpu};
+    const struct strata_backend_params bp = {kind, p->n_threads, p->gpu};
     int rc = strata_backend_open(&e->be, &bp);
     if (rc == 0) rc = strata_model_load(&e->m, p->model, &e->be);
     if (rc) return rc;
     const struct strata_hparams *hp = strata_model_hparams(e->m);
-    const struct strata_experts_config ec = {
-        .cache_bytes = p->host_cache_bytes, .no_classes = !p->cache_classes, .io = p->io, .io_threads = p->io_threads,
-        .policy = p->cache_policy,
-    };
-    if ((rc = strata_store_open(&e->store, strata_model_file_rw(e->m), strata_model_expert_layout(e->m),
-                                hp->n_expert_used, &ec)))
-        return rc;
-    e->experts = strata_store_provider(e->store);
+    if (e->be.iface->host_memory) {
+        const struct strata_experts_config ec = {
+            .cache_bytes = p->host_cache_bytes, .no_classes = !p->cache_classes, .io = p->io,
+            .io_threads = p->io_threads, .policy = p->cache_policy,
+        };
+        if ((rc = strata_store_open(&e->store, strata_model_file_rw(e->m), strata_model_expert_layout(e->m),
+                                    hp->n_expert_used, &ec)))
+            return rc;
+        e->experts = strata_store_provider(e->store);
+    } else {
+        if ((rc = strata_resident_open(&e->resident, &e->be, strata_model_file(e->m),
+                                       strata_model_expert_layout(e->m))))
+            return rc;
+        e->experts = strata_resident_provider(e->resident);
+    }
     if ((rc = check_memory_bound(e))) return rc;
     if ((rc = strata_tokenizer_load(&e->tok, strata_model_file(e->m)))) return rc;
     strata_gguf_get_str(strata_model_file(e->m), "tokenizer.chat_template", &e->chat_template);
@@ -99,6 +108,37 @@ static int open_parts(struct strata_engine *e)
     e->isa = strcmp(e->be.iface->name, "cpu") == 0 ? strata_isa_name(strata_isa_detect()) : "";
     if ((rc = strata_forward_create(&e->fwd, e->m, e->experts, e->n_batch, e->n_ctx))) return rc;
     return strata_forward_set_prefetch(e->fwd, p->prefetch_ahead, (uint32_t)p->prefetch_k);
+}
+
+static void close_parts(struct strata_engine *e)
+{
+    strata_forward_free(e->fwd);
+    strata_tokenizer_free(e->tok);
+    strata_store_close(e->store);
+    strata_resident_close(e->resident);
+    strata_model_free(e->m);
+    strata_backend_close(&e->be);
+    e->fwd = NULL;
+    e->tok = NULL;
+    e->store = NULL;
+    e->resident = NULL;
+    e->m = NULL;
+    e->chat_template = NULL;
+}
+
+// With the auto backend, a model the GPU backend cannot run (a type or an op it lacks) runs on
+// the CPU instead, after one warning.
+static int open_parts(struct strata_engine *e)
+{
+    int rc = open_parts_on(e, e->params.backend);
+    if (rc == STRATA_EUNSUP && e->params.backend == STRATA_BACKEND_AUTO &&
+        (!e->be.iface || !e->be.iface->host_memory)) {
+        strata_log_warn("engine_open: the GPU backend cannot run this model (%s); using the CPU backend",
+                        strata_last_error());
+        close_parts(e);
+        rc = open_parts_on(e, STRATA_BACKEND_CPU);
+    }
+    return rc;
 }
 
 int strata_engine_open(struct strata_engine **out, const struct strata_engine_params *p)
@@ -122,11 +162,7 @@ int strata_engine_open(struct strata_engine **out, const struct strata_engine_pa
 void strata_engine_close(struct strata_engine *e)
 {
     if (!e) return;
-    strata_forward_free(e->fwd);
-    strata_tokenizer_free(e->tok);
-    strata_store_close(e->store);
-    strata_model_free(e->m);
-    strata_backend_close(&e->be);
+    close_parts(e);
     pthread_mutex_destroy(&e->pass_mu);
     pthread_mutex_destroy(&e->err_mu);
     free(e);
@@ -152,7 +188,7 @@ void strata_engine_info(const struct strata_engine *e, struct strata_model_info 
         .eos = ti->eos,
         .add_bos = ti->add_bos,
         .dense_bytes = strata_model_dense_bytes(e->m),
-        .expert_bytes = strata_store_resident_bytes(e->store),
+        .expert_bytes = e->store ? strata_store_resident_bytes(e->store) : strata_resident_bytes(e->resident),
         .n_ctx = e->n_ctx,
         .n_batch = e->n_batch,
     };
@@ -176,6 +212,22 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
 {
     struct strata_experts_stats x;
     strata_provider_stats(e->experts, &x);
+    if (e->be.iface->mem_info) {
+        struct strata_backend_mem bm;
+        e->be.iface->mem_info(e->be.ctx, &bm);
+        st->vram_used_bytes = bm.used;
+        st->vram_peak_bytes = bm.peak;
+        st->vram_total_bytes = bm.total;
+    }
+    if (e->resident) {  // every expert in the GPU's memory: the VRAM tier, no host tier
+        st->experts[STRATA_TIER_HOST] = (struct strata_expert_stats){0};
+        st->experts[STRATA_TIER_VRAM] = (struct strata_expert_stats){
+            .present = true, .full = true, .hits = x.hits, .preload_bytes = x.preload_bytes,
+            .preload_s = x.preload_s, .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes,
+            .slot_bytes = x.slot_bytes_total,
+        };
+        return;
+    }
     st->experts[STRATA_TIER_HOST] = (struct strata_expert_stats){
         .present = true, .full = x.full, .hits = x.hits, .misses = x.misses, .evictions = x.evictions,
         .bytes_read = x.bytes_read, .reads = x.reads, .retries = x.retries, .io_wait_s = x.io_wait_s,
@@ -211,7 +263,7 @@ void strata_engine_layer_stats(struct strata_engine *e, enum strata_tier tier, u
                                struct strata_layer_stats *out)
 {
     *out = (struct strata_layer_stats){0};
-    if (tier != STRATA_TIER_HOST) return;
+    if (tier != (e->resident ? STRATA_TIER_VRAM : STRATA_TIER_HOST)) return;
     struct strata_experts_layer_stats ls;
     strata_provider_layer_stats(e->experts, layer, &ls);
     struct strata_lookahead_stats la;

@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "backend/backend.h"
+#include "engine/resident.h"
 #include "experts/store.h"
 #include "experts/trace.h"
 #include "model/forward.h"
@@ -25,7 +26,8 @@ struct strata_engine {
     struct strata_engine_params params;
     struct strata_backend be;
     struct strata_model *m;
-    struct strata_store *store;
+    struct strata_store *store;          // the host store (a backend in host memory), or NULL
+    struct strata_resident *resident;    // every expert in backend memory (a GPU backend), or NULL
     struct strata_expert_provider experts;
     struct strata_tokenizer *tok;
     struct strata_forward *fwd;

@@ -176,10 +176,31 @@ int strata_forward_reserve_ctx(struct strata_forward *f, int max_ctx)
     return rc;
 }
 
+// The ops the model's blocks call that a backend may leave NULL (backend.h): one line naming the
+// first missing one.
+static int check_ops(const struct strata_model *m)
+{
+    const struct strata_backend_i *bi = m->be->iface;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct strata_layer *L = &m->layers[l];
+        const char *missing = L->swiglu_oai && !bi->swiglu_oai ? "the clamped SwiGLU (swiglu_oai)"
+                              : L->mla && !bi->copy            ? "the row copy of multi-head latent attention"
+                                                               : NULL;
+        if (missing) {
+            strata_log_error("forward_create: the %s backend cannot run %s yet: it has no %s op (use --backend cpu)",
+                             bi->name, strata_arch_name(m->hp.arch), missing);
+            return STRATA_EUNSUP;
+        }
+    }
+    return 0;
+}
+
 int strata_forward_create(struct strata_forward **out, const struct strata_model *m,
                           struct strata_expert_provider experts, int max_tok, int max_ctx)
 {
     *out = NULL;
+    const int rc_ops = check_ops(m);
+    if (rc_ops) return rc_ops;
     struct strata_forward *f = calloc(1, sizeof *f);
     if (!f) return STRATA_ENOMEM;
     const struct strata_hparams *hp = &m->hp;

@@ -230,6 +230,21 @@ int strata_cuda_upload_staged(struct strata_cuda *cu, void *dst, const void *src
     return 0;
 }
 
+void *strata_cuda_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void strata_cuda_host_free(void *p)
+{
+    if (p) CU_WARN(cudaFreeHost(p));
+}
+
 // ---- graphs ------------------------------------------------------------------------------------
 
 int strata_cuda_graph_begin(struct strata_cuda *cu)

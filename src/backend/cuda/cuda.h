@@ -290,6 +290,26 @@ int strata_cuda_deltanet(struct strata_cuda *cu, const struct strata_cuda_deltan
 // pos[i] += delta on the device (a captured decode step moves its own position forward).
 int strata_cuda_pos_advance(struct strata_cuda *cu, int32_t *pos, int n, int delta);
 
+// ---- rows (rows.cu): the strided forms the backend interface asks for ----------------------------
+
+// y[r * y_stride + i] += x[r * x_stride + i] for n_rows rows of n (x_stride 0: a bias on every row).
+int strata_cuda_add_rows(struct strata_cuda *cu, float *y, size_t y_stride, const float *x, size_t x_stride,
+                         int n_rows, uint32_t n);
+// y[r * y_stride + i] *= sigmoid(g[r * g_stride + (g_per_row ? 0 : i)]).
+int strata_cuda_mul_sigmoid(struct strata_cuda *cu, float *y, size_t y_stride, const float *g, size_t g_stride,
+                            bool g_per_row, int n_rows, uint32_t n);
+// y[r * y_stride + i] = x[r * x_stride + i].
+int strata_cuda_copy_rows(struct strata_cuda *cu, float *y, size_t y_stride, const float *x, size_t x_stride,
+                          int n_rows, uint32_t n);
+// x[t] += sum_k weight[t][k] * rows[route_of[t][k]] (+ shared[t]), in selection order (backend.h's
+// moe_combine; all device pointers).
+int strata_cuda_moe_combine_routed(struct strata_cuda *cu, float *x, const float *rows, const int32_t *route_of,
+                                   const float *weight, const float *shared, int n_tok, int K, uint32_t n);
+
+// Page-locked host memory (NULL when the driver refuses), for asynchronous uploads.
+void *strata_cuda_host_alloc(size_t bytes);
+void strata_cuda_host_free(void *p);
+
 // ---- CUDA graphs of the decode step ------------------------------------------------------------
 
 // Capture everything queued between begin and end into a graph (replaced when the shape key

@@ -1,0 +1,559 @@
+// The CUDA backend (backend.h) over the kernels of cuda.h: device memory, one stream, every op of
+// the forward pass a launch (or a few) on it.
+//
+// Products. mm rounds each distinct activation block of a call once (as the CPU backend: the same
+// formats, the same bits), where a block is (x, stride, rows, width, format) and a product whose
+// rows continue a block right after its end (the down projections of a layer's experts, each on
+// its own rows of one buffer) extends that block instead of starting one. Products of the same
+// shape and format whose rows follow one another (a layer's experts: rows grouped by expert, the
+// gather lists and outputs contiguous) and that have few rows each become one mat-vec launch over
+// a table of weight pointers (the slot table of cuda.h); a product of many rows of one weight goes
+// through the tensor-core GEMM. Both give the same bits, so a token's result does not depend on
+// its batch. The tables go up through a pinned ring that is reused after every full drain of the
+// stream (download, sync).
+//
+// Not here yet (the ops stay NULL, and forward.c refuses such a model at open with one line):
+// copy and the MLA attention (deepseek2), swiglu_oai, sinks and sliding windows (gpt-oss),
+// layernorm and the indexer; RoPE with YaRN or the NORM pair layout gives one error line.
+#include "backend/cuda/backend_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "quant/quant.h"
+#include "util/log.h"
+
+#define MAX_OPS 2048                 // products in one mm call (backend/cpu/ops.h's job limit)
+#define RING_BYTES ((size_t)8 << 20) // pinned tables and small uploads of one pass
+#define SMALL_UPLOAD ((size_t)64 << 10)
+
+struct act_block {
+    const float *x;
+    size_t x_stride;
+    int n_rows;
+    uint32_t n_in, vdt;
+    bool gathered;                   // an op reads it through a row list (no extension then)
+    size_t offset;                   // in act_buf
+    struct strata_cuda_act act;
+};
+
+struct cuda_ctx {
+    struct strata_cuda *cu;
+    char *act_buf;                   // device: rounded activations of one mm call
+    size_t act_cap;
+    float *attn_scratch;             // device
+    size_t attn_cap;                 // floats
+    char *ring_host, *ring_dev;      // pinned host / device, RING_BYTES each
+    size_t ring_used;
+    const struct strata_batch *batch;
+    struct act_block blocks[MAX_OPS];
+    int block_of[MAX_OPS];
+    uint32_t row_off[MAX_OPS];       // first row of op i in its block
+    struct strata_cuda_act views[MAX_OPS];
+    bool done[MAX_OPS];
+    int group[MAX_OPS];
+    struct strata_cuda_info info;
+};
+
+// ---- memory ------------------------------------------------------------------------------------
+
+static void *cuda_be_alloc(void *vctx, size_t bytes, const char *what)
+{
+    struct cuda_ctx *c = vctx;
+    return strata_cuda_alloc(c->cu, bytes + STRATA_CUDA_PAD, what);
+}
+
+static void cuda_be_release(void *vctx, void *p)
+{
+    struct cuda_ctx *c = vctx;
+    strata_cuda_free(c->cu, p);
+}
+
+// Room for `bytes` in the ring (256-aligned); drains the stream and starts over when full.
+static int ring_take(struct cuda_ctx *c, size_t bytes, size_t *off)
+{
+    bytes = (bytes + 255) & ~(size_t)255;
+    if (c->ring_used + bytes > RING_BYTES) {
+        int rc = strata_cuda_sync(c->cu);
+        if (rc) return rc;
+        c->ring_used = 0;
+    }
+    *off = c->ring_used;
+    c->ring_used += bytes;
+    return 0;
+}
+
+static int cuda_be_sync(void *vctx)
+{
+    struct cuda_ctx *c = vctx;
+    int rc = strata_cuda_sync(c->cu);
+    if (rc == 0) c->ring_used = 0;
+    return rc;
+}
+
+// Small uploads are queued on the stream through the ring (no drain); large ones go through the
+// pinned staging of cuda.h.
+static int cuda_be_upload(void *vctx, void *dst, const void *src, size_t bytes)
+{
+    struct cuda_ctx *c = vctx;
+    if (bytes == 0) return 0;
+    if (bytes <= SMALL_UPLOAD && c->ring_host) {
+        size_t off;
+        int rc = ring_take(c, bytes, &off);
+        if (rc) return rc;
+        memcpy(c->ring_host + off, src, bytes);
+        return strata_cuda_copy_async(c->cu, dst, c->ring_host + off, bytes);
+    }
+    return strata_cuda_upload_staged(c->cu, dst, src, bytes, NULL, NULL);
+}
+
+static int cuda_be_download(void *vctx, void *dst, const void *src, size_t bytes)
+{
+    struct cuda_ctx *c = vctx;
+    if (bytes == 0) return 0;
+    int rc = strata_cuda_download(c->cu, dst, src, bytes);
+    if (rc == 0) c->ring_used = 0;  // the stream is drained
+    return rc;
+}
+
+static int cuda_be_memset(void *vctx, void *dst, int value, size_t bytes)
+{
+    struct cuda_ctx *c = vctx;
+    return strata_cuda_memset(c->cu, dst, value, bytes);
+}
+
+static int cuda_be_weight_load(void *vctx, const struct strata_mat *host, struct strata_mat *view, bool *copied)
+{
+    struct cuda_ctx *c = vctx;
+    const size_t bytes = (size_t)host->n_out * host->row_bytes;
+    *copied = false;
+    void *d = strata_cuda_alloc(c->cu, bytes + STRATA_CUDA_PAD, "weights");
+    if (!d) return STRATA_ENOMEM;
+    int rc = strata_cuda_memset(c->cu, (char *)d + bytes, 0, STRATA_CUDA_PAD);
+    if (rc == 0) rc = strata_cuda_upload_staged(c->cu, d, host->data, bytes, NULL, NULL);
+    if (rc) {
+        strata_cuda_free(c->cu, d);
+        return rc;
+    }
+    *view = *host;
+    view->data = d;
+    *copied = true;
+    return 0;
+}
+
+static void cuda_be_weight_free(void *vctx, struct strata_mat *view)
+{
+    struct cuda_ctx *c = vctx;
+    strata_cuda_free(c->cu, (void *)view->data);
+    view->data = NULL;
+}
+
+// Device scratch of at least `want` bytes (drains the stream before giving the old one back).
+static int grow(struct cuda_ctx *c, void **buf, size_t *cap, size_t want, const char *what)
+{
+    if (want <= *cap) return 0;
+    int rc = strata_cuda_sync(c->cu);
+    if (rc) return rc;
+    strata_cuda_free(c->cu, *buf);
+    *buf = NULL;
+    *cap = 0;
+    void *p = strata_cuda_alloc(c->cu, want + STRATA_CUDA_PAD, what);
+    if (!p) return STRATA_ENOMEM;
+    *buf = p;
+    *cap = want;
+    return 0;
+}
+
+static int cuda_be_reserve(void *vctx, const struct strata_backend_reserve *r)
+{
+    struct cuda_ctx *c = vctx;
+    // two blocks of the widest rows in the largest format (gate and up: one block; q/k/v: up to
+    // three of fewer rows), as the CPU backend sizes its own
+    const uint32_t n = (r->max_n_in + 255) / 256 * 256;
+    const uint32_t fmts[] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q8_1, STRATA_TYPE_Q8_K, STRATA_TYPE_F16};
+    size_t act = 0;
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+        const size_t b = strata_cuda_act_bytes(fmts[i], n, (uint32_t)r->max_rows);
+        if (b > act) act = b;
+    }
+    return grow(c, (void **)&c->act_buf, &c->act_cap, 2 * act, "activations");
+}
+
+static bool cuda_be_supports_type(void *vctx, uint32_t type)
+{
+    (void)vctx;
+    return strata_type_computable(type) && strata_cuda_type_supported(type);
+}
+
+static int cuda_be_batch_begin(void *vctx, const struct strata_batch *b)
+{
+    struct cuda_ctx *c = vctx;
+    c->batch = b;
+    return 0;
+}
+
+// ---- products ----------------------------------------------------------------------------------
+
+static uint32_t act_bs(uint32_t vdt)
+{
+    return vdt == STRATA_TYPE_Q8_K ? 256 : vdt == STRATA_TYPE_Q8_0 || vdt == STRATA_TYPE_Q8_1 ? 32 : 1;
+}
+
+// The rows of `a` from row r on.
+static struct strata_cuda_act act_from(const struct strata_cuda_act *a, uint32_t r)
+{
+    struct strata_cuda_act v = *a;
+    if (r == 0) return v;
+    const size_t n = a->n_in, bs = act_bs(a->vdt);
+    if (v.qs) v.qs += (size_t)r * n;
+    if (v.d) v.d += (size_t)r * (n / bs);
+    if (v.s) v.s += (size_t)r * (n / 32);
+    if (v.bsums) v.bsums += (size_t)r * (n / 16);
+    if (v.h) v.h += (size_t)r * n;
+    if (v.f) v.f += (size_t)r * v.f_stride;
+    v.n_rows -= r;
+    return v;
+}
+
+// The distinct activation blocks of a call, their rounding, and each op's view of its rows.
+static int round_activations(struct cuda_ctx *c, const struct strata_mm_op *ops, int n_ops)
+{
+    int n_blocks = 0;
+    for (int i = 0; i < n_ops; i++) {
+        const struct strata_mm_op *op = &ops[i];
+        const uint32_t vdt = strata_type_traits(op->w.type)->vec_dot_type;
+        const int rows = op->x_rows ? op->x_n : op->n_tok;
+        int b = 0;
+        c->row_off[i] = 0;
+        for (; b < n_blocks; b++) {
+            struct act_block *ab = &c->blocks[b];
+            if (ab->x_stride != op->x_stride || ab->n_in != op->w.n_in || ab->vdt != vdt) continue;
+            if (ab->x == op->x && ab->n_rows >= rows) break;
+            // rows right after the block's end, read without a row list: the block grows
+            if (!op->x_rows && !ab->gathered && op->x == ab->x + (size_t)ab->n_rows * ab->x_stride) {
+                c->row_off[i] = (uint32_t)ab->n_rows;
+                ab->n_rows += rows;
+                break;
+            }
+        }
+        if (b == n_blocks) {
+            c->blocks[b] = (struct act_block){.x = op->x, .x_stride = op->x_stride, .n_rows = rows,
+                                              .n_in = op->w.n_in, .vdt = vdt};
+            n_blocks++;
+        }
+        if (op->x_rows) c->blocks[b].gathered = true;
+        c->block_of[i] = b;
+    }
+    size_t total = 0;
+    for (int b = 0; b < n_blocks; b++) {
+        struct act_block *ab = &c->blocks[b];
+        ab->offset = total;
+        if (ab->vdt != STRATA_TYPE_F32) {
+            const size_t bytes = strata_cuda_act_bytes(ab->vdt, ab->n_in, (uint32_t)ab->n_rows);
+            if (bytes == 0) {
+                strata_log_error("cuda backend: mm: rows of %u elements cannot be rounded to %s", ab->n_in,
+                                 strata_type_name(ab->vdt));
+                return STRATA_EARG;
+            }
+            total += bytes;
+        }
+    }
+    int rc = grow(c, (void **)&c->act_buf, &c->act_cap, total, "activations");
+    for (int b = 0; b < n_blocks && rc == 0; b++) {
+        struct act_block *ab = &c->blocks[b];
+        strata_cuda_act_init(&ab->act, ab->vdt, ab->n_in, (uint32_t)ab->n_rows, c->act_buf + ab->offset);
+        rc = strata_cuda_quantize(c->cu, ab->x, ab->x_stride, ab->n_rows, &ab->act);
+    }
+    for (int i = 0; i < n_ops && rc == 0; i++) c->views[i] = act_from(&c->blocks[c->block_of[i]].act, c->row_off[i]);
+    return rc;
+}
+
+static struct strata_cuda_mm mm_of(const struct strata_mm_op *op, const struct strata_cuda_act *x)
+{
+    return (struct strata_cuda_mm){.w = op->w.data, .type = op->w.type, .n_in = op->w.n_in, .n_out = op->w.n_out,
+                                   .row_bytes = op->w.row_bytes, .x = x, .x_rows = op->x_rows, .n_tok = op->n_tok,
+                                   .y = op->y, .y_stride = op->y_stride, .y_rows = op->y_rows};
+}
+
+// Whether op j continues the run that starts with op i and has `rows` rows so far: the same
+// weight shape and format, the same activation block, rows and outputs right after the run's.
+static bool continues(const struct cuda_ctx *c, const struct strata_mm_op *ops, int i, int j, int rows)
+{
+    const struct strata_mm_op *a = &ops[i], *b = &ops[j];
+    if (b->w.type != a->w.type || b->w.n_in != a->w.n_in || b->w.n_out != a->w.n_out ||
+        b->w.row_bytes != a->w.row_bytes || c->block_of[j] != c->block_of[i] || b->y_stride != a->y_stride ||
+        b->y_rows || b->y != a->y + (size_t)rows * a->y_stride)
+        return false;
+    if (a->x_rows) return b->x_rows == a->x_rows + rows;
+    return !b->x_rows && c->row_off[j] == c->row_off[i] + (uint32_t)rows;
+}
+
+static bool small_op(const struct strata_mm_op *op)
+{
+    return op->n_tok > 0 && op->n_tok <= STRATA_CUDA_MV_MAX_TOK && !op->y_rows;
+}
+
+// Ops group[0..n) (one run) as one launch over a table of their weights.
+static int run_table(struct cuda_ctx *c, const struct strata_mm_op *ops, const int *group, int n)
+{
+    int rows = 0;
+    for (int g = 0; g < n; g++) rows += ops[group[g]].n_tok;
+    const size_t tab_bytes = (size_t)n * sizeof(void *), ids_off = (tab_bytes + 15) / 16 * 16;
+    size_t off;
+    int rc = ring_take(c, ids_off + (size_t)rows * sizeof(int32_t), &off);
+    if (rc) return rc;
+    const void **tab = (const void **)(c->ring_host + off);
+    int32_t *ids = (int32_t *)(c->ring_host + off + ids_off);
+    int r = 0;
+    for (int g = 0; g < n; g++) {
+        tab[g] = ops[group[g]].w.data;
+        for (int t = 0; t < ops[group[g]].n_tok; t++) ids[r++] = g;
+    }
+    rc = strata_cuda_copy_async(c->cu, c->ring_dev + off, c->ring_host + off, ids_off + (size_t)rows * sizeof(int32_t));
+    if (rc) return rc;
+    struct strata_cuda_mm m = mm_of(&ops[group[0]], &c->views[group[0]]);
+    m.w = NULL;
+    m.w_table = (const void *const *)(c->ring_dev + off);
+    m.w_ids = (const int32_t *)(c->ring_dev + off + ids_off);
+    m.n_tok = rows;
+    return strata_cuda_mm_run(c->cu, &m, 1);
+}
+
+static int cuda_be_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
+{
+    struct cuda_ctx *c = vctx;
+    if (n_ops > MAX_OPS) {
+        strata_log_error("cuda backend: mm: %d products in one call (at most %d)", n_ops, MAX_OPS);
+        return STRATA_EARG;
+    }
+    int rc = round_activations(c, ops, n_ops);
+    if (rc) return rc;
+    memset(c->done, 0, (size_t)n_ops * sizeof c->done[0]);
+    for (int i = 0; i < n_ops && rc == 0; i++) {
+        if (c->done[i] || ops[i].n_tok <= 0) continue;
+        c->done[i] = true;
+        int n = 1, rows = ops[i].n_tok;
+        c->group[0] = i;
+        if (small_op(&ops[i]))
+            for (int j = i + 1; j < n_ops; j++)
+                if (!c->done[j] && small_op(&ops[j]) && continues(c, ops, i, j, rows)) {
+                    c->done[j] = true;
+                    c->group[n++] = j;
+                    rows += ops[j].n_tok;
+                }
+        if (n > 1) {
+            rc = run_table(c, ops, c->group, n);
+        } else {
+            const struct strata_cuda_mm m = mm_of(&ops[i], &c->views[i]);
+            rc = strata_cuda_mm_run(c->cu, &m, 1);
+        }
+    }
+    return rc;
+}
+
+static int cuda_be_get_rows(void *vctx, const struct strata_mat *w, const int32_t *ids, int n, float *out)
+{
+    struct cuda_ctx *c = vctx;
+    return strata_cuda_get_rows_dev(c->cu, w->data, w->type, w->n_in, w->row_bytes, ids, n, out);
+}
+
+// ---- elementwise -------------------------------------------------------------------------------
+
+static int cuda_be_rmsnorm(void *vctx, float *y, size_t y_stride, const float *x, size_t x_stride, const float *w,
+                           int n_rows, uint32_t n, float eps)
+{
+    struct cuda_ctx *c = vctx;
+    return strata_cuda_rmsnorm(c->cu, y, y_stride, x, x_stride, w, n_rows, n, eps);
+}
+
+static int cuda_be_rope(void *vctx, const struct strata_rope_op *op)
+{
+    struct cuda_ctx *c = vctx;
+    if (op->ext) {
+        strata_log_error("cuda backend: RoPE with YaRN scaling or the NORM pair layout has no CUDA kernel yet "
+                         "(use --backend cpu)");
+        return STRATA_EUNSUP;
+    }
+    struct strata_cuda_rope r = {.n_head = op->n_head, .D = op->n_rot, .n_rot = op->n_rot,
+                                 .head_stride = (uint32_t)(op->head_stride ? op->head_stride : op->n_rot),
+                                 .freq_base = op->freq_base};
+    if (op->sections) memcpy(r.sections, op->sections, sizeof r.sections);
+    return strata_cuda_norm_rope(c->cu, op->x, op->tok_stride, op->n_tok, op->pos, &r);
+}
+
+static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
+{
+    struct cuda_ctx *c = vctx;
+    const struct strata_batch *b = op->batch;
+    const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = (size_t)op->n_head_kv * op->head_dim_v;
+    if (op->latent_kv || op->n_swa || op->sinks || op->visible || KD != VD) {
+        strata_log_error("cuda backend: attention with %s has no CUDA kernel yet (use --backend cpu)",
+                         op->latent_kv ? "a latent KV cache (MLA)" : op->n_swa ? "a sliding window"
+                         : op->sinks ? "sinks" : op->visible ? "an indexer mask" : "keys and values of different widths");
+        return STRATA_EUNSUP;
+    }
+    int rc = 0;
+    for (int s = 0; s < b->n_seq && rc == 0; s++) {
+        const struct strata_seq *sq = &b->seq[s];
+        const size_t need = strata_cuda_attn_scratch_floats(sq->n_tok, sq->n_ctx, op->n_head, op->head_dim_v);
+        rc = grow(c, (void **)&c->attn_scratch, &c->attn_cap, need * sizeof(float), "attention scratch");
+        if (rc) break;
+        float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
+        float *vc = sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        const int32_t *pos = b->pos + sq->tok0;
+        rc = strata_cuda_kv_store(c->cu, kc, vc, false, KD, op->k + (size_t)sq->tok0 * KD, KD,
+                                  op->v + (size_t)sq->tok0 * VD, VD, (uint32_t)KD, (uint32_t)VD, pos, sq->n_tok);
+        if (rc) break;
+        const size_t OD = (size_t)op->n_head * op->head_dim_v;
+        const struct strata_cuda_attn a = {
+            .q = op->q + (size_t)sq->tok0 * op->q_tok_stride, .q_stride = op->q_tok_stride,
+            .q_head_stride = (uint32_t)op->q_head_stride, .k = kc, .v = vc, .kv_f16 = false, .kv_stride = KD,
+            .H = op->n_head, .Hkv = op->n_head_kv, .D = op->head_dim_k, .Dv = op->head_dim_v, .scale = op->scale,
+            .pos = pos, .n_tok = sq->n_tok, .max_pos = sq->pos0 + sq->n_tok - 1,
+            .out = op->out + (size_t)sq->tok0 * OD, .out_stride = OD, .scratch = c->attn_scratch,
+        };
+        rc = strata_cuda_attention(c->cu, &a);
+    }
+    return rc;
+}
+
+static int cuda_be_deltanet(void *vctx, const struct strata_deltanet_op *op)
+{
+    struct cuda_ctx *c = vctx;
+    const struct strata_batch *b = op->batch;
+    const uint32_t nv = op->nv, d = op->d, C = 2 * op->nk * d + nv * d, K1 = op->conv_k - 1;
+    int rc = 0;
+    for (int s = 0; s < b->n_seq && rc == 0; s++) {
+        const struct strata_seq *sq = &b->seq[s];
+        const size_t t0 = (size_t)sq->tok0;
+        const struct strata_cuda_deltanet p = {
+            .C = C, .K1 = K1, .nk = op->nk, .nv = nv, .d = d, .tiled = op->kv_tiled, .split_ba = op->ba_split,
+            .n_tok = sq->n_tok, .eps = op->eps,
+            .qkv = op->qkv + t0 * C, .z = op->z + t0 * nv * d,
+            .ba = op->ba_split ? op->ba + t0 * nv : op->ba + t0 * 2 * nv,
+            .alpha = op->ba_split ? op->ba + (size_t)b->n_tok * nv + t0 * nv : NULL,
+            .taps = op->conv_taps, .dt_bias = op->dt_bias, .a = op->a, .norm = op->norm,
+            .conv_state = sq->conv + (size_t)op->rs_slot * K1 * C,
+            .ssm_state = sq->ssm + (size_t)op->rs_slot * nv * d * d,
+            .conv_out = op->work, .gates = op->work + (size_t)sq->n_tok * C,
+            .out = op->out + t0 * nv * d,
+        };
+        rc = strata_cuda_deltanet(c->cu, &p);
+    }
+    return rc;
+}
+
+static int cuda_be_swiglu(void *vctx, float *y, const float *g, const float *u, size_t n)
+{
+    struct cuda_ctx *c = vctx;
+    // rows of 64Ki elements (the kernel's row width is 32-bit), then the rest
+    const uint32_t W = 1u << 16;
+    const size_t full = n / W;
+    int rc = strata_cuda_swiglu(c->cu, y, W, g, W, u, W, (int)full, W);
+    if (rc == 0 && n % W)
+        rc = strata_cuda_swiglu(c->cu, y + full * W, 0, g + full * W, 0, u + full * W, 0, 1, (uint32_t)(n % W));
+    return rc;
+}
+
+static int cuda_be_add(void *vctx, float *y, const float *x, size_t x_stride, int n_rows, uint32_t n)
+{
+    struct cuda_ctx *c = vctx;
+    if (x_stride == n) return strata_cuda_add(c->cu, y, y, x, (size_t)n_rows * n);
+    return strata_cuda_add_rows(c->cu, y, n, x, x_stride, n_rows, n);
+}
+
+static int cuda_be_mul_sigmoid(void *vctx, float *y, size_t y_stride, const float *g, size_t g_stride, bool g_per_row,
+                               int n_rows, uint32_t n)
+{
+    struct cuda_ctx *c = vctx;
+    return strata_cuda_mul_sigmoid(c->cu, y, y_stride, g, g_stride, g_per_row, n_rows, n);
+}
+
+static int cuda_be_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
+{
+    struct cuda_ctx *c = vctx;
+    return strata_cuda_moe_combine_routed(c->cu, op->x, op->rows, op->route_of, op->weight, op->shared, op->n_tok,
+                                          op->k, op->n);
+}
+
+static void cuda_be_mem_info(void *vctx, struct strata_backend_mem *out)
+{
+    struct cuda_ctx *c = vctx;
+    *out = (struct strata_backend_mem){.device = c->info.name, .used = strata_cuda_bytes_used(c->cu),
+                                       .peak = strata_cuda_bytes_peak(c->cu), .total = c->info.total_bytes};
+}
+
+// ---- lifecycle ---------------------------------------------------------------------------------
+
+static void cuda_be_free(void *vctx)
+{
+    struct cuda_ctx *c = vctx;
+    if (!c) return;
+    strata_cuda_host_free(c->ring_host);
+    strata_cuda_close(c->cu);  // gives back every device allocation
+    free(c);
+}
+
+static const struct strata_backend_i g_cuda_iface = {
+    .name = "cuda",
+    .host_memory = false,
+    .free = cuda_be_free,
+    .alloc = cuda_be_alloc,
+    .release = cuda_be_release,
+    .upload = cuda_be_upload,
+    .download = cuda_be_download,
+    .memset = cuda_be_memset,
+    .weight_load = cuda_be_weight_load,
+    .weight_free = cuda_be_weight_free,
+    .reserve = cuda_be_reserve,
+    .supports_type = cuda_be_supports_type,
+    .sync = cuda_be_sync,
+    .batch_begin = cuda_be_batch_begin,
+    .mm = cuda_be_mm,
+    .get_rows = cuda_be_get_rows,
+    .rmsnorm = cuda_be_rmsnorm,
+    .rope = cuda_be_rope,
+    .attention = cuda_be_attention,
+    .deltanet = cuda_be_deltanet,
+    .swiglu = cuda_be_swiglu,
+    .add = cuda_be_add,
+    .mul_sigmoid = cuda_be_mul_sigmoid,
+    .moe_combine = cuda_be_moe_combine,
+    // deepseek2 / gpt-oss ops and device routing: not yet
+    .copy = NULL,
+    .layernorm = NULL,
+    .swiglu_oai = NULL,
+    .indexer = NULL,
+    .route = NULL,
+    .mem_info = cuda_be_mem_info,
+};
+
+bool strata_backend_cuda_found(const char **why)
+{
+    return strata_cuda_device_count(why) > 0;
+}
+
+int strata_backend_cuda_open(struct strata_backend *out, int gpu)
+{
+    *out = (struct strata_backend){0};
+    struct cuda_ctx *c = calloc(1, sizeof *c);
+    if (!c) return STRATA_ENOMEM;
+    int rc = strata_cuda_open(&c->cu, gpu);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    strata_cuda_get_info(c->cu, &c->info);
+    c->ring_host = strata_cuda_host_alloc(RING_BYTES);
+    c->ring_dev = strata_cuda_alloc(c->cu, RING_BYTES, "upload ring");
+    if (!c->ring_host || !c->ring_dev) {
+        if (!c->ring_host) strata_log_error("cuda backend: cannot allocate %zu bytes of pinned host memory", RING_BYTES);
+        cuda_be_free(c);
+        return STRATA_ENOMEM;
+    }
+    strata_log_info("cuda backend: device %d, %s (compute %d.%d, %d SMs, %.0f MiB)", gpu, c->info.name,
+                    c->info.cc_major, c->info.cc_minor, c->info.n_sm, c->info.total_bytes / 1048576.0);
+    *out = (struct strata_backend){&g_cuda_iface, c};
+    return 0;
+}
