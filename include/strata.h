@@ -54,6 +54,16 @@ enum strata_io_engine { STRATA_IO_PREAD, STRATA_IO_URING, STRATA_IO_COUNT };
 // Which expert a cache miss replaces: the least frequently used so far (ties: least recently),
 // or the least recently used.
 enum strata_cache_policy { STRATA_POLICY_LFU, STRATA_POLICY_LRU, STRATA_POLICY_COUNT };
+// Element type of the KV cache's keys or values (llama.cpp's --cache-type-k / --cache-type-v
+// names: f32, f16, bf16, q8_0). F16, BF16 and Q8_0 round each key and value as llama.cpp's copy
+// into its cache rounds them, and the query is rounded to the key type's dot format as llama.cpp
+// rounds it (docs/cpu.md). Architectures whose attention has a sliding window, sinks or a latent
+// (MLA) cache take F32 only.
+enum strata_kv_type { STRATA_KV_F32, STRATA_KV_F16, STRATA_KV_BF16, STRATA_KV_Q8_0, STRATA_KV_COUNT };
+// "f32", "f16", "bf16", "q8_0" ("?" out of range).
+const char *strata_kv_type_name(enum strata_kv_type t);
+// The type of a name above (case-insensitive). 0, or STRATA_EARG for another name.
+int strata_kv_type_parse(const char *name, enum strata_kv_type *out);
 
 struct strata_engine_params {
     const char *model;             // GGUF path
@@ -73,9 +83,11 @@ struct strata_engine_params {
     int prefetch_k;                // prefetch a token's first k guesses (0: all of its top-k)
     int n_ctx;                     // default context of sessions (0: min(model's, 4096))
     int n_batch;                   // most tokens in one forward pass (0: 512)
+    enum strata_kv_type cache_type_k;  // KV cache types of sessions (default F32; llama.cpp's
+    enum strata_kv_type cache_type_v;  //   default is F16)
 };
 
-// Defaults: all cores, backend auto, full residency, io_uring, classes on, LFU.
+// Defaults: all cores, backend auto, full residency, io_uring, classes on, LFU, F32 KV cache.
 struct strata_engine_params strata_engine_default_params(void);
 // Load the model and start the backend. 0 or negative; *out NULL on failure (the reason is in
 // strata_last_error()).
@@ -98,6 +110,8 @@ struct strata_model_info {
     uint64_t dense_bytes;          // resident non-expert weights
     uint64_t expert_bytes;         // memory of the expert cache slots
     int n_ctx, n_batch;            // the engine's session defaults
+    const char *cache_type_k, *cache_type_v;  // KV cache types ("f32", ...)
+    uint64_t kv_bytes_per_token;   // KV cache bytes per position of context (all layers, K and V)
 };
 void strata_engine_info(const struct strata_engine *e, struct strata_model_info *out);
 
@@ -130,6 +144,8 @@ struct strata_stats {
     double t_embed, t_attn, t_linear_attn, t_router, t_experts, t_head;
     uint64_t n_tokens;             // tokens evaluated
     uint64_t n_passes;             // forward passes
+    uint64_t kv_bytes;             // KV cache memory allocated now (it grows in blocks as the
+                                   // context fills): the session's own, or every live session's
     struct strata_expert_stats experts[STRATA_TIER_COUNT];   // engine-wide (also in session stats)
     uint64_t vram_used_bytes;      // GPU backend: device memory strata holds (weights, experts,
     uint64_t vram_peak_bytes;      //   KV caches, scratch), its peak, and the device's total;

@@ -7,6 +7,7 @@
 // STRATA_TIES=1: an argmax disagreement is a "near tie", not a mismatch, when B ranks A's choice
 // within twice the largest per-logit difference of that position (the noise of activation
 // rounding flips can reorder such a pair); the summary then adds "ties=K first_tie=P" (-1: none).
+// STRATA_NEAR=X: the summary adds "near=K" (positions whose relative error is at most X).
 import fs from "node:fs";
 
 const [fa, fb, nvs, tols] = process.argv.slice(2);
@@ -50,5 +51,6 @@ for (let p = 0; p < np; p++) {
 rels.sort((x, y) => x - y);
 const median = rels[(np - 1) >> 1];
 console.log(`positions=${np} max_rel=${maxRel.toExponential(3)} mean_rel=${(sumRel / np).toExponential(3)} median_rel=${median.toExponential(3)} ` +
-    `over_tol=${bad} argmax_mismatch=${mism} tol=${tol}` + (ties ? ` ties=${nTies} first_tie=${firstTie}` : ""));
+    `over_tol=${bad} argmax_mismatch=${mism} tol=${tol}` + (ties ? ` ties=${nTies} first_tie=${firstTie}` : "") +
+    (process.env.STRATA_NEAR ? ` near=${rels.filter(r => r <= Number(process.env.STRATA_NEAR)).length}` : ""));
 process.exit(bad === 0 && mism === 0 ? 0 : 1);

@@ -64,8 +64,7 @@ struct strata_mm_op {
 struct strata_seq {
     int tok0, n_tok, pos0;
     int n_ctx;               // positions its KV cache holds
-    float *k_cache;          // [n_kv_layers][n_ctx][n_head_kv * head_dim_k]
-    float *v_cache;          // [n_kv_layers][n_ctx][n_head_kv * head_dim_v]
+    void *kv;                // its KV cache (kv_create), or NULL without attention layers
     float *conv;             // delta-net conv history [n_rs_layers][K - 1][C], oldest row first
     float *ssm;              // delta-net state [n_rs_layers][nv][d key][d value]
     float *idx_cache;        // sparse-attention indexer keys [n_idx_layers][n_ctx][idx_head_dim], or NULL
@@ -116,7 +115,10 @@ struct strata_rope_op {
 
 // Causal softmax attention of every token of the pass over its own sequence's KV cache. First
 // the pass's keys and values are stored into each sequence's cache at the tokens' positions
-// (layer kv_slot), then each token attends to positions 0 .. its own.
+// (layer kv_slot; the cache grows to hold them, rounding them to its types), then each token
+// attends to positions 0 .. its own. With a key type other than F32 the query is rounded to the
+// key type's dot format first (ggml's vec_dot_type: F16, BF16, Q8_0 blocks along the head), as
+// llama.cpp rounds it for its product with the cache.
 struct strata_attn_op {
     const struct strata_batch *batch;
     uint32_t kv_slot;
@@ -192,6 +194,16 @@ struct strata_moe_combine_op {
     uint32_t n;
 };
 
+// The KV cache of one sequence, in the backend's own layout (the attention op is its only reader
+// and writer).
+struct strata_kv_params {
+    uint32_t n_layers;       // attention layers (the ops' kv_slot < n_layers)
+    uint32_t n_head_kv, head_dim_k, head_dim_v;  // head_dim_v 0: no V cache (latent_kv)
+    int n_ctx;               // positions it may hold
+    uint32_t k_type, v_type; // enum strata_type: F32, F16, BF16 or Q8_0
+    bool plain;              // no attention op on it uses latent_kv, n_swa, sinks or visible
+};
+
 // Largest work the engine will ask of the backend, so it can size its scratch up front. May be
 // called again with larger values (a new session with a longer context).
 struct strata_backend_reserve {
@@ -239,6 +251,15 @@ struct strata_backend_i {
     // Whether the backend multiplies with weights of this type.
     bool (*supports_type)(void *ctx, uint32_t type);
     int (*sync)(void *ctx);
+
+    // ---- KV caches ----
+    // A sequence's KV cache for p; memory may be taken as positions are written (the CPU grows it
+    // in blocks of 256). 0, STRATA_EUNSUP with one line for types this backend's attention does
+    // not take (the CPU: F32 only unless plain; Q8_0 needs head dims divisible by 32), STRATA_ENOMEM.
+    int (*kv_create)(void *ctx, const struct strata_kv_params *p, void **kv);
+    void (*kv_free)(void *ctx, void *kv);
+    // Bytes of backend memory the cache holds now.
+    size_t (*kv_bytes)(void *ctx, const void *kv);
 
     // ---- ops of a forward pass ----
     // Starts a pass over `b` (b and b->seq stay valid until the next batch_begin).

@@ -21,12 +21,12 @@ int cli_parse_float(const char *s, const char *name, double lo, double hi, float
 // "1,2,3" -> malloc'd array (caller frees).
 int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n);
 
-// Engine options of run, eval and serve (expert store, backend): getopt codes, their usage
+// Engine options of run, eval and serve (expert store, backend, KV cache types): getopt codes, their usage
 // lines, the parser.
 enum {
     CLI_OPT_CACHE_MIB = 1000, CLI_OPT_CACHE_CLASSES, CLI_OPT_IO, CLI_OPT_IO_THREADS,
     CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT, CLI_OPT_CACHE_POLICY, CLI_OPT_BACKEND, CLI_OPT_GPU,
-    CLI_OPT_PREFETCH, CLI_OPT_PREFETCH_K
+    CLI_OPT_PREFETCH, CLI_OPT_PREFETCH_K, CLI_OPT_CACHE_TYPE_K, CLI_OPT_CACHE_TYPE_V
 };
 #define CLI_STORE_OPTIONS                                                                          \
     {"cache-mib", required_argument, 0, CLI_OPT_CACHE_MIB},                                        \
@@ -37,11 +37,14 @@ enum {
         {"cache-policy", required_argument, 0, CLI_OPT_CACHE_POLICY},                             \
         {"backend", required_argument, 0, CLI_OPT_BACKEND}, {"gpu", required_argument, 0, CLI_OPT_GPU},     \
         {"prefetch", required_argument, 0, CLI_OPT_PREFETCH},                                      \
-        {"prefetch-k", required_argument, 0, CLI_OPT_PREFETCH_K}
+        {"prefetch-k", required_argument, 0, CLI_OPT_PREFETCH_K},                                  \
+        {"cache-type-k", required_argument, 0, CLI_OPT_CACHE_TYPE_K},                              \
+        {"cache-type-v", required_argument, 0, CLI_OPT_CACHE_TYPE_V}
 #define CLI_CASE_STORE_OPTIONS                                                                     \
     case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:   \
     case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: case CLI_OPT_BACKEND:   \
-    case CLI_OPT_GPU: case CLI_OPT_PREFETCH: case CLI_OPT_PREFETCH_K
+    case CLI_OPT_GPU: case CLI_OPT_PREFETCH: case CLI_OPT_PREFETCH_K: case CLI_OPT_CACHE_TYPE_K:    \
+    case CLI_OPT_CACHE_TYPE_V
 extern const char *const cli_store_usage;
 
 // What the CLI does with the statistics beside the engine's parameters.
@@ -55,6 +58,8 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
                     const struct cli_report_opts *r, double seconds);
 void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_engine_params *p,
                        const struct cli_report_opts *r);
+// The "kv_cache" object of --json (types, bytes now, bytes per position) for a session's stats.
+void cli_kv_json(cJSON *js, struct strata_engine *e, const struct strata_stats *st);
 
 int cli_sim(int argc, char **argv);
 int cli_plan(int argc, char **argv);

@@ -198,6 +198,7 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     cJSON_AddNumberToObject(ph, "experts", st->t_experts);
     cJSON_AddNumberToObject(ph, "head", st->t_head);
     cJSON_AddStringToObject(js, "isa", info.isa);
+    cli_kv_json(js, e, st);
     cli_store_json(js, e, &o->ep, &o->ro, r->t_prompt + r->t_decode);
     char *out = cJSON_Print(root);
     cJSON_Delete(root);
@@ -218,11 +219,12 @@ static void print_summary(const struct run_opts *o, struct strata_engine *e, int
     fprintf(stderr,
             "\nprompt: %d tokens in %.2f s (%.1f tok/s)   generated: %d tokens, %.2f tok/s%s\n"
             "time: attention %.2f s, linear attention %.2f s, routing %.2f s, experts %.2f s, head %.2f s   "
-            "peak memory %.0f MiB (dense %.0f MiB, experts %.0f MiB)\n",
+            "peak memory %.0f MiB (dense %.0f MiB, experts %.0f MiB, KV cache %.1f MiB %s/%s, %.0f bytes/token)\n",
             n_prompt, r->t_prompt, prompt_tps, r->n_generated, gen_tps,
             r->stop == STRATA_STOP_EOG ? " (stopped at end of generation)" : "", st->t_attn, st->t_linear_attn,
             st->t_router, st->t_experts, st->t_head, peak_rss_mib(), info.dense_bytes / 1048576.0,
-            info.expert_bytes / 1048576.0);
+            info.expert_bytes / 1048576.0, st->kv_bytes / 1048576.0, info.cache_type_k, info.cache_type_v,
+            (double)info.kv_bytes_per_token);
     cli_store_summary(stderr, e, &o->ep, &o->ro);
 }
 
@@ -348,6 +350,9 @@ int cli_eval(int argc, char **argv)
             cJSON_AddNumberToObject(root, "eval_s", t_eval);
             cJSON_AddNumberToObject(root, "peak_rss_mib", peak_rss_mib());
             cJSON_AddNumberToObject(root, "dense_bytes", (double)info.dense_bytes);
+            struct strata_stats sst;
+            strata_session_stats(s, &sst);
+            cli_kv_json(root, e, &sst);
             cli_store_json(root, e, &ep, &ro, t_eval);
             char *txt = cJSON_Print(root);
             cJSON_Delete(root);

@@ -1,6 +1,6 @@
 // Engine options shared by run, eval and serve (--cache-mib, --cache-classes, --cache-policy, --io,
-// --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out, --backend, --gpu) and the store's part of the JSON output and the
-// human summary.
+// --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out, --backend, --gpu,
+// --cache-type-k, --cache-type-v) and the store's part of the JSON output and the human summary.
 #include <stdio.h>
 #include <string.h>
 
@@ -23,7 +23,10 @@ const char *const cli_store_usage =
     "  --backend auto|cpu|cuda  where the forward pass runs; auto (the default): cuda when strata\n"
     "                        was built with CUDA (make CUDA=1) and finds a GPU, else cpu; with\n"
     "                        cuda every weight and expert is uploaded to the GPU at load\n"
-    "  --gpu N               GPU index for --backend cuda (default 0)\n";
+    "  --gpu N               GPU index for --backend cuda (default 0)\n"
+    "  --cache-type-k T      KV cache type of keys: f32 (default), f16, bf16, q8_0 (llama.cpp's\n"
+    "                        default is f16); a sliding window, sinks or MLA take f32 only\n"
+    "  --cache-type-v T      KV cache type of values, likewise\n";
 
 static const char *const g_io_names[STRATA_IO_COUNT] = {"pread", "uring"};
 static const char *const g_policy_names[STRATA_POLICY_COUNT] = {"lfu", "lru"};
@@ -76,6 +79,14 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
         }
         return cli_parse_int(arg, "--prefetch", 0, 8, &p->prefetch_ahead);
     case CLI_OPT_PREFETCH_K: return cli_parse_int(arg, "--prefetch-k", 1, 1024, &p->prefetch_k);
+    case CLI_OPT_CACHE_TYPE_K:
+    case CLI_OPT_CACHE_TYPE_V:
+        if (strata_kv_type_parse(arg, c == CLI_OPT_CACHE_TYPE_K ? &p->cache_type_k : &p->cache_type_v)) {
+            fprintf(stderr, "strata: %s: '%s' is not f32, f16, bf16 or q8_0\n",
+                    c == CLI_OPT_CACHE_TYPE_K ? "--cache-type-k" : "--cache-type-v", arg);
+            return 1;
+        }
+        return 0;
     case CLI_OPT_STATS_LAYERS: r->stats_layers = true; return 0;
     case CLI_OPT_TRACE_OUT: r->trace_path = arg; return 0;
     case CLI_OPT_BACKEND:
@@ -160,6 +171,17 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
             cJSON_AddItemToArray(arr, x);
         }
     }
+}
+
+void cli_kv_json(cJSON *js, struct strata_engine *e, const struct strata_stats *st)
+{
+    struct strata_model_info info;
+    strata_engine_info(e, &info);
+    cJSON *o = cJSON_AddObjectToObject(js, "kv_cache");
+    cJSON_AddStringToObject(o, "type_k", info.cache_type_k);
+    cJSON_AddStringToObject(o, "type_v", info.cache_type_v);
+    cJSON_AddNumberToObject(o, "bytes", (double)st->kv_bytes);
+    cJSON_AddNumberToObject(o, "bytes_per_token", (double)info.kv_bytes_per_token);
 }
 
 void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_engine_params *p,

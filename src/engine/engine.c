@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend/cpu/kernels.h"
 #include "gguf/gguf.h"
@@ -21,6 +22,28 @@ struct strata_engine_params strata_engine_default_params(void)
         .cache_classes = true,
     };
 }
+
+static const char *const g_kv_type_names[STRATA_KV_COUNT] = {"f32", "f16", "bf16", "q8_0"};
+static const uint32_t g_kv_types[STRATA_KV_COUNT] = {STRATA_TYPE_F32, STRATA_TYPE_F16, STRATA_TYPE_BF16,
+                                                     STRATA_TYPE_Q8_0};
+
+const char *strata_kv_type_name(enum strata_kv_type t)
+{
+    return (unsigned)t < STRATA_KV_COUNT ? g_kv_type_names[t] : "?";
+}
+
+int strata_kv_type_parse(const char *name, enum strata_kv_type *out)
+{
+    for (int t = 0; name && t < STRATA_KV_COUNT; t++)
+        if (strcasecmp(name, g_kv_type_names[t]) == 0) {
+            *out = (enum strata_kv_type)t;
+            return 0;
+        }
+    strata_log_error("KV cache type '%s': strata has f32, f16, bf16 and q8_0", name ? name : "(null)");
+    return STRATA_EARG;
+}
+
+uint32_t strata_engine_kv_type(enum strata_kv_type t) { return g_kv_types[t]; }
 
 int strata_engine_fail(struct strata_engine *e, int rc)
 {
@@ -43,9 +66,11 @@ static int check_params(const struct strata_engine_params *p)
         return STRATA_EARG;
     }
     if ((unsigned)p->backend >= STRATA_BACKEND_COUNT || (unsigned)p->io >= STRATA_IO_COUNT ||
-        (unsigned)p->cache_policy >= STRATA_POLICY_COUNT) {
-        strata_log_error("engine_open: backend %d / io %d / cache policy %d out of range", (int)p->backend, (int)p->io,
-                         (int)p->cache_policy);
+        (unsigned)p->cache_policy >= STRATA_POLICY_COUNT || (unsigned)p->cache_type_k >= STRATA_KV_COUNT ||
+        (unsigned)p->cache_type_v >= STRATA_KV_COUNT) {
+        strata_log_error("engine_open: backend %d / io %d / cache policy %d / KV types %d, %d out of range",
+                         (int)p->backend, (int)p->io, (int)p->cache_policy, (int)p->cache_type_k,
+                         (int)p->cache_type_v);
         return STRATA_EARG;
     }
     if (p->prefetch_ahead < 0 || p->prefetch_ahead > 8 || p->prefetch_k < 0 || p->prefetch_k > 1024) {
@@ -106,6 +131,12 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
     e->n_batch = p->n_batch > 0 ? p->n_batch : 512;
     if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx;
     e->isa = strcmp(e->be.iface->name, "cpu") == 0 ? strata_isa_name(strata_isa_detect()) : "";
+    // the KV cache types: refused now, not at the first session, when the backend cannot serve
+    // this model's attention with them
+    struct strata_seq_state probe;
+    if ((rc = strata_seq_state_alloc(&probe, e->m, 1, g_kv_types[p->cache_type_k], g_kv_types[p->cache_type_v])))
+        return rc;
+    strata_seq_state_free(&probe, e->m);
     if ((rc = strata_forward_create(&e->fwd, e->m, e->experts, e->n_batch, e->n_ctx))) return rc;
     return strata_forward_set_prefetch(e->fwd, p->prefetch_ahead, (uint32_t)p->prefetch_k);
 }
@@ -191,6 +222,10 @@ void strata_engine_info(const struct strata_engine *e, struct strata_model_info 
         .expert_bytes = e->store ? strata_store_resident_bytes(e->store) : strata_resident_bytes(e->resident),
         .n_ctx = e->n_ctx,
         .n_batch = e->n_batch,
+        .cache_type_k = strata_kv_type_name(e->params.cache_type_k),
+        .cache_type_v = strata_kv_type_name(e->params.cache_type_v),
+        .kv_bytes_per_token = strata_seq_kv_bytes_per_token(e->m, g_kv_types[e->params.cache_type_k],
+                                                            g_kv_types[e->params.cache_type_v]),
     };
 }
 

@@ -48,8 +48,11 @@ struct strata_session {
     strata_route_cb route_cb;
     void *route_user;
     struct strata_trace_writer *trace;   // strata_session_trace_file's writer, or NULL
-};
+    uint64_t kv_bytes;                   // its KV cache's bytes, as last counted in the engine's
+};                                       // stats.kv_bytes (under pass_mu)
 
+// enum strata_kv_type -> enum strata_type.
+uint32_t strata_engine_kv_type(enum strata_kv_type t);
 // Keep the calling thread's last error line as the engine's; returns rc.
 int strata_engine_fail(struct strata_engine *e, int rc);
 // The expert counters of every tier into st->experts.

@@ -30,7 +30,15 @@ int strata_session_create(struct strata_session **out, struct strata_engine *e, 
     pthread_mutex_lock(&e->pass_mu);  // the backend's scratch grows for a longer context
     int rc = strata_forward_reserve_ctx(e->fwd, n_ctx);
     pthread_mutex_unlock(&e->pass_mu);
-    if (rc == 0) rc = strata_seq_state_alloc(&s->state, e->m, n_ctx);
+    if (rc == 0)
+        rc = strata_seq_state_alloc(&s->state, e->m, n_ctx, strata_engine_kv_type(e->params.cache_type_k),
+                                    strata_engine_kv_type(e->params.cache_type_v));
+    if (rc == 0) {
+        pthread_mutex_lock(&e->pass_mu);
+        s->kv_bytes = strata_seq_state_kv_bytes(&s->state, e->m);
+        e->stats.kv_bytes += s->kv_bytes;
+        pthread_mutex_unlock(&e->pass_mu);
+    }
     if (rc) {
         free(s);
         return strata_engine_fail(e, rc);
@@ -42,6 +50,9 @@ int strata_session_create(struct strata_session **out, struct strata_engine *e, 
 void strata_session_free(struct strata_session *s)
 {
     if (!s) return;
+    pthread_mutex_lock(&s->e->pass_mu);
+    s->e->stats.kv_bytes -= s->kv_bytes;
+    pthread_mutex_unlock(&s->e->pass_mu);
     strata_seq_state_free(&s->state, s->e->m);
     if (s->trace && strata_trace_close(s->trace)) strata_engine_fail(s->e, STRATA_EIO);
     free(s);
@@ -104,6 +115,7 @@ int strata_session_trace_file(struct strata_session *s, const char *path)
 void strata_session_stats(const struct strata_session *s, struct strata_stats *out)
 {
     *out = s->stats;
+    out->kv_bytes = s->kv_bytes;
     strata_engine_expert_stats(s->e, out);
 }
 
@@ -160,6 +172,12 @@ static int run_passes(struct strata_engine *e, struct item_state *st, int n_item
         pthread_mutex_lock(&e->pass_mu);
         int rc = strata_forward_run(e->fwd, seqs, n_seq, &fs);
         if (rc == 0) strata_stats_add_pass(&e->stats, &fs, n_tok);
+        for (int k = 0; k < n_seq; k++) {  // the caches grew (also in a pass that failed)
+            struct strata_session *s = st[seq_item[k]].it->s;
+            const uint64_t now = strata_seq_state_kv_bytes(&s->state, e->m);
+            e->stats.kv_bytes += now - s->kv_bytes;
+            s->kv_bytes = now;
+        }
         pthread_mutex_unlock(&e->pass_mu);
         if (rc) return rc;
         for (int k = 0; k < n_seq; k++) {

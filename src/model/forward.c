@@ -71,11 +71,6 @@ struct strata_forward {
 
 // ---- sequence state -----------------------------------------------------------------------------
 
-static size_t kv_floats(const struct strata_model *m, int n_ctx, uint32_t head_dim)
-{
-    return (size_t)m->n_kv_layers * (size_t)n_ctx * m->hp.n_head_kv * head_dim;
-}
-
 static size_t conv_floats(const struct strata_model *m)
 {
     const struct strata_hparams *hp = &m->hp;
@@ -98,14 +93,40 @@ static float *be_floats(struct strata_backend *be, size_t n, const char *what, i
     return p;
 }
 
-int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx)
+// The KV cache of a sequence as the backend is asked for it: plain unless a layer's attention
+// has a window, sinks or a latent cache.
+static struct strata_kv_params kv_params(const struct strata_model *m, int n_ctx, uint32_t k_type, uint32_t v_type)
+{
+    bool plain = true;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct strata_layer *L = &m->layers[l];
+        if (L->kv_slot >= 0 && (L->mla || L->swa || L->sinks)) plain = false;
+    }
+    return (struct strata_kv_params){
+        .n_layers = m->n_kv_layers, .n_head_kv = m->hp.n_head_kv, .head_dim_k = m->hp.head_dim_k,
+        // MLA caches the latent in the key rows and reads its values there: no V cache
+        .head_dim_v = m->hp.kv_lora_rank ? 0 : m->hp.head_dim_v,
+        .n_ctx = n_ctx, .k_type = k_type, .v_type = v_type, .plain = plain,
+    };
+}
+
+uint64_t strata_seq_kv_bytes_per_token(const struct strata_model *m, uint32_t k_type, uint32_t v_type)
+{
+    const struct strata_kv_params p = kv_params(m, 1, k_type, v_type);
+    return (uint64_t)p.n_layers * p.n_head_kv *
+           (strata_type_row_bytes(k_type, p.head_dim_k) + (p.head_dim_v ? strata_type_row_bytes(v_type, p.head_dim_v) : 0));
+}
+
+int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx, uint32_t k_type,
+                           uint32_t v_type)
 {
     memset(st, 0, sizeof *st);
     int rc = 0;
     st->n_ctx = n_ctx;
-    st->k_cache = be_floats(m->be, kv_floats(m, n_ctx, m->hp.head_dim_k), "KV cache", &rc);
-    // MLA caches the latent in the key rows and reads its values there: no V cache
-    st->v_cache = be_floats(m->be, m->hp.kv_lora_rank ? 0 : kv_floats(m, n_ctx, m->hp.head_dim_v), "KV cache", &rc);
+    if (m->n_kv_layers) {
+        const struct strata_kv_params p = kv_params(m, n_ctx, k_type, v_type);
+        rc = m->be->iface->kv_create(m->be->ctx, &p, &st->kv);
+    }
     if (m->n_rs_layers) {
         st->conv = be_floats(m->be, conv_floats(m), "delta-net state", &rc);
         st->ssm = be_floats(m->be, ssm_floats(m), "delta-net state", &rc);
@@ -116,10 +137,16 @@ int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_mode
 
 void strata_seq_state_free(struct strata_seq_state *st, const struct strata_model *m)
 {
-    float *bufs[] = {st->k_cache, st->v_cache, st->conv, st->ssm};
+    if (st->kv) m->be->iface->kv_free(m->be->ctx, st->kv);
+    float *bufs[] = {st->conv, st->ssm};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) m->be->iface->release(m->be->ctx, bufs[i]);
     memset(st, 0, sizeof *st);
+}
+
+uint64_t strata_seq_state_kv_bytes(const struct strata_seq_state *st, const struct strata_model *m)
+{
+    return st->kv ? m->be->iface->kv_bytes(m->be->ctx, st->kv) : 0;
 }
 
 int strata_seq_state_reset(struct strata_seq_state *st, const struct strata_model *m)
@@ -675,7 +702,7 @@ int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
         STRATA_ASSERT(sq->n_tok > 0 && n + sq->n_tok <= f->max_tok && sq->pos0 + sq->n_tok <= sq->state->n_ctx &&
                       sq->state->n_ctx <= f->max_ctx);
         f->seqs[s] = (struct strata_seq){.tok0 = n, .n_tok = sq->n_tok, .pos0 = sq->pos0, .n_ctx = sq->state->n_ctx,
-                                         .k_cache = sq->state->k_cache, .v_cache = sq->state->v_cache,
+                                         .kv = sq->state->kv,
                                          .conv = sq->state->conv, .ssm = sq->state->ssm};
         for (int t = 0; t < sq->n_tok; t++) {
             f->ids_host[n + t] = sq->tokens[t];

@@ -28,14 +28,21 @@ struct strata_model;
 
 // What one sequence keeps between passes, in backend memory.
 struct strata_seq_state {
-    float *k_cache, *v_cache;   // [n_kv_layers][n_ctx][n_head_kv * head_dim_k / _v]
+    void *kv;                   // the backend's KV cache (kv_create), NULL without attention layers
     float *conv, *ssm;          // delta-net conv history and state (NULL without delta-net blocks)
     int n_ctx;
 };
 
-// Allocate the state of a sequence of up to n_ctx positions (zeroed). 0 or negative.
-int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx);
+// Allocate the state of a sequence of up to n_ctx positions with a KV cache of these types (enum
+// strata_type: F32, F16, BF16, Q8_0; the backend says which it takes for this model). The
+// recurrent state is zeroed; the KV cache may grow as positions are written. 0 or negative.
+int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx, uint32_t k_type,
+                           uint32_t v_type);
 void strata_seq_state_free(struct strata_seq_state *st, const struct strata_model *m);
+// Bytes its KV cache holds now.
+uint64_t strata_seq_state_kv_bytes(const struct strata_seq_state *st, const struct strata_model *m);
+// KV cache bytes per position of context with these types (all layers, keys and values).
+uint64_t strata_seq_kv_bytes_per_token(const struct strata_model *m, uint32_t k_type, uint32_t v_type);
 // Forget the recurrent state (the KV cache is overwritten as positions are evaluated again).
 int strata_seq_state_reset(struct strata_seq_state *st, const struct strata_model *m);
 

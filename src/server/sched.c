@@ -451,6 +451,7 @@ void srv_sched_stats(struct srv_sched *s, struct srv_sched_stats *st)
     struct strata_stats es;
     strata_engine_stats(s->e, &es);
     memcpy(st->experts, es.experts, sizeof st->experts);
+    st->kv_bytes = es.kv_bytes;
 }
 
 int srv_sched_n_ctx(const struct srv_sched *s)

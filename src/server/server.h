@@ -109,6 +109,7 @@ struct srv_sched_stats {
     uint64_t forward_passes;
     int active, queued;
     struct strata_expert_stats experts[STRATA_TIER_COUNT];   // per tier (present says which exist)
+    uint64_t kv_bytes;         // KV cache memory of every slot's session now
 };
 
 // Loads the model (slow) and starts the scheduler thread.

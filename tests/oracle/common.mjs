@@ -1,6 +1,6 @@
 // Shared by the oracle scripts: argument parsing, locating node-llama-cpp, loading llama.cpp
-// (CPU prebuilt, never a source build) and creating a context whose KV cache is F32, so the
-// reference logits are not rounded through an F16 cache (ORACLE.md: ~1e-3 error otherwise).
+// (CPU prebuilt, never a source build) and creating a context whose KV cache is F32 unless asked,
+// so the reference logits are not rounded through an F16 cache (ORACLE.md: ~1e-3 error otherwise).
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
@@ -52,7 +52,7 @@ function parseCount(script, name, text, min) {
 }
 
 // Options every script understands; `extra` adds script-specific ones (node:util parseArgs form).
-// Returns {model, threads, ctx, batch, flashAttn, verbose, values} with values = all parsed strings.
+// Returns {model, cacheTypeK, cacheTypeV, threads, ctx, batch, flashAttn, verbose, values} with values = all parsed strings.
 export function parseCommon(script, usage, extra = {}) {
     let parsed;
     try {
@@ -64,6 +64,8 @@ export function parseCommon(script, usage, extra = {}) {
                 batch: { type: "string" },
                 "flash-attn": { type: "boolean", default: false },
                 "swa-full": { type: "boolean", default: false },
+                "cache-type-k": { type: "string", default: "f32" },
+                "cache-type-v": { type: "string", default: "f32" },
                 verbose: { type: "boolean", default: false },
                 help: { type: "boolean", default: false },
                 ...extra
@@ -81,8 +83,15 @@ export function parseCommon(script, usage, extra = {}) {
     }
     if (!v.model) die(script, `--model is required\nusage: ${usage}`);
     if (!fs.existsSync(v.model)) die(script, `--model ${v.model}: no such file`);
+    const kvType = name => {
+        const t = String(v[name]).toUpperCase();
+        if (!["F32", "F16", "BF16", "Q8_0"].includes(t)) die(script, `--${name} ${v[name]}: want f32, f16, bf16 or q8_0`);
+        return t;
+    };
     return {
         model: path.resolve(v.model),
+        cacheTypeK: kvType("cache-type-k"),
+        cacheTypeV: kvType("cache-type-v"),
         threads: parseCount(script, "threads", v.threads, 1),
         ctx: parseCount(script, "ctx", v.ctx, 1),
         batch: parseCount(script, "batch", v.batch, 1),
@@ -112,8 +121,10 @@ export async function loadModel(opts) {
     return { llama, model };
 }
 
-// A context with one sequence, F32 K and V, and flash attention off unless asked (the plain
-// attention path is what strata computes). contextSize is rounded up by node-llama-cpp.
+// A context with one sequence, F32 K and V unless --cache-type-k / --cache-type-v ask for F16,
+// BF16 or Q8_0 (llama.cpp takes a quantized V cache only with --flash-attn), and flash attention
+// off unless asked (the plain attention path is what strata computes). contextSize is rounded up
+// by node-llama-cpp.
 // --swa-full keeps every position of a sliding-window block in its own cache cell (llama.cpp's
 // default is a ring of window + batch cells, whose cell order changes the float summation order
 // of the attention in the last bit; strata keeps lanes at absolute positions, as the full cache).
@@ -127,8 +138,8 @@ export async function createContext(model, opts, minContext) {
         flashAttention: opts.flashAttn,
         ...(opts.swaFull ? { swaFullCache: true } : {}),
         ...(opts.threads ? { threads: { ideal: opts.threads, min: opts.threads } } : {}),
-        experimentalKvCacheKeyType: "F32",
-        experimentalKvCacheValueType: "F32",
+        experimentalKvCacheKeyType: opts.cacheTypeK ?? "F32",
+        experimentalKvCacheValueType: opts.cacheTypeV ?? "F32",
         ignoreMemorySafetyChecks: true
     });
 }

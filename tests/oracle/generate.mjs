@@ -7,7 +7,7 @@ import { parseCommon, loadModel, createContext, vocabSize, parseTokens, run, pri
     from "./common.mjs";
 
 const usage = "node generate.mjs --model M.gguf --tokens 1,2,3|@file -n 32 " +
-    "[--threads N] [--ctx N] [--batch N] [--flash-attn] [--verbose]";
+    "[--threads N] [--ctx N] [--batch N] [--flash-attn] [--cache-type-k T] [--cache-type-v T] [--verbose]";
 
 run("generate", async () => {
     const opts = parseCommon("generate", usage, {

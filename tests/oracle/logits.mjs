@@ -10,7 +10,7 @@ import { parseCommon, loadModel, createContext, logitsToArray, vocabSize, parseT
     from "./common.mjs";
 
 const usage = "node logits.mjs --model M.gguf --tokens 1,2,3|@file --out logits.f32 " +
-    "[--threads N] [--ctx N] [--batch N] [--flash-attn] [--verbose]";
+    "[--threads N] [--ctx N] [--batch N] [--flash-attn] [--cache-type-k T] [--cache-type-v T] [--verbose]";
 
 run("logits", async () => {
     const opts = parseCommon("logits", usage, { tokens: { type: "string" }, out: { type: "string" } });

@@ -13,7 +13,9 @@
 
 #include "backend/cpu/attn.h"
 #include "backend/cpu/deltanet.h"
+#include "backend/cpu/fattn.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kv.h"
 #include "backend/cpu/ops_ext.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/pool.h"
@@ -37,8 +39,14 @@ struct cpu_ctx {
     size_t act_cap;
     struct act_block blocks[STRATA_MM_MAX_JOBS];
     struct strata_mm_job jobs[STRATA_MM_MAX_JOBS];
-    float *att_scratch;              // [n_threads][att_ctx] attention scores
+    float *att_scratch;              // [n_threads][att_ctx] attention scores (F32 row caches)
     int att_ctx;
+    struct strata_fattn_ctx *fa;     // tiled attention over typed caches, for one head shape
+    float *fa_q;                     // [fa_q_cap] a sequence's queries, rounded for the key type
+    size_t fa_q_cap;
+    uint32_t fa_dims[3];             // its dk, dv, group
+    void *fa_round;                  // one query head in the key type's dot format
+    size_t fa_round_cap;
     float *row;                      // [row_cap] moe_combine accumulator
     uint32_t row_cap;
     int32_t *tok_seq;                // [tok_cap] sequence of each token of the pass
@@ -334,6 +342,75 @@ static int cpu_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
     return 0;
 }
 
+// ---- KV caches ---------------------------------------------------------------------------------
+
+// A sequence's cache: typed and in blocks (kv.h, read by the tiled attention) when every attention
+// op on it is plain, else F32 rows for the ggml-order attention with its options (attn.h).
+struct cpu_kv {
+    bool typed;
+    struct strata_kv_cache c;        // typed
+    float *k, *v;                    // rows: [n_layers][n_ctx][n_head_kv * head_dim_k / _v]; v NULL
+    size_t bytes;                    //   without a V cache (latent_kv)
+    int n_ctx;
+};
+
+static int cpu_kv_create(void *vctx, const struct strata_kv_params *p, void **out)
+{
+    struct cpu_ctx *c = vctx;
+    *out = NULL;
+    if (!p->plain && (p->k_type != STRATA_TYPE_F32 || p->v_type != STRATA_TYPE_F32)) {
+        strata_log_error("kv_create: a %s / %s KV cache needs plain attention; this model's (sliding window, sinks "
+                         "or latent cache) takes f32 only", strata_type_name(p->k_type), strata_type_name(p->v_type));
+        return STRATA_EUNSUP;
+    }
+    struct cpu_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) return STRATA_ENOMEM;
+    kv->typed = p->plain;
+    kv->n_ctx = p->n_ctx;
+    int rc = 0;
+    if (kv->typed) {
+        rc = strata_kv_create(&kv->c, p->n_layers, p->n_head_kv, p->head_dim_k, p->head_dim_v, (uint32_t)p->n_ctx,
+                              p->k_type, p->v_type, c->k);
+        if (rc == STRATA_EARG) rc = STRATA_EUNSUP;
+    } else {
+        const size_t rows = (size_t)p->n_layers * (size_t)p->n_ctx * p->n_head_kv;
+        const size_t kb = rows * p->head_dim_k * sizeof(float), vb = rows * p->head_dim_v * sizeof(float);
+        kv->k = strata_zalloc_aligned(kb ? kb : 64);
+        kv->v = vb ? strata_zalloc_aligned(vb) : NULL;
+        kv->bytes = kb + vb;
+        if (!kv->k || (vb && !kv->v)) {
+            strata_log_error("kv_create: out of memory for a KV cache of %zu bytes", kb + vb);
+            rc = STRATA_ENOMEM;
+        }
+    }
+    if (rc) {
+        free(kv->k);
+        free(kv->v);
+        free(kv);
+        return rc;
+    }
+    *out = kv;
+    return 0;
+}
+
+static void cpu_kv_free(void *vctx, void *vkv)
+{
+    (void)vctx;
+    struct cpu_kv *kv = vkv;
+    if (!kv) return;
+    if (kv->typed) strata_kv_free(&kv->c);
+    free(kv->k);
+    free(kv->v);
+    free(kv);
+}
+
+static size_t cpu_kv_bytes(void *vctx, const void *vkv)
+{
+    (void)vctx;
+    const struct cpu_kv *kv = vkv;
+    return !kv ? 0 : kv->typed ? strata_kv_bytes(&kv->c) : kv->bytes;
+}
+
 // ---- attention ---------------------------------------------------------------------------------
 
 struct attn_job {
@@ -356,9 +433,10 @@ static void attn_worker(void *arg, int ith, int nth)
     while (strata_chunk_next(&j->next, b->n_tok * H, 1, &i0, &i1)) {
         const int t = i0 / H, h = i0 % H, kvh = h / group;
         const struct strata_seq *sq = &b->seq[j->c->tok_seq[t]];
-        const float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
+        const struct cpu_kv *kv = sq->kv;
+        const float *kc = kv->k + (size_t)op->kv_slot * sq->n_ctx * KD;
         // MLA: the value is the latent prefix of the key row
-        const float *vc = op->latent_kv ? kc : sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        const float *vc = op->latent_kv ? kc : kv->v + (size_t)op->kv_slot * sq->n_ctx * VD;
         const int n_kv = b->pos[t] + 1;  // causal: positions 0..pos
         // in llama.cpp's order of operations, so the output-projection activations round alike
         const struct strata_attn_query aq = {
@@ -377,16 +455,133 @@ static void attn_worker(void *arg, int ith, int nth)
     }
 }
 
+// llama.cpp rotates what goes into a quantized cache (llama-kv-cache.cpp, attn_rot_k / attn_rot_v):
+// with a quantized key type and dk % 64 == 0, queries and keys by H_nk, nk the largest power of two
+// dividing dk; with a quantized value type and dv % 64 == 0, values by H_64 and the attention output
+// back by H_64 (H orthonormal and symmetric, so H H = I and q . k is unchanged in exact arithmetic).
+// H_n is Sylvester's Walsh-Hadamard matrix / sqrt(n), applied to consecutive chunks of n elements.
+static uint32_t rot_dim_k(uint32_t type, uint32_t dk)
+{
+    if (type != STRATA_TYPE_Q8_0 || dk % 64) return 0;
+    uint32_t n = 64;
+    while (dk % (2 * n) == 0) n *= 2;
+    return n;
+}
+static uint32_t rot_dim_v(uint32_t type, uint32_t dv) { return type == STRATA_TYPE_Q8_0 && dv % 64 == 0 ? 64 : 0; }
+
+// x <- H_n x over the chunks of n of x[0..len), in ggml's order (ggml_compute_forward_fwht: the
+// scale first, then butterflies of width 1, 2, 4, ...; each element's operations are fixed, so a
+// vector version gives the same bits).
+static void fwht(float *x, size_t len, uint32_t n)
+{
+    const float scale = 1.0f / sqrtf((float)n);
+    for (size_t c = 0; c + n <= len; c += n) {
+        float *r = x + c;
+        for (uint32_t i = 0; i < n; i++) r[i] *= scale;
+        for (uint32_t w = 1; w < n; w <<= 1)
+            for (uint32_t i = 0; i < n; i += 2 * w)
+                for (uint32_t j = 0; j < w; j++) {
+                    const float u = r[i + j], v = r[i + w + j];
+                    r[i + j] = u + v;
+                    r[i + w + j] = u - v;
+                }
+    }
+}
+
+// The queries of one sequence's tokens [tok0, tok0 + n) into c->fa_q as [n][n_head][dk], rotated
+// as above and rounded to the key type's dot format and back (exact in float), as llama.cpp
+// rounds them.
+static int fattn_queries(struct cpu_ctx *c, const struct strata_attn_op *op, uint32_t k_type, int tok0, int n)
+{
+    const uint32_t rot = rot_dim_k(k_type, op->head_dim_k);
+    const uint32_t H = op->n_head, dk = op->head_dim_k;
+    const uint32_t vdt = strata_type_traits(k_type)->vec_dot_type;
+    int rc = grow((void **)&c->fa_q, &c->fa_q_cap, (size_t)n * H * dk * sizeof(float), "attention queries");
+    if (rc == 0) rc = grow(&c->fa_round, &c->fa_round_cap, strata_type_row_bytes(vdt, dk), "attention queries");
+    if (rc) return rc;
+    for (int t = 0; t < n; t++)
+        for (uint32_t h = 0; h < H; h++) {
+            const float *src = op->q + (size_t)(tok0 + t) * op->q_tok_stride + (size_t)h * op->q_head_stride;
+            float *dst = c->fa_q + ((size_t)t * H + h) * dk;
+            memcpy(dst, src, dk * sizeof(float));
+            if (rot) fwht(dst, dk, rot);
+            if (vdt != STRATA_TYPE_F32) {
+                c->k->quantize[vdt](dst, c->fa_round, dk);
+                c->k->dequant[vdt](c->fa_round, dst, dk);
+            }
+        }
+    return 0;
+}
+
+// Plain attention over typed caches: each sequence's keys and values stored, then its queries
+// through the tiled attention (fattn.h), one sequence at a time over the whole pool.
+static int attention_typed(struct cpu_ctx *c, const struct strata_attn_op *op)
+{
+    const struct strata_batch *b = op->batch;
+    const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = (size_t)op->n_head_kv * op->head_dim_v;
+    if (op->latent_kv || op->n_swa || op->sinks || op->visible) {
+        strata_log_error("cpu attention: a typed KV cache takes plain causal attention only");
+        return STRATA_EUNSUP;
+    }
+    const uint32_t group = op->n_head / op->n_head_kv;
+    const int nth = strata_pool_size(c->pool);
+    int rc;
+    for (int s = 0; s < b->n_seq; s++) {
+        const struct strata_seq *sq = &b->seq[s];
+        struct strata_kv_cache *kv = &((struct cpu_kv *)sq->kv)->c;
+        STRATA_ASSERT(kv->dk == op->head_dim_k && kv->dv == op->head_dim_v && kv->n_head_kv == op->n_head_kv);
+        if ((rc = strata_kv_reserve(kv, (uint32_t)(sq->pos0 + sq->n_tok)))) return rc;
+        const uint32_t rk = rot_dim_k(kv->k_type, kv->dk), rv = rot_dim_v(kv->v_type, kv->dv);
+        if ((rk || rv) && (rc = grow((void **)&c->fa_q, &c->fa_q_cap, (KD + VD) * sizeof(float), "attention queries")))
+            return rc;
+        for (int t = sq->tok0; t < sq->tok0 + sq->n_tok; t++) {
+            const float *k = op->k + (size_t)t * KD, *v = op->v + (size_t)t * VD;
+            if (rk) {
+                memcpy(c->fa_q, k, KD * sizeof(float));
+                fwht(c->fa_q, KD, rk);
+                k = c->fa_q;
+            }
+            if (rv) {
+                memcpy(c->fa_q + KD, v, VD * sizeof(float));
+                fwht(c->fa_q + KD, VD, rv);
+                v = c->fa_q + KD;
+            }
+            strata_kv_store(kv, op->kv_slot, (uint32_t)b->pos[t], k, v);
+        }
+    }
+    for (int s = 0; s < b->n_seq; s++) {
+        const struct strata_seq *sq = &b->seq[s];
+        const struct strata_kv_cache *kv = &((const struct cpu_kv *)sq->kv)->c;
+        if (!c->fa || c->fa_dims[0] != kv->dk || c->fa_dims[1] != kv->dv || c->fa_dims[2] != group) {
+            strata_fattn_free(c->fa);
+            c->fa = NULL;
+            if ((rc = strata_fattn_create(&c->fa, nth, c->k->isa, kv->dk, kv->dv, group))) return rc;
+            c->fa_dims[0] = kv->dk, c->fa_dims[1] = kv->dv, c->fa_dims[2] = group;
+        }
+        if ((rc = fattn_queries(c, op, kv->k_type, sq->tok0, sq->n_tok))) return rc;
+        const struct strata_fattn a = {
+            .kv = kv, .layer = op->kv_slot, .n_head = op->n_head, .n_tok = sq->n_tok, .pos = b->pos + sq->tok0,
+            .q = c->fa_q, .out = op->out + (size_t)sq->tok0 * op->n_head * op->head_dim_v, .scale = op->scale,
+        };
+        if ((rc = strata_fattn_run(c->fa, c->pool, &a))) return rc;
+        const uint32_t rv = rot_dim_v(kv->v_type, kv->dv);
+        if (rv) fwht(a.out, (size_t)sq->n_tok * op->n_head * kv->dv, rv);
+    }
+    return 0;
+}
+
 static int cpu_attention(void *vctx, const struct strata_attn_op *op)
 {
     struct cpu_ctx *c = vctx;
     const struct strata_batch *b = op->batch;
+    if (b->n_seq > 0 && ((const struct cpu_kv *)b->seq[0].kv)->typed) return attention_typed(c, op);
     const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = (size_t)op->n_head_kv * op->head_dim_v;
     for (int s = 0; s < b->n_seq; s++) {
         const struct strata_seq *sq = &b->seq[s];
-        STRATA_ASSERT(sq->pos0 + sq->n_tok <= sq->n_ctx && sq->n_ctx <= c->att_ctx);
-        float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
-        float *vc = op->latent_kv ? NULL : sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        const struct cpu_kv *kv = sq->kv;
+        STRATA_ASSERT(!kv->typed && sq->pos0 + sq->n_tok <= sq->n_ctx && sq->n_ctx <= c->att_ctx);
+        float *kc = kv->k + (size_t)op->kv_slot * sq->n_ctx * KD;
+        float *vc = op->latent_kv ? NULL : kv->v + (size_t)op->kv_slot * sq->n_ctx * VD;
         for (int t = sq->tok0; t < sq->tok0 + sq->n_tok; t++) {
             memcpy(kc + (size_t)b->pos[t] * KD, op->k + (size_t)t * KD, KD * sizeof(float));
             if (!op->latent_kv) memcpy(vc + (size_t)b->pos[t] * VD, op->v + (size_t)t * VD, VD * sizeof(float));
@@ -414,6 +609,9 @@ static void cpu_free(void *vctx)
     strata_pool_free(c->pool);
     free(c->act);
     free(c->att_scratch);
+    strata_fattn_free(c->fa);
+    free(c->fa_q);
+    free(c->fa_round);
     free(c->row);
     free(c->tok_seq);
     free(c);
@@ -433,6 +631,9 @@ static const struct strata_backend_i g_cpu_iface = {
     .reserve = cpu_reserve,
     .supports_type = cpu_supports_type,
     .sync = cpu_sync,
+    .kv_create = cpu_kv_create,
+    .kv_free = cpu_kv_free,
+    .kv_bytes = cpu_kv_bytes,
     .batch_begin = cpu_batch_begin,
     .mm = cpu_mm,
     .get_rows = cpu_get_rows,

@@ -382,6 +382,60 @@ static int cuda_be_rope(void *vctx, const struct strata_rope_op *op)
     return strata_cuda_norm_rope(c->cu, op->x, op->tok_stride, op->n_tok, op->pos, &r);
 }
 
+// A sequence's KV cache: rows [n_layers][n_ctx][n_head_kv * head_dim] of keys and of values, F32
+// or F16 (the attention kernel's two formats; keys and values alike).
+struct cuda_kv {
+    void *k, *v;
+    bool f16;
+    size_t bytes;
+};
+
+static int cuda_be_kv_create(void *vctx, const struct strata_kv_params *p, void **out)
+{
+    *out = NULL;
+    const bool f16 = p->k_type == STRATA_TYPE_F16;
+    if ((p->k_type != STRATA_TYPE_F32 && !f16) || p->v_type != p->k_type) {
+        strata_log_error("cuda backend: a %s / %s KV cache: CUDA has f32 / f32 and f16 / f16 (use --backend cpu)",
+                         strata_type_name(p->k_type), strata_type_name(p->v_type));
+        return STRATA_EUNSUP;
+    }
+    struct cuda_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) return STRATA_ENOMEM;
+    const size_t rows = (size_t)p->n_layers * (size_t)p->n_ctx * p->n_head_kv, elt = f16 ? 2 : 4;
+    const size_t kb = rows * p->head_dim_k * elt, vb = rows * p->head_dim_v * elt;
+    kv->f16 = f16;
+    kv->bytes = kb + vb;
+    kv->k = cuda_be_alloc(vctx, kb ? kb : 64, "KV cache");
+    kv->v = vb ? cuda_be_alloc(vctx, vb, "KV cache") : NULL;
+    int rc = kv->k && (!vb || kv->v) ? 0 : STRATA_ENOMEM;
+    if (rc == 0) rc = cuda_be_memset(vctx, kv->k, 0, kb ? kb : 64);
+    if (rc == 0 && vb) rc = cuda_be_memset(vctx, kv->v, 0, vb);
+    if (rc) {
+        if (kv->k) cuda_be_release(vctx, kv->k);
+        if (kv->v) cuda_be_release(vctx, kv->v);
+        free(kv);
+        return rc;
+    }
+    *out = kv;
+    return 0;
+}
+
+static void cuda_be_kv_free(void *vctx, void *vkv)
+{
+    struct cuda_kv *kv = vkv;
+    if (!kv) return;
+    if (kv->k) cuda_be_release(vctx, kv->k);
+    if (kv->v) cuda_be_release(vctx, kv->v);
+    free(kv);
+}
+
+static size_t cuda_be_kv_bytes(void *vctx, const void *vkv)
+{
+    (void)vctx;
+    const struct cuda_kv *kv = vkv;
+    return kv ? kv->bytes : 0;
+}
+
 static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
 {
     struct cuda_ctx *c = vctx;
@@ -399,16 +453,18 @@ static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
         const size_t need = strata_cuda_attn_scratch_floats(sq->n_tok, sq->n_ctx, op->n_head, op->head_dim_v);
         rc = grow(c, (void **)&c->attn_scratch, &c->attn_cap, need * sizeof(float), "attention scratch");
         if (rc) break;
-        float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
-        float *vc = sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
+        const struct cuda_kv *kv = sq->kv;
+        const size_t elt = kv->f16 ? 2 : 4;
+        char *kc = (char *)kv->k + (size_t)op->kv_slot * sq->n_ctx * KD * elt;
+        char *vc = (char *)kv->v + (size_t)op->kv_slot * sq->n_ctx * VD * elt;
         const int32_t *pos = b->pos + sq->tok0;
-        rc = strata_cuda_kv_store(c->cu, kc, vc, false, KD, op->k + (size_t)sq->tok0 * KD, KD,
+        rc = strata_cuda_kv_store(c->cu, kc, vc, kv->f16, KD, op->k + (size_t)sq->tok0 * KD, KD,
                                   op->v + (size_t)sq->tok0 * VD, VD, (uint32_t)KD, (uint32_t)VD, pos, sq->n_tok);
         if (rc) break;
         const size_t OD = (size_t)op->n_head * op->head_dim_v;
         const struct strata_cuda_attn a = {
             .q = op->q + (size_t)sq->tok0 * op->q_tok_stride, .q_stride = op->q_tok_stride,
-            .q_head_stride = (uint32_t)op->q_head_stride, .k = kc, .v = vc, .kv_f16 = false, .kv_stride = KD,
+            .q_head_stride = (uint32_t)op->q_head_stride, .k = kc, .v = vc, .kv_f16 = kv->f16, .kv_stride = KD,
             .H = op->n_head, .Hkv = op->n_head_kv, .D = op->head_dim_k, .Dv = op->head_dim_v, .scale = op->scale,
             .pos = pos, .n_tok = sq->n_tok, .max_pos = sq->pos0 + sq->n_tok - 1,
             .out = op->out + (size_t)sq->tok0 * OD, .out_stride = OD, .scratch = c->attn_scratch,
@@ -509,6 +565,9 @@ static const struct strata_backend_i g_cuda_iface = {
     .reserve = cuda_be_reserve,
     .supports_type = cuda_be_supports_type,
     .sync = cuda_be_sync,
+    .kv_create = cuda_be_kv_create,
+    .kv_free = cuda_be_kv_free,
+    .kv_bytes = cuda_be_kv_bytes,
     .batch_begin = cuda_be_batch_begin,
     .mm = cuda_be_mm,
     .get_rows = cuda_be_get_rows,
