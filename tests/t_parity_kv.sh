@@ -12,18 +12,20 @@
 # F16. So F16 is compared without flash attention (weights rounded to F16 are llama.cpp's noise,
 # ~2e-4), BF16 and Q8_0 (which llama.cpp takes only with flash attention) with it.
 #
-# Judged per case against bounds from measured noise, each raised to twice llama.cpp's own
-# disagreement between batch sizes 512 and 1 with the same cache (a quantized cache rounds a key or
-# value to the other side of an int8 step when its float input moves in the last bit; one such
-# flip moves every later position by ~1e-4 and, through routing, a few by ~1e-1: llama.cpp against
-# itself shows the same). Measured (600 positions, strata vs llama.cpp; llama.cpp vs itself):
+# Judged per case against bounds from measured noise (KV_SELF=1 also measures llama.cpp against
+# itself, batch 1 vs 512, which takes minutes on a loaded machine). A quantized cache rounds a key
+# or value to the other side of an int8 step when its float input moves in the last bit; one such
+# flip moves every later position by ~1e-4 and, through routing, a few by ~1e-1, and llama.cpp
+# against itself shows the same. Measured (600 positions; strata vs llama.cpp, llama.cpp vs itself):
 #   f32       max 6.5e-7, median 3.3e-7, all within 1e-5
 #   f16       max 3.3e-4, median 6.8e-5                   (llama.cpp's F16 softmax weights)
 #   bf16      max 3.6e-4, median 7.5e-5                   (llama.cpp's accumulation order)
 #   q8_0      max 2.8e-1, median 1.6e-4, 58 within 1e-5;  itself max 2.8e-1, median 1.8e-4, 39
 #   q8_0/f16  max 2.0e-3, median 3.2e-4
-# Checks: every position within TOL, the median within MED, at least NEAR positions within 1e-5
-# (near bit-level), argmax equal everywhere up to near ties (parity_lib.sh).
+# Checks: every position within TOL, the median within MED (about twice what was measured), at
+# least NEAR positions within 1e-5 (near bit-level), argmax equal everywhere up to near ties
+# (parity_lib.sh). For Q8_0 the bound on every position is llama.cpp's own disagreement (x2);
+# the median and the positions before the first flip carry the check.
 set -u
 . "$STRATA_ROOT/tests/oracle/lib.sh"
 oracle_available || exit 77
@@ -38,23 +40,23 @@ nv=$(parity_n_vocab "$m")
 
 # kv_case NAME K V ORACLE_FLAGS TOL MED NEAR: strata and llama.cpp with cache types K / V
 kv_case() {
-    local name=$1 k=$2 v=$3 flags=$4 tol=$5 med=$6 near=$7 res rc self line
+    local name=$1 k=$2 v=$3 flags=$4 tol=$5 med=$6 near=$7 res rc line
     "$STRATA_BIN" eval -m "$m" --tokens "$toks" --logits-out "$dir/$name.strata.f32" -t 2 \
         --cache-type-k "$k" --cache-type-v "$v" || { echo "FAIL $name: strata eval"; parity_fail=1; return; }
-    for b in 512 1; do
+    # shellcheck disable=SC2086
+    oracle_run logits.mjs --model "$m" --tokens "$toks" --out "$dir/$name.llama512.f32" --threads 2 \
+        --cache-type-k "$k" --cache-type-v "$v" $flags >/dev/null || { echo "FAIL $name: oracle"; parity_fail=1; return; }
+    if [ "${KV_SELF:-0}" = 1 ]; then
         # shellcheck disable=SC2086
-        oracle_run logits.mjs --model "$m" --tokens "$toks" --out "$dir/$name.llama$b.f32" --threads 2 --batch "$b" \
-            --cache-type-k "$k" --cache-type-v "$v" $flags >/dev/null || { echo "FAIL $name: oracle"; parity_fail=1; return; }
-    done
-    self=$(STRATA_NEAR=1e-5 node "$STRATA_ROOT/tests/compare_logits.mjs" "$dir/$name.llama1.f32" "$dir/$name.llama512.f32" \
-           "$nv" 1 | tail -n 1)
-    tol=$(echo "$self" | awk -v t="$tol" '{sub(/.*max_rel=/, ""); s = $1 + 0; printf "%.3g", (2 * s > t ? 2 * s : t)}')
-    med=$(echo "$self" | awk -v t="$med" '{sub(/.*median_rel=/, ""); s = $1 + 0; printf "%.3g", (2 * s > t ? 2 * s : t)}')
+        ORACLE_TIMEOUT=3000 oracle_run logits.mjs --model "$m" --tokens "$toks" --out "$dir/$name.llama1.f32" \
+            --threads 2 --batch 1 --cache-type-k "$k" --cache-type-v "$v" $flags >/dev/null &&
+            echo "    llama.cpp batch 1 vs 512: $(STRATA_NEAR=1e-5 node "$STRATA_ROOT/tests/compare_logits.mjs" \
+                 "$dir/$name.llama1.f32" "$dir/$name.llama512.f32" "$nv" 1 | tail -n 1)"
+    fi
     res=$(STRATA_TIES=1 STRATA_NEAR=1e-5 node "$STRATA_ROOT/tests/compare_logits.mjs" "$dir/$name.strata.f32" \
           "$dir/$name.llama512.f32" "$nv" "$tol"); rc=$?
     line=$(echo "$res" | tail -n 1)
     echo "$name (K $k, V $v, llama.cpp ${flags:-without flash attention}): $line; median bound $med, near >= $near"
-    echo "    llama.cpp batch 1 vs 512: $self"
     if [ $rc -ne 0 ] || [ "$(echo "$line" | sed -n 's/.* near=\([0-9]*\).*/\1/p')" -lt "$near" ] ||
         ! echo "$line" | awk -v b="$med" '{sub(/.*median_rel=/, ""); exit !($1 + 0 <= b)}'; then
         echo "$res" | head -n 10; echo "FAIL $name"; parity_fail=1
@@ -64,7 +66,7 @@ kv_case() {
 kv_case f32  f32  f32  ""             1e-5 1e-6 "$n_pos"
 kv_case f16  f16  f16  ""             1e-3 2e-4 0
 kv_case bf16 bf16 bf16 "--flash-attn" 1e-3 2e-4 0
-kv_case q8_0 q8_0 q8_0 "--flash-attn" 1e-3 1e-4 30
+kv_case q8_0 q8_0 q8_0 "--flash-attn" 6e-1 4e-4 16
 kv_case q8k  q8_0 f16  ""             1e-2 1e-3 0
 
 # chunks: a token's logits never depend on its prompt chunk, with a quantized cache too
