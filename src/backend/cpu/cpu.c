@@ -345,7 +345,8 @@ static int cpu_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
 // ---- KV caches ---------------------------------------------------------------------------------
 
 // A sequence's cache: typed and in blocks (kv.h, read by the tiled attention) when every attention
-// op on it is plain, else F32 rows for the ggml-order attention with its options (attn.h).
+// op on it is plain and a type is not F32, else F32 rows for the ggml-order attention with its
+// options (attn.h).
 struct cpu_kv {
     bool typed;
     struct strata_kv_cache c;        // typed
@@ -365,7 +366,10 @@ static int cpu_kv_create(void *vctx, const struct strata_kv_params *p, void **ou
     }
     struct cpu_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return STRATA_ENOMEM;
-    kv->typed = p->plain;
+    // F32 keeps the rows and the ggml-order attention: its output rounds into the output
+    // projection's int8 activations as llama.cpp's does (the tiled order moves one in a few
+    // thousand across a step, which quantized-weight parity notices)
+    kv->typed = p->plain && !(p->k_type == STRATA_TYPE_F32 && p->v_type == STRATA_TYPE_F32);
     kv->n_ctx = p->n_ctx;
     int rc = 0;
     if (kv->typed) {
