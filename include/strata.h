@@ -116,6 +116,7 @@ struct strata_expert_stats {
     uint64_t guessed, guessed_used, guess_correct;  // lookahead: experts guessed, experts the
                                    // guessed layers used, used and guessed (recall = correct / used)
     uint64_t joined;               // acquires that found their expert being read and waited for it
+    uint64_t fetched;              // misses of a pass's later group read while the previous computed
     uint64_t preload_bytes;        // read at open (full residency)
     double preload_s;
     uint32_t slots_per_layer, n_classes;
@@ -140,6 +141,8 @@ struct strata_layer_stats {
     uint64_t hits, misses, evictions, bytes_read;
     uint64_t prefetched, prefetch_used;
     uint64_t guessed, guessed_used, guess_correct;  // the lookahead's, for this layer
+    uint64_t fetched;              // misses read while the pass's previous group computed
+    double io_wait_s;              // acquires of this layer blocked on reads (all sessions)
 };
 
 // Engine-wide: every pass of every session.

@@ -129,6 +129,7 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
     cJSON_AddNumberToObject(o, "prefetch_used", (double)st->prefetch_used);
     cJSON_AddNumberToObject(o, "prefetch_cancelled", (double)st->prefetch_cancelled);
     cJSON_AddNumberToObject(o, "joined", (double)st->joined);
+    cJSON_AddNumberToObject(o, "fetched", (double)st->fetched);
     cJSON_AddNumberToObject(o, "prefetch_ahead", p->prefetch_ahead);
     if (st->guessed) {
         cJSON_AddNumberToObject(o, "prefetch_recall", st->guessed_used ? (double)st->guess_correct / st->guessed_used : 0);
@@ -152,6 +153,8 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
             cJSON_AddNumberToObject(x, "bytes_read", (double)ls.bytes_read);
             cJSON_AddNumberToObject(x, "prefetched", (double)ls.prefetched);
             cJSON_AddNumberToObject(x, "prefetch_used", (double)ls.prefetch_used);
+            cJSON_AddNumberToObject(x, "fetched", (double)ls.fetched);
+            cJSON_AddNumberToObject(x, "io_wait_s", ls.io_wait_s);
             if (ls.guessed) {
                 cJSON_AddNumberToObject(x, "prefetch_recall",
                                         ls.guessed_used ? (double)ls.guess_correct / ls.guessed_used : 0);
@@ -199,8 +202,14 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
         struct strata_layer_stats ls;
         strata_engine_layer_stats(e, tier, l, &ls);
         const uint64_t a = ls.hits + ls.misses;
-        fprintf(out, "  layer %3u: hit rate %5.1f%%  hits %llu  misses %llu  evictions %llu  read %.1f MiB\n", l,
-                a ? 100.0 * (double)ls.hits / (double)a : 100.0, (unsigned long long)ls.hits,
-                (unsigned long long)ls.misses, (unsigned long long)ls.evictions, ls.bytes_read / 1048576.0);
+        fprintf(out, "  layer %3u: hit rate %5.1f%%  hits %llu  misses %llu  evictions %llu  read %.1f MiB  I/O wait %.3f s",
+                l, a ? 100.0 * (double)ls.hits / (double)a : 100.0, (unsigned long long)ls.hits,
+                (unsigned long long)ls.misses, (unsigned long long)ls.evictions, ls.bytes_read / 1048576.0,
+                ls.io_wait_s);
+        if (ls.guessed)
+            fprintf(out, "  prefetched %llu used %llu recall %.1f%%", (unsigned long long)ls.prefetched,
+                    (unsigned long long)ls.prefetch_used,
+                    ls.guessed_used ? 100.0 * (double)ls.guess_correct / (double)ls.guessed_used : 0.0);
+        fputc('\n', out);
     }
 }

@@ -232,6 +232,7 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
         .present = true, .full = x.full, .hits = x.hits, .misses = x.misses, .evictions = x.evictions,
         .bytes_read = x.bytes_read, .reads = x.reads, .retries = x.retries, .io_wait_s = x.io_wait_s,
         .prefetched = x.prefetched, .prefetch_used = x.prefetch_used, .joined = x.joined,
+        .fetched = x.fetched,
         .prefetch_cancelled = x.prefetch_cancelled,
         .preload_bytes = x.preload_bytes,
         .preload_s = x.preload_s, .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes,
@@ -271,7 +272,7 @@ void strata_engine_layer_stats(struct strata_engine *e, enum strata_tier tier, u
     strata_forward_lookahead_stats(e->fwd, layer, &la);
     pthread_mutex_unlock(&e->pass_mu);
     *out = (struct strata_layer_stats){ls.hits, ls.misses, ls.evictions, ls.bytes_read, ls.prefetched, ls.prefetch_used,
-                                       la.predicted, la.used, la.correct};
+                                       la.predicted, la.used, la.correct, ls.fetched, ls.io_wait_s};
 }
 
 // ---- tokens and text -----------------------------------------------------------------------------

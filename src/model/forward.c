@@ -59,6 +59,7 @@ struct strata_forward {
     float *selw;                  // [B][K]
     struct strata_route_groups g; // count/first [X], tok_of/route_of [B*K], used [X]
     struct strata_expert_view *views;  // [X]
+    uint64_t *order_scratch;      // [X] strata_expert_pass_order
     struct strata_mm_op *ops;     // [2X] the expert products of one group
     int32_t *trace_ids;           // [B][n_moe][K]
     int32_t *ids_host, *pos_host; // [B]
@@ -263,6 +264,7 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->g.route_of = host_zalloc(B * K * sizeof(int32_t), &rc);
     f->g.used = host_zalloc(X * sizeof(uint32_t), &rc);
     f->views = host_zalloc(X * sizeof *f->views, &rc);
+    f->order_scratch = host_zalloc(X * sizeof *f->order_scratch, &rc);
     f->ops = host_zalloc((2 * X > hp->n_head ? 2 * X : hp->n_head) * sizeof *f->ops, &rc);
     f->trace_ids = host_zalloc(B * (m->layout.n_layers ? m->layout.n_layers : 1) * K * sizeof(int32_t), &rc);
     f->ids_host = host_zalloc(B * sizeof(int32_t), &rc);
@@ -282,7 +284,7 @@ void strata_forward_free(struct strata_forward *f)
     if (!f) return;
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
-                    f->g.used, f->views, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs};
+                    f->g.used, f->views, f->order_scratch, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     strata_lookahead_close(f->lookahead);
     free(f);
@@ -547,22 +549,34 @@ static int lookahead(struct strata_forward *f, const struct strata_layer *L, int
 }
 
 // The experts of a pass, each fetched once. A bounded cache holds max_batch experts of a layer at
-// a time, so a pass needing more runs them in groups: each group is acquired, computed and
-// released before the next. Every (token, expert) row is computed the same way in any grouping,
-// so the output depends neither on the cache size nor on the other sequences in the pass.
+// a time, so a pass needing more runs them in groups (strata_expert_pass_group: the experts most
+// tokens need first, half the slots per group): each group is acquired, the next group's reads
+// are started (the provider's fetch), the group is computed and released. Every (token, expert)
+// row is computed the same way in any grouping and order, so the output depends neither on the
+// cache size nor on the other sequences in the pass.
 static int experts_block(struct strata_forward *f, const struct strata_layer *L, int n)
 {
     const struct strata_model *m = f->m;
     const struct strata_hparams *hp = &m->hp;
     const uint32_t moe_l = (uint32_t)L->moe_index;
     const uint32_t E = hp->n_embd, F = hp->n_ff_exp;
-    const struct strata_route_groups *g = &f->g;
-    const int n_used = g->n_used_experts, max_group = strata_provider_max_batch(f->experts);
+    struct strata_route_groups *g = &f->g;
+    const int n_used = g->n_used_experts, max_batch = strata_provider_max_batch(f->experts);
+    const int max_group = strata_provider_can_fetch(f->experts) ? strata_expert_pass_group(n_used, max_batch) : max_batch;
+    if (max_group < n_used) strata_expert_pass_order(g->used, n_used, g->count, f->order_scratch);
     struct strata_mm_op *ops = f->ops;
     int rc;
     for (int g0 = 0; g0 < n_used; g0 += max_group) {
         const int g1 = n_used - g0 < max_group ? n_used : g0 + max_group;
         TRY(strata_provider_acquire(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0));
+        if (g1 < n_used) {  // the next group reads while this one computes
+            const int g2 = n_used - g1 < max_group ? n_used : g1 + max_group;
+            rc = strata_provider_fetch(f->experts, moe_l, g->used + g1, g2 - g1);
+            if (rc) {
+                strata_provider_release(f->experts, moe_l, f->views + g0, g1 - g0);
+                return rc;
+            }
+        }
         // the next layers' guesses go out once this layer's own misses are in
         if (g0 == 0 && f->lookahead) TRY(lookahead(f, L, n));
         // gate and up of every expert of the group in one product call, then down in another
@@ -577,20 +591,24 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
             ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL};
         }
         rc = f->bi->mm(f->bc, ops, no);
-        // rows are grouped by expert, so the group's rows are one contiguous range
-        const uint32_t e_first = g->used[g0], e_last = g->used[g1 - 1];
-        const size_t r0 = (size_t)g->first[e_first], r1 = (size_t)g->first[e_last] + (size_t)g->count[e_last];
         for (int i = g0; i < g1 && rc == 0 && L->exp_up_b; i++) {  // per-expert biases (gpt-oss)
             const uint32_t e = g->used[i];
             const size_t first = (size_t)g->first[e];
             rc = f->bi->add(f->bc, f->up_out + first * F, L->exp_up_b + (size_t)e * F, 0, g->count[e], F);
             if (rc == 0) rc = f->bi->add(f->bc, f->gate_out + first * F, L->exp_gate_b + (size_t)e * F, 0, g->count[e], F);
         }
-        if (rc == 0 && L->swiglu_oai)
-            rc = f->bi->swiglu_oai(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F,
-                                   1.702f, 7.0f);
-        else if (rc == 0)
-            rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
+        // rows are grouped by expert: the activation over each run of the group's experts whose
+        // rows follow each other (one run when the group is the whole pass in id order)
+        for (int i = g0; i < g1 && rc == 0;) {
+            const size_t r0 = (size_t)g->first[g->used[i]];
+            size_t r1 = r0 + (size_t)g->count[g->used[i]];
+            for (i++; i < g1 && (size_t)g->first[g->used[i]] == r1; i++) r1 += (size_t)g->count[g->used[i]];
+            if (L->swiglu_oai)
+                rc = f->bi->swiglu_oai(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F,
+                                       (r1 - r0) * F, 1.702f, 7.0f);
+            else
+                rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
+        }
         no = 0;
         for (int i = g0; i < g1 && rc == 0; i++) {
             const uint32_t e = g->used[i];
