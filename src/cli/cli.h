@@ -20,6 +20,7 @@ int cli_parse_u64(const char *s, const char *name, uint64_t *out);
 int cli_parse_float(const char *s, const char *name, double lo, double hi, float *out);
 // "1,2,3" -> malloc'd array (caller frees).
 int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n);
+int cli_parse_id_seqs(const char *s, const char *name, int32_t **out, int *n, int **lens, int *n_seqs);
 
 // Engine options of run, eval and serve (expert store, backend): getopt codes, their usage
 // lines, the parser.
