@@ -62,8 +62,11 @@ struct strata_engine_params {
     int gpu;                       // device index for a GPU backend
     uint64_t host_cache_bytes;     // RAM for routed experts (0: all resident)
     uint64_t vram_cache_bytes;     // VRAM for routed experts with a GPU backend (0: none)
-    uint64_t memory_bound_bytes;   // whole-process bound (0: none); checked at open against the
-                                   // dense weights and the expert cache
+    uint64_t memory_bound_bytes;   // whole-process bound (0: none). With host_cache_bytes 0 the
+                                   // expert cache is what remains after the process so far, the
+                                   // dense weights, n_seq_max sessions' KV at n_ctx and a runtime
+                                   // reserve; open fails naming the minimum when that is too small
+    int n_seq_max;                 // sessions the memory bound provisions (0: 1); more are refused
     enum strata_io_engine io;
     int io_threads;                // pread threads / io_uring queue depth (0: 4)
     bool cache_classes;            // one slot size class per distinct expert size (else uniform)

@@ -27,7 +27,7 @@ int cli_parse_id_seqs(const char *s, const char *name, int32_t **out, int *n, in
 enum {
     CLI_OPT_CACHE_MIB = 1000, CLI_OPT_CACHE_CLASSES, CLI_OPT_IO, CLI_OPT_IO_THREADS,
     CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT, CLI_OPT_CACHE_POLICY, CLI_OPT_BACKEND, CLI_OPT_GPU,
-    CLI_OPT_PREFETCH, CLI_OPT_PREFETCH_K
+    CLI_OPT_PREFETCH, CLI_OPT_PREFETCH_K, CLI_OPT_MEM_MIB
 };
 #define CLI_STORE_OPTIONS                                                                          \
     {"cache-mib", required_argument, 0, CLI_OPT_CACHE_MIB},                                        \
@@ -38,11 +38,12 @@ enum {
         {"cache-policy", required_argument, 0, CLI_OPT_CACHE_POLICY},                             \
         {"backend", required_argument, 0, CLI_OPT_BACKEND}, {"gpu", required_argument, 0, CLI_OPT_GPU},     \
         {"prefetch", required_argument, 0, CLI_OPT_PREFETCH},                                      \
-        {"prefetch-k", required_argument, 0, CLI_OPT_PREFETCH_K}
+        {"prefetch-k", required_argument, 0, CLI_OPT_PREFETCH_K},                                  \
+        {"mem-mib", required_argument, 0, CLI_OPT_MEM_MIB}
 #define CLI_CASE_STORE_OPTIONS                                                                     \
     case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:   \
     case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: case CLI_OPT_BACKEND:   \
-    case CLI_OPT_GPU: case CLI_OPT_PREFETCH: case CLI_OPT_PREFETCH_K
+    case CLI_OPT_GPU: case CLI_OPT_PREFETCH: case CLI_OPT_PREFETCH_K: case CLI_OPT_MEM_MIB
 extern const char *const cli_store_usage;
 
 // What the CLI does with the statistics beside the engine's parameters.

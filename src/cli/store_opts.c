@@ -1,4 +1,4 @@
-// Engine options shared by run, eval and serve (--cache-mib, --cache-classes, --cache-policy, --io,
+// Engine options shared by run, eval and serve (--mem-mib, --cache-mib, --cache-classes, --cache-policy, --io,
 // --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out, --backend, --gpu) and the store's part of the JSON output and the
 // human summary.
 #include <stdio.h>
@@ -7,7 +7,11 @@
 #include "cli/cli.h"
 
 const char *const cli_store_usage =
-    "  --cache-mib N|full    RAM for routed experts (default full: all resident)\n"
+    "  --mem-mib N           bound the whole process to N MiB: the expert cache gets what is left\n"
+    "                        after the dense weights, the KV cache at the full context (of each\n"
+    "                        --parallel session), scratch and a reserve; too small a bound is refused\n"
+    "                        naming the minimum\n"
+    "  --cache-mib N|full    RAM for routed experts (default full: all resident, or what --mem-mib leaves)\n"
     "  --cache-classes on|off  one slot size per layer type (default on)\n"
     "  --cache-policy lfu|lru  which expert a miss replaces: the least frequently used so far\n"
     "                        (default) or the least recently used\n"
@@ -43,6 +47,16 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
             return 1;
         }
         p->host_cache_bytes = mib << 20;
+        return 0;
+    }
+    case CLI_OPT_MEM_MIB: {
+        uint64_t mib;
+        if (cli_parse_u64(arg, "--mem-mib", &mib)) return 1;
+        if (mib == 0 || mib > (1ull << 40)) {
+            fprintf(stderr, "strata: --mem-mib: '%s' must be 1..2^40\n", arg);
+            return 1;
+        }
+        p->memory_bound_bytes = mib << 20;
         return 0;
     }
     case CLI_OPT_CACHE_CLASSES:

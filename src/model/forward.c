@@ -99,6 +99,18 @@ static float *be_floats(struct strata_backend *be, size_t n, const char *what, i
     return p;
 }
 
+uint64_t strata_seq_state_bytes(const struct strata_model *m, int n_ctx)
+{
+    size_t n = kv_floats(m, n_ctx, m->hp.head_dim_k) + (m->hp.kv_lora_rank ? 0 : kv_floats(m, n_ctx, m->hp.head_dim_v));
+    if (m->n_rs_layers) n += conv_floats(m) + ssm_floats(m);
+    return (uint64_t)n * sizeof(float);
+}
+
+void strata_forward_set_experts(struct strata_forward *f, struct strata_expert_provider experts)
+{
+    f->experts = experts;
+}
+
 int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx)
 {
     memset(st, 0, sizeof *st);

@@ -36,6 +36,8 @@ struct strata_seq_state {
 // Allocate the state of a sequence of up to n_ctx positions (zeroed). 0 or negative.
 int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx);
 void strata_seq_state_free(struct strata_seq_state *st, const struct strata_model *m);
+// What strata_seq_state_alloc allocates for n_ctx positions (the memory bound provisions it).
+uint64_t strata_seq_state_bytes(const struct strata_model *m, int n_ctx);
 // Forget the recurrent state (the KV cache is overwritten as positions are evaluated again).
 int strata_seq_state_reset(struct strata_seq_state *st, const struct strata_model *m);
 
@@ -66,6 +68,9 @@ struct strata_fwd_stats {
 int strata_forward_create(struct strata_forward **out, const struct strata_model *m,
                           struct strata_expert_provider experts, int max_tok, int max_ctx);
 void strata_forward_free(struct strata_forward *f);
+// Replace the expert provider (before the first pass and before set_prefetch): the engine sizes
+// the expert cache after the scratch exists when it derives the cache from a memory bound.
+void strata_forward_set_experts(struct strata_forward *f, struct strata_expert_provider experts);
 // Router lookahead prefetch (experts/lookahead.h): `ahead` MoE layers ahead (0: off), a token's
 // first k guesses prefetched (0: all top-k). 0 or negative.
 int strata_forward_set_prefetch(struct strata_forward *f, int ahead, uint32_t k);
