@@ -12,6 +12,7 @@
 int cli_run(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_demo(int argc, char **argv);
+int cli_perplexity(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 
 // Parsers print "strata: NAME: ..." and return non-zero on bad input.
