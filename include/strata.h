@@ -100,6 +100,8 @@ struct strata_model_info {
     bool add_bos;                  // prompts start with bos
     uint64_t dense_bytes;          // resident non-expert weights
     uint64_t expert_bytes;         // memory of the expert cache slots
+    uint64_t mem_other_bytes;      // with a memory bound: what it provisions besides the expert
+                                   // cache (dense weights, sessions' KV, scratch, reserve); else 0
     int n_ctx, n_batch;            // the engine's session defaults
 };
 void strata_engine_info(const struct strata_engine *e, struct strata_model_info *out);

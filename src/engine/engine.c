@@ -248,6 +248,7 @@ void strata_engine_info(const struct strata_engine *e, struct strata_model_info 
         .add_bos = ti->add_bos,
         .dense_bytes = strata_model_dense_bytes(e->m),
         .expert_bytes = e->store ? strata_store_resident_bytes(e->store) : strata_resident_bytes(e->resident),
+        .mem_other_bytes = e->params.memory_bound_bytes ? e->mem_fixed : 0,
         .n_ctx = e->n_ctx,
         .n_batch = e->n_batch,
     };
