@@ -4,7 +4,8 @@
 // block [n][E], o a block's output [n][E]. Routing runs on the host: the router logits come back
 // with download, model/route.c picks and groups, the gather lists and weights go back up with
 // upload. Experts come from the expert provider (experts/provider.h) through acquire / release, in
-// groups of at most max_batch per layer.
+// groups of at most max_batch per layer. A backend with the route and moe ops routes on the device
+// instead when every expert is resident (device_moe): no host round trip inside the pass.
 #include "model/forward.h"
 
 #include <math.h>
@@ -68,6 +69,12 @@ struct strata_forward {
     int want_trace;
     struct strata_lookahead *lookahead;  // router lookahead prefetch, or NULL
     int prefetch_ahead;                  // MoE layers it looks ahead
+    // device routing (backends with route and moe, every expert resident)
+    void **exp_tables;            // backend [n_moe][3][X] expert matrix pointers, or NULL
+    float *probs_b;               // backend [n_moe][X] selection biases
+    uint8_t *tables_built;        // host [n_moe]
+    const void **tab_host;        // host [3][X] one layer's table on its way up
+    bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
 };
 
 // ---- sequence state -----------------------------------------------------------------------------
@@ -109,6 +116,7 @@ uint64_t strata_seq_state_bytes(const struct strata_model *m, int n_ctx)
 void strata_forward_set_experts(struct strata_forward *f, struct strata_expert_provider experts)
 {
     f->experts = experts;
+    if (f->tables_built) memset(f->tables_built, 0, f->m->layout.n_layers ? f->m->layout.n_layers : 1);
 }
 
 int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx)
@@ -282,6 +290,15 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->ids_host = host_zalloc(B * sizeof(int32_t), &rc);
     f->pos_host = host_zalloc(B * sizeof(int32_t), &rc);
     f->seqs = host_zalloc(B * sizeof *f->seqs, &rc);
+    if (f->bi->route && f->bi->moe && m->layout.n_layers && X) {
+        const size_t nm = m->layout.n_layers;
+        f->exp_tables = scratch(f, nm * 3 * X * sizeof(void *), "expert tables", &rc);
+        f->probs_b = scratch(f, nm * X * fl, "expert tables", &rc);
+        f->tables_built = host_zalloc(nm, &rc);
+        f->tab_host = host_zalloc(3 * X * sizeof(void *), &rc);
+        const char *hr = getenv("STRATA_HOST_ROUTE");
+        f->host_route = hr && *hr && *hr != '0';
+    }
     if (rc == 0) rc = strata_forward_reserve_ctx(f, max_ctx);
     if (rc) {
         strata_forward_free(f);
@@ -296,7 +313,8 @@ void strata_forward_free(struct strata_forward *f)
     if (!f) return;
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
-                    f->g.used, f->views, f->order_scratch, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs};
+                    f->g.used, f->views, f->order_scratch, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
+                    f->tables_built, (void *)f->tab_host};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     strata_lookahead_close(f->lookahead);
     free(f);
@@ -643,13 +661,84 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
     return 0;
 }
 
+// Whether a layer's experts run from device routes (the backend's route and moe ops): the routing
+// is route.c's plain top-k, nothing needs the routes on the host (traces, the lookahead), and
+// every expert of the layer is resident, so the table of their matrices (built at the first use:
+// one acquire of all experts, the views kept) stays valid.
+static int device_moe(struct strata_forward *f, const struct strata_layer *L, bool *use)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
+    *use = false;
+    if (!f->exp_tables || f->host_route || m->route_exact || L->router_b || L->exp_up_b || L->exp_gate_b ||
+        L->exp_down_b || L->swiglu_oai || f->want_trace || f->lookahead || K > 32 || X > 1024 ||
+        ml >= m->layout.n_layers)
+        return 0;
+    if (!f->tables_built[ml]) {
+        struct strata_experts_stats es;
+        strata_provider_stats(f->experts, &es);
+        if (!es.full || strata_provider_max_batch(f->experts) < (int)X) return 0;
+        int rc;
+        for (uint32_t e = 0; e < X; e++) f->g.used[e] = e;
+        TRY(strata_provider_acquire(f->experts, ml, f->g.used, (int)X, f->views));
+        const void **tab = f->tab_host;
+        for (uint32_t e = 0; e < X; e++) {
+            tab[e] = f->views[e].part[STRATA_EXPERT_GATE];
+            tab[X + e] = f->views[e].part[STRATA_EXPERT_UP];
+            tab[2 * X + e] = f->views[e].part[STRATA_EXPERT_DOWN];
+        }
+        // resident views never move: the table outlives the release
+        strata_provider_release(f->experts, ml, f->views, (int)X);
+        TRY(f->bi->upload(f->bc, f->exp_tables + (size_t)ml * 3 * X, tab, 3 * X * sizeof(void *)));
+        if (L->exp_probs_b)
+            TRY(f->bi->upload(f->bc, f->probs_b + (size_t)ml * X, L->exp_probs_b, X * sizeof(float)));
+        f->tables_built[ml] = 1;
+    }
+    *use = true;
+    return 0;
+}
+
+// Router, device routing and the experts in one go (device_moe said yes).
+static int moe_device(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st,
+                      double t0)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
+    int rc;
+    const struct strata_mat *w[1] = {&L->router};
+    TRY(project(f, w, &f->router_logits, 1, f->h, n));
+    const struct strata_route_params rp = {
+        .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
+        .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
+        .bias = L->exp_probs_b ? f->probs_b + (size_t)ml * X : NULL,
+    };
+    TRY(f->bi->route(f->bc, &rp, f->router_logits, n, f->route_of, f->weight));
+    const double t1 = strata_now();
+    st->t_router += t1 - t0;
+    if (L->sh_down.data) TRY(shared_expert(f, L, n));
+    const struct strata_moe_op op = {
+        .h = f->h, .x = f->x, .ids = f->route_of, .weight = f->weight,
+        .table = (const void *const *)(f->exp_tables + (size_t)ml * 3 * X),
+        .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down,
+        .shared = L->sh_down.data ? f->ffn_out : NULL, .n_tok = n, .k = (int)K, .n_expert = X,
+        .gate_out = f->gate_out, .up_out = f->up_out, .down_out = f->down_out,
+    };
+    TRY(f->bi->moe(f->bc, &op));
+    st->t_experts += strata_now() - t1;
+    return 0;
+}
+
 static int moe_block(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st)
 {
     const struct strata_hparams *hp = &f->m->hp;
     const uint32_t E = hp->n_embd;
     const double t0 = strata_now();
     int rc;
+    bool dev;
+    TRY(device_moe(f, L, &dev));
     TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->ffn_norm, n, E, hp->rms_eps));
+    if (dev) return moe_device(f, L, n, st, t0);
     TRY(route(f, L, n));
     if (f->lookahead) strata_lookahead_observe(f->lookahead, (uint32_t)L->moe_index, f->g.used, f->g.n_used_experts);
     const double t1 = strata_now();
