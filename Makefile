@@ -5,14 +5,21 @@
 #   make test TSAN=1 the same under ThreadSanitizer (build-tsan/)
 #   make CUDA=1     also the CUDA backend (src/backend/cuda, nvcc) in build-cuda/; CUDA_ARCHS="80 90" adds GPUs
 #   make CC=clang BUILD=build-clang   clang 14 build in its own folder
+#   make fuzz       libFuzzer harnesses of tests/fuzz/ (clang, ASan+UBSan) in build-fuzz/fuzz/
 #   make bench      bench/bench_qwen3moe.sh: strata and llama.cpp on a qwen3-30b-a3b-shaped model
 
 CC      ?= gcc
 SAN     ?= 0
 TSAN    ?= 0
 CUDA    ?= 0
+FUZZ    ?= 0
 
-ifeq ($(SAN),1)
+ifeq ($(FUZZ),1)
+# libFuzzer: the code is instrumented for coverage, the harness links the fuzzer's main
+BUILD   ?= build-fuzz
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+LDSAN   := -fsanitize=fuzzer,address,undefined
+else ifeq ($(SAN),1)
 BUILD   ?= build-san
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDSAN   := -fsanitize=address,undefined
@@ -133,6 +140,20 @@ $(BUILD)/tests/test_server%: tests/test_server%.c $(SRV_OBJ) $(BUILD)/libstrata.
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(SRV_OBJ) $(BUILD)/libstrata.a $(LDSAN) $(LDLIBS)
 
+# Fuzz harnesses (tests/fuzz/fuzz_*.c) link the library, the server's objects and the CLI's
+# argument parsers; `make fuzz` builds them with clang in build-fuzz/ (tests/fuzz/run.sh runs them).
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_CLI_OBJ := $(BUILD)/src/cli/args.o $(BUILD)/src/cli/store_opts.o
+.PHONY: fuzz fuzz-build
+fuzz:
+	$(MAKE) FUZZ=1 CC=clang fuzz-build
+fuzz-build: $(FUZZ_BIN)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(FUZZ_CLI_OBJ) $(SRV_OBJ) $(BUILD)/libstrata.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(FUZZ_CLI_OBJ) $(SRV_OBJ) $(BUILD)/libstrata.a $(LDSAN) $(LDLIBS)
+
 .PHONY: tests-build
 tests-build: $(TEST_BIN)
 
@@ -143,7 +164,7 @@ bench: all $(BUILD)/membw
 	bash bench/bench_qwen3moe.sh
 
 clean:
-	rm -rf build build-san build-tsan build-cuda
+	rm -rf build build-san build-tsan build-cuda build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

@@ -72,8 +72,11 @@ struct strata_engine_params {
     int gpu;                       // device index for a GPU backend
     uint64_t host_cache_bytes;     // RAM for routed experts (0: all resident)
     uint64_t vram_cache_bytes;     // VRAM for routed experts with a GPU backend (0: none)
-    uint64_t memory_bound_bytes;   // whole-process bound (0: none); checked at open against the
-                                   // dense weights and the expert cache
+    uint64_t memory_bound_bytes;   // whole-process bound (0: none). With host_cache_bytes 0 the
+                                   // expert cache is what remains after the process so far, the
+                                   // dense weights, n_seq_max sessions' KV at n_ctx and a runtime
+                                   // reserve; open fails naming the minimum when that is too small
+    int n_seq_max;                 // sessions the memory bound provisions (0: 1); more are refused
     enum strata_io_engine io;
     int io_threads;                // pread threads / io_uring queue depth (0: 4)
     bool cache_classes;            // one slot size class per distinct expert size (else uniform)
@@ -109,6 +112,8 @@ struct strata_model_info {
     bool add_bos;                  // prompts start with bos
     uint64_t dense_bytes;          // resident non-expert weights
     uint64_t expert_bytes;         // memory of the expert cache slots
+    uint64_t mem_other_bytes;      // with a memory bound: what it provisions besides the expert
+                                   // cache (dense weights, sessions' KV, scratch, reserve); else 0
     int n_ctx, n_batch;            // the engine's session defaults
     const char *cache_type_k, *cache_type_v;  // KV cache types ("f32", ...)
     uint64_t kv_bytes_per_token;   // KV cache bytes per position of context (all layers, K and V)
@@ -130,6 +135,7 @@ struct strata_expert_stats {
     uint64_t guessed, guessed_used, guess_correct;  // lookahead: experts guessed, experts the
                                    // guessed layers used, used and guessed (recall = correct / used)
     uint64_t joined;               // acquires that found their expert being read and waited for it
+    uint64_t fetched;              // misses of a pass's later group read while the previous computed
     uint64_t preload_bytes;        // read at open (full residency)
     double preload_s;
     uint32_t slots_per_layer, n_classes;
@@ -156,6 +162,8 @@ struct strata_layer_stats {
     uint64_t hits, misses, evictions, bytes_read;
     uint64_t prefetched, prefetch_used;
     uint64_t guessed, guessed_used, guess_correct;  // the lookahead's, for this layer
+    uint64_t fetched;              // misses read while the pass's previous group computed
+    double io_wait_s;              // acquires of this layer blocked on reads (all sessions)
 };
 
 // Engine-wide: every pass of every session.

@@ -29,7 +29,8 @@ static void usage(FILE *out)
             "  eval     -m MODEL --tokens IDS --logits-out FILE   teacher-forced logits\n"
             "  inspect  MODEL.gguf [--json]     metadata, tensors, dense/expert byte totals\n"
             "  synth    --arch A --preset P -o OUT.gguf   write a synthetic model\n"
-            "  demo                             synthesise the tiny model and run it\n"
+            "  demo                             a model larger than its expert cache, streamed and resident\n"
+            "  perplexity -m MODEL -f TEXT      perplexity in llama.cpp's chunking (strata perplexity --help)\n"
             "  serve    -m MODEL                OpenAI/Anthropic-compatible HTTP server (strata serve --help)\n"
             "  sim      TRACE --slots N [--sweep]   replay a route trace through cache policies\n"
             "  plan     -m MODEL --ram-gib R    expert cache budget and byte-floor speed for a machine\n\n"
@@ -165,6 +166,8 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "run") == 0) return cli_run(argc - 1, argv + 1);
     if (strcmp(cmd, "eval") == 0) return cli_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "demo") == 0) return cli_demo(argc - 1, argv + 1);
+    if (strcmp(cmd, "perplexity") == 0) return cli_perplexity(argc - 1, argv + 1);
+    if (strcmp(cmd, "perplexity") == 0) return cli_perplexity(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0) return cli_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "sim") == 0) return cli_sim(argc - 1, argv + 1);
     if (strcmp(cmd, "plan") == 0) return cli_plan(argc - 1, argv + 1);

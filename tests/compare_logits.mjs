@@ -8,6 +8,8 @@
 // within twice the largest per-logit difference of that position (the noise of activation
 // rounding flips can reorder such a pair); the summary then adds "ties=K first_tie=P" (-1: none).
 // STRATA_NEAR=X: the summary adds "near=K" (positions whose relative error is at most X).
+// STRATA_SHARE=S (0..1): also at least the share S of positions must agree to 1e-5 (relative
+// L2); the summary then adds "agree=K/N". TOL is then the bound every position must keep.
 import fs from "node:fs";
 
 const [fa, fb, nvs, tols] = process.argv.slice(2);
@@ -23,7 +25,8 @@ if (a.length !== b.length || a.length % nv !== 0 || a.length === 0) {
 }
 const np = a.length / nv;
 const ties = process.env.STRATA_TIES === "1";
-let maxRel = 0, sumRel = 0, mism = 0, bad = 0, nTies = 0, firstTie = -1;
+const share = process.env.STRATA_SHARE === undefined ? null : Number(process.env.STRATA_SHARE);
+let maxRel = 0, sumRel = 0, mism = 0, bad = 0, nTies = 0, firstTie = -1, agree = 0;
 const rels = [];
 for (let p = 0; p < np; p++) {
     let num = 0, den = 0, am = 0, bm = 0, maxAbs = 0;
@@ -39,6 +42,7 @@ for (let p = 0; p < np; p++) {
     const rel = Math.sqrt(num / den);
     maxRel = Math.max(maxRel, rel);
     rels.push(rel);
+    if (rel <= 1e-5) agree++;
     sumRel += rel;
     const tie = ties && am !== bm && b[p * nv + bm] - b[p * nv + am] <= 2 * maxAbs;
     if (tie) { nTies++; if (firstTie < 0) firstTie = p; }
@@ -52,5 +56,7 @@ rels.sort((x, y) => x - y);
 const median = rels[(np - 1) >> 1];
 console.log(`positions=${np} max_rel=${maxRel.toExponential(3)} mean_rel=${(sumRel / np).toExponential(3)} median_rel=${median.toExponential(3)} ` +
     `over_tol=${bad} argmax_mismatch=${mism} tol=${tol}` + (ties ? ` ties=${nTies} first_tie=${firstTie}` : "") +
-    (process.env.STRATA_NEAR ? ` near=${rels.filter(r => r <= Number(process.env.STRATA_NEAR)).length}` : ""));
-process.exit(bad === 0 && mism === 0 ? 0 : 1);
+    (process.env.STRATA_NEAR ? ` near=${rels.filter(r => r <= Number(process.env.STRATA_NEAR)).length}` : "") +
+    (share !== null ? ` agree=${agree}/${np} (${(agree / np).toFixed(3)}, need ${share})` : ""));
+const shareOk = share === null || agree >= share * np;
+process.exit(bad === 0 && mism === 0 && shareOk ? 0 : 1);

@@ -11,6 +11,26 @@ export STRATA_BIN="$PWD/$build/strata"
 export STRATA_BUILD_DIR="$PWD/$build"
 export STRATA_ROOT="$PWD"
 logs="$build/tests/logs"; mkdir -p "$logs"
+
+# The llama.cpp oracle (tests/oracle) and the HTTP clients of the server tests (tests/server) come
+# from the committed npm locks: installed here once when npm is present, so the parity tests never
+# skip silently. STRATA_NO_INSTALL=1 leaves them alone; without npm the tests that need them skip
+# and say why.
+install_npm() {
+    local d=$1 what=$2; shift 2
+    [ -d "$d/node_modules" ] && return 0
+    [ "$d" = tests/oracle ] && [ -n "${ORACLE_NODE_MODULES:-}" ] && return 0
+    if [ -n "${STRATA_NO_INSTALL:-}" ]; then echo "note: $what not installed (STRATA_NO_INSTALL): tests that need it skip"; return 0; fi
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "note: npm not found: $what cannot be installed, the tests that need it skip (apt-get install npm)"
+        return 0
+    fi
+    echo "installing $what from $d/package-lock.json (once)"
+    (cd "$d" && npm ci "$@" --no-audit --no-fund --loglevel=error) >"$logs/npm-$(basename "$d").log" 2>&1 ||
+        echo "note: npm ci in $d failed ($logs/npm-$(basename "$d").log): the tests that need it skip"
+}
+install_npm tests/oracle "the llama.cpp oracle" --omit=optional
+install_npm tests/server "the OpenAI and Anthropic clients"
 pass=0; fail=0; skip=0; failed=()
 tests=()
 for t in "$build"/tests/test_*; do [ -x "$t" ] && [ -f "$t" ] && tests+=("$t"); done

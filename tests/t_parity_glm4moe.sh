@@ -12,17 +12,10 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 . "$STRATA_ROOT/tests/parity_lib.sh"
 
 parity_check glm4moe tiny f32 "--type F32" 1e-4
-# The quantized GLM-4.7-like models use seed 1. At seed 7 an activation rounding flip lands on a
-# near-tie of the sigmoid routing and the changed expert choice cascades through the later
-# positions (max 0.43 on Q6_K); llama.cpp's own AVX2 and AVX-512 builds part the same way on the
-# seed-7 Q8_0 model (0.36 at one position), so no bound there tells a bug from noise
-# (docs/correctness.md).
-PARITY_SEED=1
-parity_check glm4moe tiny q8_0 "--type Q8_0" 2e-2
-parity_check glm4moe tiny q4_k "--type Q4_K" 2e-2
+parity_check glm4moe tiny q8_0 "--type Q8_0" q
+parity_check glm4moe tiny q4_k "--type Q4_K" q
 parity_streamed q4_k 1
-parity_check glm4moe tiny q6_k "--type Q6_K" 2e-2
-PARITY_SEED=7
+parity_check glm4moe tiny q6_k "--type Q6_K" q
 parity_check glm4moe tiny-air air_f32 "--type F32" 1e-4
-parity_check glm4moe tiny-air air_q4_k "--type Q4_K" 2e-2
+parity_check glm4moe tiny-air air_q4_k "--type Q4_K" q
 exit $parity_fail

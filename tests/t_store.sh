@@ -5,6 +5,8 @@
 #    1..8 I/O threads, classes on/off, LFU/LRU, router lookahead prefetch off, 1 and 2 layers
 #    ahead, with prompt chunks that need more experts than fit;
 #  - prefetch happens (experts prefetched and then used) and is scored (recall in the JSON);
+#  - a prompt chunk whose experts do not fit reads each of them once (groups of half the slots,
+#    the next group fetched while one computes), also per layer in the JSON;
 #  - peak RSS under a small budget stays within dense + KV + scratch + budget + overhead;
 #  - injected faults: a retried EIO gives the same logits, a lasting one a clean error (exit 1);
 #  - strata sim's LRU and LFU reproduce the engine's misses from the run's own trace (chunked
@@ -28,7 +30,7 @@ for args in "--cache-mib 4" "--cache-mib 4 --io uring" "--cache-mib 4 --io uring
             "--cache-mib 4 -b 1" "--cache-mib 9 -b 40 -t 1" "--cache-mib 4 --prefetch 1" \
             "--cache-mib 5 --io uring --prefetch 2 -b 1" "--cache-mib 13 --io pread --io-threads 1 --prefetch 1 -b 1" \
             "--cache-mib 30 --io uring --io-threads 8 --prefetch 1 --prefetch-k 1 --cache-policy lru" \
-            "--cache-mib 9 -b 40 --prefetch 1"; do
+            "--cache-mib 9 -b 40 --prefetch 1" "--cache-mib 4 -b 40 --io uring --prefetch 1"; do
     "$bin" eval -m "$m" --tokens "$toks" -b 16 -c 64 --logits-out "$dir/x.bin" --json $args >"$dir/x.json"
     cmp "$dir/full.bin" "$dir/x.bin" || { echo "logits differ with $args"; exit 1; }
     n=$((n+1))
@@ -42,6 +44,35 @@ print(f"prefetch 1 at 8 MiB: prefetched {e['prefetched']}, used {e['prefetch_use
       f"precision {e['prefetch_precision']:.3f}, demand misses {e['misses']}")
 sys.exit(0 if e["prefetched"] > 0 and 0 < e["prefetch_used"] <= e["prefetched"] and 0 < e["prefetch_recall"] <= 1 else 1)
 PY
+
+# One chunk of 40 tokens on a cold cache of 4 slots per layer (its experts are 23-46 per layer):
+# every expert of a layer's union is read exactly once (bytes read = union x triplet), all but
+# the first group's while the previous group computed (fetched); each layer reports its I/O wait.
+for io in pread uring; do
+    "$bin" eval -m "$m" --tokens "$toks" -b 40 -c 64 --logits-out "$dir/x.bin" --cache-mib 4 --io $io --stats-layers \
+        --json --trace-out "$dir/c.trace" >"$dir/c.json"
+    cmp "$dir/full.bin" "$dir/x.bin"
+    python3 - "$dir/c.json" "$dir/c.trace" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))["experts"]
+rows = [r for r in open(sys.argv[2]) if not r.startswith("#")]
+uni = [set() for _ in e["layers"]]
+for r in rows:
+    for l, g in enumerate(r.split("|")):
+        uni[l].update(g.split())
+slots = e["slots_per_layer"]
+triplet = {x["bytes_read"] // x["misses"] for x in e["layers"]}
+for l, x in enumerate(e["layers"]):
+    n = len(uni[l])
+    assert n > slots, (l, n, slots)
+    assert x["misses"] == n and x["hits"] == 0, (l, x, n)
+    assert x["bytes_read"] == n * min(triplet) and len(triplet) == 1, (l, x, triplet)
+    assert x["fetched"] == n - slots // 2, (l, x, n)
+    assert x["io_wait_s"] >= 0
+print(f"chunk of 40 at {slots} slots/layer ({e['io']}): every layer's {min(len(u) for u in uni)}.."
+      f"{max(len(u) for u in uni)} experts read once each, {e['fetched']} of {e['misses']} fetched while computing")
+PY
+done
 
 # Below the minimum (2 slots per layer = 3.2 MiB here) the run refuses with the minimum named.
 if "$bin" eval -m "$m" --tokens "$toks" -c 64 --logits-out "$dir/x.bin" --cache-mib 3 2>"$dir/err"; then

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "tokenizer/tokenizer.h"
@@ -290,10 +292,48 @@ static void test_parse(void)
     case_result("parse tool calls out of generated text (qwen3, glm45, streaming)", before);
 }
 
+// Text that ends exactly at a page that may not be read: the parsers take (text, len), and a
+// caller's buffer need not be NUL-terminated (found by tests/fuzz/fuzz_chat).
+static void expect_parse_at_page_end(const char *name, enum strata_tool_format fmt, const char *text,
+                                     const char *want_content, size_t want_n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len = strlen(text);
+    char *map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(map != MAP_FAILED && mprotect(map + page, page, PROT_NONE) == 0, "%s: guard page", name);
+    if (map == MAP_FAILED) return;
+    char *at = map + page - len;
+    memcpy(at, text, len);
+    char *content = NULL;
+    struct strata_tool_call_out *calls = NULL;
+    size_t n = 0;
+    int rc = strata_chat_parse_tools(fmt, at, len, NULL, &content, &calls, &n);
+    CHECK(rc == 0 && content && strcmp(content, want_content) == 0 && n == want_n,
+          "%s: rc %d content '%s' calls %zu", name, rc, content ? content : "(null)", n);
+    free(content);
+    strata_chat_tool_calls_free(calls, n);
+    munmap(map, 2 * page);
+}
+
+static void test_parse_bounds(void)
+{
+    int before = g_failures;
+    // a GLM-4.5 call cut inside its second "<arg_key>": the check of the marker read past the text
+    expect_parse_at_page_end("glm45 cut in <arg_key>", STRATA_TOOLS_GLM45,
+                             "<tool_call>f<arg_key>k</arg_key><arg_value>1</arg_value>\n<arg_",
+                             "<tool_call>f<arg_key>k</arg_key><arg_value>1</arg_value>\n<arg_", 0);
+    expect_parse_at_page_end("glm45 cut in <arg_value>", STRATA_TOOLS_GLM45,
+                             "<tool_call>f<arg_key>k</arg_key><arg_va",
+                             "<tool_call>f<arg_key>k</arg_key><arg_va", 0);
+    expect_parse_at_page_end("qwen3 cut after the JSON", STRATA_TOOLS_QWEN3,
+                             "<tool_call>{\"name\": \"get_time\"}\n", "", 1);
+    case_result("parse tool calls from text that is not NUL-terminated", before);
+}
+
 int main(void)
 {
     test_render();
     test_parse();
+    test_parse_bounds();
     printf("%s\n", g_failures ? "FAILED" : "all passed");
     return g_failures ? 1 : 0;
 }

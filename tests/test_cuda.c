@@ -22,6 +22,7 @@
 //
 //   test_cuda [--seed N]        exit 77 (skip) without a GPU or a CUDA build
 //   test_cuda --backend         the end-to-end backend checks only
+//   test_cuda --self-check      the end-to-end harness with the CPU in the GPU's place (no GPU needed)
 //   test_cuda --bench           decode GB/s per type, GEMM TOPS, attention and delta-net timings
 #include <math.h>
 #include <stdio.h>
@@ -1390,17 +1391,24 @@ static void bench(void)
 // ---- the CUDA backend end to end ----------------------------------------------------------------
 // Tiny synthetic models through the public engine API on the CPU and the CUDA backend: the same
 // prompt's logits at every position. F32 weights round nothing, so the backends differ only in
-// the order of float additions: every position within 1e-4 (relative L2). Quantized weights
-// round the activations to the same int8 blocks on both, so most positions agree to float noise
-// until an activation lands on a rounding boundary in one backend and not the other (a flip,
-// docs/correctness.md); the judgement is the parity tests': every position within 2e-2, the
-// argmax equal except near ties (the CPU ranks the GPU's choice within twice the largest logit
-// difference), and the share of positions within 1e-5 printed (and at least a quarter). On the
-// GPU itself: chunks of 1, 7 and 48 tokens give bit-identical logits, and greedy decoding picks
-// the CPU's tokens (teacher-forced on the CPU's choice; a near tie ends the comparison).
+// the order of float additions: every position within 1e-4 (relative L2), which checks every op.
+// Quantized weights round the activations to the same int8 blocks on both, so positions agree to
+// float noise until an activation lands on a rounding boundary in one backend and not the other
+// (a flip, docs/correctness.md); a flip persists through attention and recurrent state, and one
+// that reaches a near tie of a routing decision changes an expert and cascades (between the
+// CPU's own builds 0.36-0.43 was measured at single positions). So the quantized judgement only
+// catches gross errors (a wrong scale or code moves every position by 1e-1 and more): argmax
+// equal except near ties (the CPU ranks the GPU's choice within twice the largest logit
+// difference), at least half of the positions within the parity tests' 2e-2, every position
+// within 0.5; it prints the share of positions within 1e-5 and, for scale, the CPU's own
+// disagreement between its scalar and its best kernels on the same model. On the GPU itself:
+// chunks of 1, 7 and 48 tokens give bit-identical logits, and greedy decoding picks the CPU's
+// tokens (teacher-forced on the CPU's choice; a near tie ends the comparison).
 
 static char g_dir[] = "/tmp/strata-test-cuda-XXXXXX";
 #define E2E_N 48
+// The backend under test: CUDA, or the CPU against itself (--self-check: the harness without a GPU).
+static enum strata_backend_kind g_e2e_kind = STRATA_BACKEND_CUDA;
 
 static void drop_line(enum strata_log_level level, const char *line, void *user)
 {
@@ -1448,32 +1456,44 @@ static double max_abs_diff(const float *a, const float *b, int n)
     return m;
 }
 
-// The CUDA logits `g` against the CPU's `c` ([np][nv]) by the rule above.
-static void e2e_judge(const char *name, const float *g, const float *c, int np, int nv, bool quantized)
+// Largest relative L2 error of a position of a against b ([np][nv]); *within: positions within 1e-5.
+static double rel_err(const float *a, const float *b, int np, int nv, int *within, int *over, double tol)
 {
     double max_rel = 0;
-    int within = 0, over = 0, mism = 0, ties = 0;
+    *within = *over = 0;
     for (int p = 0; p < np; p++) {
-        const float *a = g + (size_t)p * nv, *b = c + (size_t)p * nv;
         double num = 0, den = 0;
         for (int i = 0; i < nv; i++) {
-            num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-            den += (double)b[i] * b[i];
+            const double d = (double)a[(size_t)p * nv + i] - b[(size_t)p * nv + i];
+            num += d * d;
+            den += (double)b[(size_t)p * nv + i] * b[(size_t)p * nv + i];
         }
         const double rel = isfinite(num) ? sqrt(num / den) : INFINITY;
         max_rel = fmax(max_rel, rel);
-        within += rel <= 1e-5;
-        over += !(rel <= (quantized ? 2e-2 : 1e-4));
+        *within += rel <= 1e-5;
+        *over += !(rel <= tol);
+    }
+    return max_rel;
+}
+
+// The CUDA logits `g` against the CPU's `c` ([np][nv]) by the rule above.
+static void e2e_judge(const char *name, const float *g, const float *c, int np, int nv, bool quantized)
+{
+    int within, over, mism = 0, ties = 0, wide;
+    const double max_rel = rel_err(g, c, np, nv, &within, &over, quantized ? 2e-2 : 1e-4);
+    rel_err(g, c, np, nv, &within, &wide, 0.5);
+    for (int p = 0; p < np; p++) {
+        const float *a = g + (size_t)p * nv, *b = c + (size_t)p * nv;
         const int am = argmax(a, nv), bm = argmax(b, nv);
         if (am != bm) {
             if (quantized && b[bm] - b[am] <= 2 * max_abs_diff(a, b, nv)) ties++;
             else mism++;
         }
     }
-    printf("    %s: max_rel %.3g, %d of %d positions within 1e-5, %d over tolerance, %d argmax mismatches, %d near "
-           "ties\n", name, max_rel, within, np, over, mism, ties);
-    CHECK(over == 0 && mism == 0, "%s: logits of the CUDA backend differ from the CPU backend's", name);
-    if (quantized) CHECK(within * 4 >= np, "%s: fewer than a quarter of the positions agree to 1e-5", name);
+    printf("    %s: max_rel %.3g, %d of %d positions within 1e-5, %d over %s, %d argmax mismatches, %d near ties\n",
+           name, max_rel, within, np, over, quantized ? "2e-2" : "1e-4", mism, ties);
+    if (quantized) CHECK(mism == 0 && 2 * over <= np && wide == 0, "%s: the CUDA backend's logits are off", name);
+    else CHECK(over == 0 && mism == 0, "%s: logits of the CUDA backend differ from the CPU backend's", name);
 }
 
 // Greedy tokens: both backends fed the CPU's choice; the GPU must pick it too (a near tie stops).
@@ -1525,12 +1545,13 @@ static void test_e2e(const struct e2e_case *cs)
     float *lc = NULL, *lg = NULL, *lk = NULL;
     CHECK(strata_synth(&so) == 0, "%s: synth", name);
     if (g_failures == f0) ec = e2e_open(path, STRATA_BACKEND_CPU);
-    if (ec) eg = e2e_open(path, STRATA_BACKEND_CUDA);
+    if (ec) eg = e2e_open(path, g_e2e_kind);
     CHECK(ec && eg, "%s: open", name);
     if (ec && eg) {
         struct strata_model_info info;
         strata_engine_info(eg, &info);
-        CHECK(strcmp(info.backend, "cuda") == 0, "%s: the engine runs on %s", name, info.backend);
+        CHECK(strcmp(info.backend, g_e2e_kind == STRATA_BACKEND_CUDA ? "cuda" : "cpu") == 0,
+              "%s: the engine runs on %s", name, info.backend);
         const int nv = (int)info.n_vocab;
         int32_t tok[E2E_N];
         uint64_t r = 12345;
@@ -1538,22 +1559,39 @@ static void test_e2e(const struct e2e_case *cs)
         lc = xmalloc((size_t)E2E_N * nv * 4);
         lg = xmalloc((size_t)E2E_N * nv * 4);
         lk = xmalloc((size_t)E2E_N * nv * 4);
-        CHECK(e2e_eval(ec, tok, E2E_N, E2E_N, lc) == 0, "%s: cpu eval", name);
-        CHECK(e2e_eval(eg, tok, E2E_N, E2E_N, lg) == 0, "%s: cuda eval: %s", name, strata_last_error());
-        if (g_failures == f0) e2e_judge(name, lg, lc, E2E_N, nv, type != STRATA_TYPE_F32);
-        const int chunks[] = {1, 7};
-        for (int i = 0; cs->chunks && i < 2 && g_failures == f0; i++) {
-            CHECK(e2e_eval(eg, tok, E2E_N, chunks[i], lk) == 0, "%s: cuda eval in chunks of %d", name, chunks[i]);
-            CHECK(memcmp(lk, lg, (size_t)E2E_N * nv * 4) == 0,
-                  "%s: chunks of %d give other logits than one chunk of %d (max diff %.3g)", name, chunks[i], E2E_N,
-                  max_abs_diff(lk, lg, E2E_N * nv));
+        bool ok = e2e_eval(ec, tok, E2E_N, E2E_N, lc) == 0;
+        CHECK(ok, "%s: cpu eval", name);
+        ok = ok && e2e_eval(eg, tok, E2E_N, E2E_N, lg) == 0;
+        CHECK(ok, "%s: cuda eval: %s", name, strata_last_error());
+        if (ok) e2e_judge(name, lg, lc, E2E_N, nv, type != STRATA_TYPE_F32);
+        if (ok && type != STRATA_TYPE_F32) {  // for scale: the CPU's scalar kernels against its best
+            setenv("STRATA_ISA", "scalar", 1);
+            struct strata_engine *es = e2e_open(path, STRATA_BACKEND_CPU);
+            unsetenv("STRATA_ISA");
+            int within = 0, over = 0;
+            if (es && e2e_eval(es, tok, E2E_N, E2E_N, lk) == 0) {
+                const double r = rel_err(lk, lc, E2E_N, nv, &within, &over, 2e-2);
+                printf("    %s: the CPU's scalar kernels against its best: max_rel %.3g, %d positions over 2e-2\n",
+                       name, r, over);
+            }
+            strata_engine_close(es);
         }
-        if (cs->chunks && g_failures == f0) printf("    %s: chunks of 1, 7 and %d bit-identical\n", name, E2E_N);
-        if (cs->greedy && g_failures == f0) e2e_greedy(name, ec, eg, tok, 8, 24, nv);
+        const int chunks[] = {1, 7};
+        int same = 0;
+        for (int i = 0; ok && cs->chunks && i < 2; i++) {
+            CHECK(e2e_eval(eg, tok, E2E_N, chunks[i], lk) == 0, "%s: cuda eval in chunks of %d", name, chunks[i]);
+            const bool eq = memcmp(lk, lg, (size_t)E2E_N * nv * 4) == 0;
+            CHECK(eq, "%s: chunks of %d give other logits than one chunk of %d (max diff %.3g)", name, chunks[i], E2E_N,
+                  max_abs_diff(lk, lg, E2E_N * nv));
+            same += eq;
+        }
+        if (same == 2) printf("    %s: chunks of 1, 7 and %d bit-identical\n", name, E2E_N);
+        if (ok && cs->greedy) e2e_greedy(name, ec, eg, tok, 8, 24, nv);
         struct strata_stats st;
         strata_engine_stats(eg, &st);
-        CHECK(st.vram_used_bytes > 0 && st.experts[STRATA_TIER_VRAM].present && st.experts[STRATA_TIER_VRAM].full,
-              "%s: VRAM statistics", name);
+        if (g_e2e_kind == STRATA_BACKEND_CUDA)
+            CHECK(st.vram_used_bytes > 0 && st.experts[STRATA_TIER_VRAM].present && st.experts[STRATA_TIER_VRAM].full,
+                  "%s: VRAM statistics", name);
     }
     strata_engine_close(eg);
     strata_engine_close(ec);
@@ -1617,8 +1655,10 @@ static void test_backend(void)
         {"qwen35moe", "tiny", "Q4_K", true, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_e2e(&cases[i]);
-    test_e2e_refused("gpt-oss");
-    test_e2e_refused("deepseek2");
+    if (g_e2e_kind == STRATA_BACKEND_CUDA) {
+        test_e2e_refused("gpt-oss");
+        test_e2e_refused("deepseek2");
+    }
     rmdir(g_dir);
 }
 
@@ -1631,6 +1671,13 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--bench") == 0) do_bench = true;
         else if (strcmp(argv[i], "--backend") == 0) only_backend = true;
     }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--self-check") == 0) {  // the end-to-end harness, the CPU against itself
+            g_e2e_kind = STRATA_BACKEND_CPU;
+            test_backend();
+            printf("%s\n", g_failures ? "FAILED" : "all passed");
+            return g_failures ? 1 : 0;
+        }
     const char *why;
     if (strata_cuda_device_count(&why) == 0) {
         printf("skip: %s\n", why);

@@ -170,6 +170,24 @@ static void test_pins_and_prefetch(struct strata_gguf_file *f, const struct stra
     CHECK(ls.prefetch_used == 2 && ls.hits == 3 && ls.misses == 2, "used %llu hits %llu misses %llu",
           (unsigned long long)ls.prefetch_used, (unsigned long long)ls.hits, (unsigned long long)ls.misses);
     strata_provider_release(p, 0, c, 2);
+    // A fetch (the caller's next acquire) while {3} is pinned, the slots holding {2, 3, 4}: of
+    // {4, 6, 7}, 4 is resident and not pinned; the misses may only replace 2 (neither pinned nor
+    // wanted), so 6 is read now and 7 by the acquire; both count as misses, 4 as a hit.
+    struct strata_expert_view d[1], e3[3];
+    const uint32_t three[1] = {3}, nxt[3] = {4, 6, 7};
+    CHECK(strata_provider_acquire(p, 0, three, 1, d) == 0, "acquire {3}");
+    CHECK(strata_provider_can_fetch(p) && strata_provider_fetch(p, 0, nxt, 3) == 0, "fetch");
+    CHECK(view_ok(ref, 0, 3, &d[0]), "a pinned expert is never replaced by a fetch");
+    strata_provider_release(p, 0, d, 1);
+    struct strata_experts_layer_stats l0;
+    strata_provider_layer_stats(p, 0, &l0);
+    CHECK(strata_provider_acquire(p, 0, nxt, 3, e3) == 0, "acquire the fetched");
+    for (int j = 0; j < 3; j++) CHECK(view_ok(ref, 0, nxt[j], &e3[j]), "fetched bytes of %u", nxt[j]);
+    strata_provider_layer_stats(p, 0, &ls);
+    CHECK(ls.hits - l0.hits == 1 && ls.misses - l0.misses == 2 && ls.fetched - l0.fetched == 1,
+          "after fetch: hits +%llu misses +%llu fetched +%llu", (unsigned long long)(ls.hits - l0.hits),
+          (unsigned long long)(ls.misses - l0.misses), (unsigned long long)(ls.fetched - l0.fetched));
+    strata_provider_release(p, 0, e3, 3);
     // Out of range requests are refused.
     quiet(true);
     const uint32_t four[4] = {0, 1, 2, 3}, big[1] = {1000};

@@ -6,6 +6,8 @@
 #
 #   bash bench/device/deps.sh                                   # here, once: .deps/ (carried)
 #   run(command="bash bench/device/cuda_backend.sh", carry=[".deps"])
+# The device copies the landing checkout (/work/main), not a helper's worktree: .deps must be in
+# the repository root the run takes, and the binaries link liburing.so.2 (deps.sh copies it).
 #
 # Environment:
 #   PHASES="build test bench"  what to do (default all three)
@@ -18,6 +20,7 @@
 #                              Without either, the rows compare with the llama.cpp CUDA numbers
 #                              measured there before (DEVICE.md: Q8_0 279 / 9,080, Q4_K 299 / 6,455)
 #   BUDGET_S=400               skip the remaining benchmark models after this many seconds
+#   COMMIT=abc1234             the commit the rows name (the device copy may have no .git)
 #   HBM_GBS=4260               measured HBM bandwidth for the byte floor (DEVICE.md: copy 4.26 TB/s)
 set -u
 cd "$(dirname "$0")/../.."
@@ -49,7 +52,7 @@ case " $phases " in *" test "*)
     "$tbin/test_cuda_host" > "$out/test_cuda_host.log" 2>&1
     summary+=("test_cuda_host: rc=$? $(tail -n 1 "$out/test_cuda_host.log")")
     tt=$SECONDS
-    "$tbin/test_cuda" > "$out/test_cuda.log" 2>&1; rc=$?
+    timeout "${TEST_S:-180}" "$tbin/test_cuda" > "$out/test_cuda.log" 2>&1; rc=$?
     grep -v '^ok' "$out/test_cuda.log" | grep -v '^    ' | head -n 40
     grep '^    ' "$out/test_cuda.log" | head -n 80
     summary+=("test_cuda: rc=$rc, $(grep -c '^ok' "$out/test_cuda.log") ok, $(grep -c '^FAIL' "$out/test_cuda.log") FAIL, $((SECONDS - tt)) s")
@@ -74,12 +77,17 @@ for t in j["tensors"]:
 print(int(b))'
 }
 
+# a / b with n decimals (0 when b is empty or 0); the machine there has no awk.
+ratio() {
+    python3 -c 'import sys; a, b = sys.argv[1], sys.argv[2]; print(f"{float(a) / float(b):.{int(sys.argv[3])}f}" if b and float(b) else 0)' "$1" "$2" "$3"
+}
+
 row() {  # model engine flags prompt decode bytes vs_llama kept note
     local bpt=$6 floor vs
-    floor=$(awk -v b="$bpt" -v g="${HBM_GBS:-4260}" 'BEGIN{printf "%.1f", b > 0 ? g * 1e9 / b : 0}')
-    vs=$(awk -v d="$5" -v f="$floor" 'BEGIN{printf "%.3f", f > 0 ? d / f : 0}')
+    floor=$(ratio "${HBM_GBS:-4260}e9" "$bpt" 1)
+    vs=$(ratio "$5" "$floor" 3)
     printf '%s\t%s\th200\t%s\t%s\t%s\t%s\t%s\t1.0\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M)" \
-        "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$1" "$2" "$3" "$4" "$5" "$bpt" \
+        "${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}" "$1" "$2" "$3" "$4" "$5" "$bpt" \
         "$floor" "$vs" "$7" "$8" "$9" | tee -a "$root/bench/results.tsv" >> "$out/results.tsv"
 }
 
@@ -104,7 +112,7 @@ case " $phases " in *" bench "*)
         echo "synth $type: $((SECONDS - ts)) s, $(du -h "$m" | cut -f1)"
         bpt=$(bytes_per_token "$m")
         tr=$SECONDS
-        "$bin/strata" run -m "$m" --prompt-tokens "@$w/prompt.txt" -n "${GEN:-128}" --temp 0 --ignore-eos -c 1024 \
+        timeout "${RUN_S:-240}" "$bin/strata" run -m "$m" --prompt-tokens "@$w/prompt.txt" -n "${GEN:-128}" --temp 0 --ignore-eos -c 1024 \
             -b "${PROMPT:-512}" --backend cuda --json > "$w/run.json" 2> "$w/run.err"; rc=$?
         tail -n 6 "$w/run.err"
         if [ $rc -eq 0 ]; then
@@ -126,8 +134,8 @@ print(round(p[0], 1), round(g[0], 2))' "$w/llama.json")
                     row "$name" "llama.cpp" "-ngl 99 p=${PROMPT:-512} n=128" "$lp" "$ld" "$bpt" 1 yes "$note"
                 fi
             fi
-            vsl=$(awk -v a="$dt" -v b="$ld" 'BEGIN{printf "%.3f", b > 0 ? a / b : 0}')
-            vsp=$(awk -v a="$pt" -v b="$lp" 'BEGIN{printf "%.3f", b > 0 ? a / b : 0}')
+            vsl=$(ratio "$dt" "$ld" 3)
+            vsp=$(ratio "$pt" "$lp" 3)
             row "$name" "strata cuda" "--backend cuda prompt=${PROMPT:-512} gen=${GEN:-128} (decode after the prompt)" \
                 "$pt" "$dt" "$bpt" "$vsl" yes \
                 "load ${load}s, VRAM peak ${vram} MiB; prompt vs llama.cpp ${vsp} ($lp), decode ${vsl} ($ld); $note"

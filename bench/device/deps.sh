@@ -11,6 +11,9 @@ inc=$(dirname "$(dpkg -L liburing-dev | grep '/liburing.h$')")
 lib=$(dirname "$(dpkg -L liburing-dev | grep '/liburing.a$')")
 cp -r "$inc/liburing.h" "$inc/liburing" "$inc/cjson" .deps/include/
 cp "$lib/liburing.a" .deps/lib/ && cp -L "$lib/libcjson.so" "$lib/libcjson.so.1" .deps/lib/
+# binaries built here link liburing dynamically: the device has no liburing.so.2
+uring_so=$(ldconfig -p | awk '$1 == "liburing.so.2" {print $NF; exit}')
+[ -n "$uring_so" ] && cp -L "$uring_so" .deps/lib/
 # libmicrohttpd (strata serve is linked into the same binary) and what it needs beyond libc
 mhd=$(dpkg -L libmicrohttpd-dev | grep '/libmicrohttpd.so$')
 cp "$(dirname "$(dpkg -L libmicrohttpd-dev | grep '/microhttpd.h$')")/microhttpd.h" .deps/include/

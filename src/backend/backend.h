@@ -23,8 +23,9 @@
 //
 // Graph capture. Nothing here needs a host read of backend memory inside a pass except the
 // router logits the forward pass downloads to route on the host (when experts have to be
-// fetched). Positions and sequence descriptors are given before the ops of a pass
-// (batch_begin), so a GPU backend can replay a recorded decode step with new contents.
+// fetched; with route and moe and every expert resident, routing stays on the device).
+// Positions and sequence descriptors are given before the ops of a pass (batch_begin), so a GPU
+// backend can replay a recorded decode step with new contents.
 #ifndef STRATA_BACKEND_H
 #define STRATA_BACKEND_H
 
@@ -222,6 +223,24 @@ struct strata_route_params {
     const float *bias;       // [n_expert] selection bias added to the scores (backend memory), or NULL
 };
 
+// The routed experts of one MoE layer from device routes (the optional moe op, beside route): per
+// token t and choice k, y = down_e(silu(gate_e h[t]) * up_e h[t]) with e = ids[t][k], then
+// x[t] += sum_k weight[t][k] * y_k (+ shared[t]), the sum in selection order as moe_combine: the
+// same values as the mm / swiglu / mm / moe_combine sequence of the host-routed path.
+struct strata_moe_op {
+    const float *h;          // [n_tok][n_in] the normed input
+    float *x;                // [n_tok][down.n_out] the residual, added to
+    const int32_t *ids;      // [n_tok][k] from route
+    const float *weight;     // [n_tok][k]
+    const void *const *table; // [3][n_expert] the gate, up and down matrices of each expert (backend
+                             // memory: a table of backend pointers)
+    struct strata_mat gate, up, down;  // shapes and types of one expert's matrices (data unused)
+    const float *shared;     // [n_tok][down.n_out] shared-expert output, or NULL
+    int n_tok, k;
+    uint32_t n_expert;
+    float *gate_out, *up_out, *down_out;  // scratch [n_tok * k][gate.n_out] twice, [n_tok * k][down.n_out]
+};
+
 // Device memory of a GPU backend (mem_info).
 struct strata_backend_mem {
     const char *device;      // the device's name (borrowed from the backend)
@@ -305,6 +324,9 @@ struct strata_backend_i {
     // [n_tok][n_used], selecting exactly what model/route.c selects on the host.
     int (*route)(void *ctx, const struct strata_route_params *p, const float *logits, int n_tok, int32_t *ids,
                  float *weights);
+    // The routed experts of a layer from route's ids and weights (struct strata_moe_op), for a
+    // layer whose experts are all resident: no host round trip, one launch group per layer.
+    int (*moe)(void *ctx, const struct strata_moe_op *op);
     // Device memory in use (GPU backends; NULL on the CPU, whose memory is the process's).
     void (*mem_info)(void *ctx, struct strata_backend_mem *out);
 };

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
@@ -92,6 +93,50 @@ static int parse_id_list(const char *s, const char *name, int32_t **out, int *n)
     }
     *out = ids;
     *n = count;
+    return 0;
+}
+
+// "A;B;C": token id lists of several sequences (or @FILE holding them), concatenated in *out
+// with each one's length in *lens.
+int cli_parse_id_seqs(const char *s, const char *name, int32_t **out, int *n, int **lens, int *n_seqs)
+{
+    char *text = s[0] == '@' ? read_id_file(s + 1, name) : strdup(s);
+    if (!text) return 1;
+    int cap = 1;
+    for (const char *p = text; *p; p++) cap += *p == ';';
+    int32_t *all = NULL;
+    int *len = malloc((size_t)cap * sizeof *len), total = 0, count = 0, rc = len ? 0 : 1;
+    for (char *part = text, *next; rc == 0 && part; part = next) {
+        next = strchr(part, ';');
+        if (next) *next++ = 0;
+        int32_t *ids;
+        int m;
+        if (parse_id_list(part, name, &ids, &m)) {
+            rc = 1;
+            break;
+        }
+        int32_t *grown = realloc(all, (size_t)(total + m) * sizeof *all);
+        if (!grown) {
+            free(ids);
+            rc = 1;
+            break;
+        }
+        all = grown;
+        memcpy(all + total, ids, (size_t)m * sizeof *ids);
+        free(ids);
+        total += m;
+        len[count++] = m;
+    }
+    free(text);
+    if (rc) {
+        free(all);
+        free(len);
+        return 1;
+    }
+    *out = all;
+    *n = total;
+    *lens = len;
+    *n_seqs = count;
     return 0;
 }
 

@@ -12,6 +12,7 @@
 int cli_run(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_demo(int argc, char **argv);
+int cli_perplexity(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 
 // Parsers print "strata: NAME: ..." and return non-zero on bad input.
@@ -20,13 +21,14 @@ int cli_parse_u64(const char *s, const char *name, uint64_t *out);
 int cli_parse_float(const char *s, const char *name, double lo, double hi, float *out);
 // "1,2,3" -> malloc'd array (caller frees).
 int cli_parse_ids(const char *s, const char *name, int32_t **out, int *n);
+int cli_parse_id_seqs(const char *s, const char *name, int32_t **out, int *n, int **lens, int *n_seqs);
 
 // Engine options of run, eval and serve (expert store, backend, KV cache types): getopt codes, their usage
 // lines, the parser.
 enum {
     CLI_OPT_CACHE_MIB = 1000, CLI_OPT_CACHE_CLASSES, CLI_OPT_IO, CLI_OPT_IO_THREADS,
     CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT, CLI_OPT_CACHE_POLICY, CLI_OPT_BACKEND, CLI_OPT_GPU,
-    CLI_OPT_PREFETCH, CLI_OPT_PREFETCH_K, CLI_OPT_CACHE_TYPE_K, CLI_OPT_CACHE_TYPE_V
+    CLI_OPT_PREFETCH, CLI_OPT_PREFETCH_K, CLI_OPT_CACHE_TYPE_K, CLI_OPT_CACHE_TYPE_V, CLI_OPT_MEM_MIB
 };
 #define CLI_STORE_OPTIONS                                                                          \
     {"cache-mib", required_argument, 0, CLI_OPT_CACHE_MIB},                                        \
@@ -39,12 +41,13 @@ enum {
         {"prefetch", required_argument, 0, CLI_OPT_PREFETCH},                                      \
         {"prefetch-k", required_argument, 0, CLI_OPT_PREFETCH_K},                                  \
         {"cache-type-k", required_argument, 0, CLI_OPT_CACHE_TYPE_K},                              \
-        {"cache-type-v", required_argument, 0, CLI_OPT_CACHE_TYPE_V}
+        {"cache-type-v", required_argument, 0, CLI_OPT_CACHE_TYPE_V},                              \
+        {"mem-mib", required_argument, 0, CLI_OPT_MEM_MIB}
 #define CLI_CASE_STORE_OPTIONS                                                                     \
     case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:   \
     case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: case CLI_OPT_BACKEND:   \
     case CLI_OPT_GPU: case CLI_OPT_PREFETCH: case CLI_OPT_PREFETCH_K: case CLI_OPT_CACHE_TYPE_K:    \
-    case CLI_OPT_CACHE_TYPE_V
+    case CLI_OPT_CACHE_TYPE_V: case CLI_OPT_MEM_MIB
 extern const char *const cli_store_usage;
 
 // What the CLI does with the statistics beside the engine's parameters.

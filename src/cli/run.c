@@ -301,8 +301,9 @@ int cli_eval(int argc, char **argv)
         case 'b': bad = cli_parse_int(optarg, "-b", 1, 1 << 16, &ep.n_batch); break;
         case 'J': json = true; break;
         case 'h':
-            printf("usage: strata eval -m MODEL.gguf --tokens 1,2,3 --logits-out FILE [-t N] [-c CTX] [-b BATCH]\n"
-                   "writes the raw float32 logits of every position as [positions][vocab]\n"
+            printf("usage: strata eval -m MODEL.gguf --tokens 1,2,3[;4,5,..] --logits-out FILE [-t N] [-c CTX] [-b BATCH]\n"
+                   "writes the raw float32 logits of every position as [positions][vocab]; sequences separated\n"
+                   "by ';' are each evaluated in a new session, their rows one after another\n"
                    "  --json                print expert-store statistics as JSON on stdout\n%s",
                    cli_store_usage);
             return 0;
@@ -318,13 +319,14 @@ int cli_eval(int argc, char **argv)
         return 2;
     }
     int32_t *ids = NULL;
-    int n = 0;
-    if (cli_parse_ids(tokens, "--tokens", &ids, &n)) return 2;
+    int n = 0, *seq_len = NULL, n_seqs = 0, longest = 0;
+    if (cli_parse_id_seqs(tokens, "--tokens", &ids, &n, &seq_len, &n_seqs)) return 2;
+    for (int q = 0; q < n_seqs; q++) longest = seq_len[q] > longest ? seq_len[q] : longest;
     struct strata_engine *e = NULL;
     struct strata_session *s = NULL;
     float *logits = NULL;
     FILE *f = NULL;
-    if (!ep.n_ctx && n > 4096) ep.n_ctx = n;
+    if (!ep.n_ctx && longest > 4096) ep.n_ctx = longest;
     int rc = strata_engine_open(&e, &ep);
     double t_eval = strata_now();
     if (rc == 0) rc = strata_session_create(&s, e, NULL);
@@ -335,7 +337,15 @@ int cli_eval(int argc, char **argv)
         const size_t nv = info.n_vocab;
         logits = malloc((size_t)n * nv * sizeof *logits);
         if (!logits) rc = STRATA_ENOMEM;
-        if (rc == 0) rc = strata_session_eval(s, ids, n, logits, true);
+        for (int q = 0, at = 0; rc == 0 && q < n_seqs; at += seq_len[q++]) {
+            if (q > 0) {  // every sequence from an empty context
+                strata_session_free(s);
+                s = NULL;
+                rc = strata_session_create(&s, e, NULL);
+                if (rc == 0 && ro.trace_path) rc = strata_session_trace_file(s, ro.trace_path);
+            }
+            if (rc == 0) rc = strata_session_eval(s, ids + at, seq_len[q], logits + (size_t)at * nv, true);
+        }
         t_eval = strata_now() - t_eval;
         if (rc == 0) {
             f = fopen(out_path, "wb");
@@ -364,32 +374,9 @@ int cli_eval(int argc, char **argv)
     }
     free(logits);
     free(ids);
+    free(seq_len);
     strata_session_free(s);
     strata_engine_close(e);
     return rc ? 1 : 0;
 }
 
-// ---- demo ----------------------------------------------------------------------------------------
-
-int cli_demo(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    const char *dir = getenv("XDG_CACHE_HOME");
-    char path[4096];
-    if (dir && *dir) snprintf(path, sizeof path, "%s/strata-demo-tiny.gguf", dir);
-    else snprintf(path, sizeof path, "/tmp/strata-demo-tiny-%d.gguf", (int)getuid());
-    struct stat stbuf;
-    if (stat(path, &stbuf) != 0) {
-        struct strata_synth_opts so = {.arch = "qwen3moe", .preset = "tiny", .out_path = path, .seed = 1,
-                                       .type = -1, .progress = false};
-        fprintf(stderr, "strata demo: writing the tiny synthetic qwen3moe model to %s\n", path);
-        if (strata_synth(&so)) return 1;
-    }
-    fprintf(stderr, "strata demo: running it (random weights, so the text is noise)\n\n");
-    struct run_opts o = {0};
-    char *args[] = {"run", "-m", path, "-p", "The expert store streams weights from disk", "-n", "48", NULL};
-    int rc = parse_run(7, args, &o);
-    if (rc) return rc;
-    return do_run(&o);
-}

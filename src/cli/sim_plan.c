@@ -223,9 +223,10 @@ int cli_plan(int argc, char **argv)
         {"measure-disk", no_argument, 0, 'D'}, {"seconds", required_argument, 0, 'S'},
         {"curve-out", required_argument, 0, 'o'}, {"disk-curve", required_argument, 0, 'k'},
         {"cache-mib", required_argument, 0, 'b'}, {"io-threads", required_argument, 0, 'i'},
-        {"cache-policy", required_argument, 0, 'P'},
+        {"cache-policy", required_argument, 0, 'P'}, {"mem-mib", required_argument, 0, 'B'},
         {0, 0, 0, 0}};
     struct strata_plan_opts o = {.reserve_gib = 1.0};
+    uint64_t mem_mib = 0;
     float v, seconds = 1.0f;
     bool measure = false;
     const char *curve_out = NULL;
@@ -247,6 +248,7 @@ int cli_plan(int argc, char **argv)
         case 'o': curve_out = optarg; break;
         case 'k': o.disk_curve = optarg; break;
         case 'b': bad = cli_parse_u64(optarg, "--cache-mib", &o.cache_mib); break;
+        case 'B': bad = cli_parse_u64(optarg, "--mem-mib", &mem_mib); break;
         case 'i': bad = cli_parse_int(optarg, "--io-threads", 1, 256, &o.io_depth); break;
         case 'P':
             if (strcmp(optarg, "lfu") && strcmp(optarg, "lru")) {
@@ -256,7 +258,7 @@ int cli_plan(int argc, char **argv)
             o.lru = strcmp(optarg, "lru") == 0;
             break;
         case 'h':
-            printf("usage: strata plan -m MODEL (--ram-gib R | --cache-mib N) [--trace TRACE]\n"
+            printf("usage: strata plan -m MODEL (--ram-gib R | --cache-mib N | --mem-mib N) [--trace TRACE]\n"
                    "                   [--disk-gbs G | --disk-curve FILE] [--io-threads N] [--cache-policy lfu|lru]\n"
                    "                   [--mem-gbs G]\n"
                    "                   [--ctx N] [--reserve-gib G]\n"
@@ -267,7 +269,9 @@ int cli_plan(int argc, char **argv)
                    "miss bytes / disk GB/s, the disk priced at the engine's read size and reads in flight\n"
                    "from the curve, else from 2 s of such reads now.\n"
                    "--measure-disk: the disk's random-read curve, GB/s of O_DIRECT reads of 64 KiB..4 MiB\n"
-                   "at 1..32 in flight, S seconds each (default 1), read from the second half of FILE\n");
+                   "at 1..32 in flight, S seconds each (default 1), read from the second half of FILE\n"
+                   "--mem-mib N: the expert cache the engine derives from `run --mem-mib N` (it opens the\n"
+                   "model the way run does, at --ctx, default 4096), then priced as --cache-mib\n");
             return 0;
         default:
             fprintf(stderr, "strata plan: bad option '%s' (see strata plan --help)\n", argv[optind - 1]);
@@ -287,8 +291,25 @@ int cli_plan(int argc, char **argv)
         if (curve_out && strata_disk_curve_save(&curve, curve_out)) return 1;
         return 0;
     }
+    if (o.model && mem_mib) {  // what the engine itself makes of the bound
+        struct strata_engine_params ep = strata_engine_default_params();
+        ep.model = o.model;
+        ep.backend = STRATA_BACKEND_CPU;
+        ep.memory_bound_bytes = mem_mib << 20;
+        ep.n_ctx = o.n_ctx > 0 ? o.n_ctx : 4096;
+        struct strata_engine *e = NULL;
+        if (strata_engine_open(&e, &ep)) return 1;
+        struct strata_model_info info;
+        strata_engine_info(e, &info);
+        strata_engine_close(e);
+        printf("--mem-mib %llu: expert cache %.0f MiB, the rest %.0f MiB (dense weights %.0f MiB, one session's KV "
+               "at %d positions, scratch and reserve)\n",
+               (unsigned long long)mem_mib, info.expert_bytes / 1048576.0, info.mem_other_bytes / 1048576.0,
+               info.dense_bytes / 1048576.0, ep.n_ctx);
+        o.cache_mib = (info.expert_bytes + (1 << 20) - 1) >> 20;
+    }
     if (!o.model || (o.ram_gib <= 0 && !o.cache_mib)) {
-        fprintf(stderr, "strata plan: -m MODEL and --ram-gib R (or --cache-mib N) are required\n");
+        fprintf(stderr, "strata plan: -m MODEL and --ram-gib R (or --cache-mib N, --mem-mib N) are required\n");
         return 2;
     }
     return strata_plan(&o, stdout) ? 1 : 0;

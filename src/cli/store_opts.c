@@ -1,13 +1,18 @@
-// Engine options shared by run, eval and serve (--cache-mib, --cache-classes, --cache-policy, --io,
-// --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out, --backend, --gpu,
-// --cache-type-k, --cache-type-v) and the store's part of the JSON output and the human summary.
+// Engine options shared by run, eval and serve (--mem-mib, --cache-mib, --cache-classes,
+// --cache-policy, --io, --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out,
+// --backend, --gpu, --cache-type-k, --cache-type-v) and the store's part of the JSON output and
+// the human summary.
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
 const char *const cli_store_usage =
-    "  --cache-mib N|full    RAM for routed experts (default full: all resident)\n"
+    "  --mem-mib N           bound the whole process to N MiB: the expert cache gets what is left\n"
+    "                        after the dense weights, the KV cache at the full context (of each\n"
+    "                        --parallel session), scratch and a reserve; too small a bound is refused\n"
+    "                        naming the minimum\n"
+    "  --cache-mib N|full    RAM for routed experts (default full: all resident, or what --mem-mib leaves)\n"
     "  --cache-classes on|off  one slot size per layer type (default on)\n"
     "  --cache-policy lfu|lru  which expert a miss replaces: the least frequently used so far\n"
     "                        (default) or the least recently used\n"
@@ -46,6 +51,16 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
             return 1;
         }
         p->host_cache_bytes = mib << 20;
+        return 0;
+    }
+    case CLI_OPT_MEM_MIB: {
+        uint64_t mib;
+        if (cli_parse_u64(arg, "--mem-mib", &mib)) return 1;
+        if (mib == 0 || mib > (1ull << 40)) {
+            fprintf(stderr, "strata: --mem-mib: '%s' must be 1..2^40\n", arg);
+            return 1;
+        }
+        p->memory_bound_bytes = mib << 20;
         return 0;
     }
     case CLI_OPT_CACHE_CLASSES:
@@ -140,6 +155,7 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
     cJSON_AddNumberToObject(o, "prefetch_used", (double)st->prefetch_used);
     cJSON_AddNumberToObject(o, "prefetch_cancelled", (double)st->prefetch_cancelled);
     cJSON_AddNumberToObject(o, "joined", (double)st->joined);
+    cJSON_AddNumberToObject(o, "fetched", (double)st->fetched);
     cJSON_AddNumberToObject(o, "prefetch_ahead", p->prefetch_ahead);
     if (st->guessed) {
         cJSON_AddNumberToObject(o, "prefetch_recall", st->guessed_used ? (double)st->guess_correct / st->guessed_used : 0);
@@ -163,6 +179,8 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
             cJSON_AddNumberToObject(x, "bytes_read", (double)ls.bytes_read);
             cJSON_AddNumberToObject(x, "prefetched", (double)ls.prefetched);
             cJSON_AddNumberToObject(x, "prefetch_used", (double)ls.prefetch_used);
+            cJSON_AddNumberToObject(x, "fetched", (double)ls.fetched);
+            cJSON_AddNumberToObject(x, "io_wait_s", ls.io_wait_s);
             if (ls.guessed) {
                 cJSON_AddNumberToObject(x, "prefetch_recall",
                                         ls.guessed_used ? (double)ls.guess_correct / ls.guessed_used : 0);
@@ -221,8 +239,14 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
         struct strata_layer_stats ls;
         strata_engine_layer_stats(e, tier, l, &ls);
         const uint64_t a = ls.hits + ls.misses;
-        fprintf(out, "  layer %3u: hit rate %5.1f%%  hits %llu  misses %llu  evictions %llu  read %.1f MiB\n", l,
-                a ? 100.0 * (double)ls.hits / (double)a : 100.0, (unsigned long long)ls.hits,
-                (unsigned long long)ls.misses, (unsigned long long)ls.evictions, ls.bytes_read / 1048576.0);
+        fprintf(out, "  layer %3u: hit rate %5.1f%%  hits %llu  misses %llu  evictions %llu  read %.1f MiB  I/O wait %.3f s",
+                l, a ? 100.0 * (double)ls.hits / (double)a : 100.0, (unsigned long long)ls.hits,
+                (unsigned long long)ls.misses, (unsigned long long)ls.evictions, ls.bytes_read / 1048576.0,
+                ls.io_wait_s);
+        if (ls.guessed)
+            fprintf(out, "  prefetched %llu used %llu recall %.1f%%", (unsigned long long)ls.prefetched,
+                    (unsigned long long)ls.prefetch_used,
+                    ls.guessed_used ? 100.0 * (double)ls.guess_correct / (double)ls.guessed_used : 0.0);
+        fputc('\n', out);
     }
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "backend/cpu/kernels.h"
 #include "gguf/gguf.h"
@@ -87,58 +88,68 @@ static int check_params(const struct strata_engine_params *p)
     return 0;
 }
 
-// The memory bound: dense weights plus what the expert cache will hold must fit.
+// What a memory bound keeps beside the expert slots, the dense weights, the sessions' state and
+// the process's own memory at open: the store's tables and read rings, the lookahead, thread
+// stacks, allocator slack, the libraries' and the file's metadata pages. Measured over prompt
+// lengths, chunk sizes, contexts, threads and both I/O engines (tests/t_mem_bound.sh prints the
+// margins): with this reserve peak RSS stayed 47 MiB or more under the bound, so the accounted
+// parts already cover what a pass adds and the reserve is headroom for larger machines (more
+// threads, deeper queues).
+#define MEM_RESERVE_BYTES (32ull << 20)
+
+// The process's anonymous resident memory (resident less file-backed pages: the model's mapped
+// pages are counted as the dense weights instead, the libraries in the reserve).
+static uint64_t anon_rss_bytes(void)
+{
+    unsigned long size = 0, resident = 0, shared = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%lu %lu %lu", &size, &resident, &shared) != 3 || shared > resident) resident = shared = 0;
+        fclose(f);
+    }
+    return (uint64_t)(resident - shared) * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+#define MIB(x) ((double)(x) / 1048576.0)
+
+// With a memory bound: what it holds besides the expert cache (the process's own memory now, with
+// the tokenizer and the forward scratch; the dense weights, whose mapped pages a pass touches;
+// every provisioned session's state at the full context; the reserve), and the expert cache it
+// leaves (*cache, 0 when the bound is too small: logged with the minimum).
+static int size_memory_bound(struct strata_engine *e, uint64_t *cache)
+{
+    const struct strata_engine_params *p = &e->params;
+    const uint64_t bound = p->memory_bound_bytes, dense = strata_model_dense_bytes(e->m);
+    const uint64_t kv = strata_seq_state_bytes(e->m, e->n_ctx, g_kv_types[p->cache_type_k], g_kv_types[p->cache_type_v]);
+    const uint64_t rss = anon_rss_bytes();
+    e->mem_fixed = rss + dense + (uint64_t)e->n_seq_max * kv + MEM_RESERVE_BYTES;
+    const struct strata_expert_layout *lay = strata_model_expert_layout(e->m);
+    const uint64_t min_cache = lay->n_layers && e->be.iface->host_memory
+                                   ? strata_expert_layout_min_budget(lay, strata_model_hparams(e->m)->n_expert_used)
+                                   : 0;
+    if (bound < e->mem_fixed + min_cache) {
+        strata_log_error("engine_open: a memory bound of %.0f MiB is too small: the minimum is %.0f MiB (dense weights "
+                         "%.0f, %d session(s) of %d positions %.0f, the process so far %.0f, reserve %.0f, the "
+                         "smallest expert cache %.0f)",
+                         MIB(bound), MIB(e->mem_fixed + min_cache) + 1, MIB(dense), e->n_seq_max, e->n_ctx,
+                         MIB((uint64_t)e->n_seq_max * kv), MIB(rss), MIB(MEM_RESERVE_BYTES), MIB(min_cache));
+        return STRATA_ENOMEM;
+    }
+    *cache = bound - e->mem_fixed;
+    return 0;
+}
+
+// The memory bound against what was opened: the accounted parts plus the expert slots.
 static int check_memory_bound(const struct strata_engine *e)
 {
     const uint64_t bound = e->params.memory_bound_bytes;
-    if (!bound || !e->store) return 0;  // experts and dense weights in device memory: not the process's
-    const uint64_t need = strata_model_dense_bytes(e->m) + strata_store_resident_bytes(e->store);
+    if (!bound || !e->store) return 0;
+    const uint64_t need = e->mem_fixed + strata_store_resident_bytes(e->store);
     if (need <= bound) return 0;
-    strata_log_error("engine_open: dense weights and expert cache need %.0f MiB, over the memory bound of %.0f MiB",
-                     need / 1048576.0, bound / 1048576.0);
+    strata_log_error("engine_open: the expert cache of %.0f MiB and the rest (%.0f MiB) need %.0f MiB, over the memory "
+                     "bound of %.0f MiB (leave --cache-mib out and the bound sizes the cache)",
+                     MIB(strata_store_resident_bytes(e->store)), MIB(e->mem_fixed), MIB(need), MIB(bound));
     return STRATA_ENOMEM;
-}
-
-// Backend, model, experts (the host store, or all resident in a GPU backend's memory), tokenizer,
-// forward scratch, on the backend of kind `kind`.
-static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
-{
-    const struct strata_engine_params *p = &e->params;
-    const struct strata_backend_params bp = {kind, p->n_threads, p->gpu};
-    int rc = strata_backend_open(&e->be, &bp);
-    if (rc == 0) rc = strata_model_load(&e->m, p->model, &e->be);
-    if (rc) return rc;
-    const struct strata_hparams *hp = strata_model_hparams(e->m);
-    if (e->be.iface->host_memory) {
-        const struct strata_experts_config ec = {
-            .cache_bytes = p->host_cache_bytes, .no_classes = !p->cache_classes, .io = p->io,
-            .io_threads = p->io_threads, .policy = p->cache_policy,
-        };
-        if ((rc = strata_store_open(&e->store, strata_model_file_rw(e->m), strata_model_expert_layout(e->m),
-                                    hp->n_expert_used, &ec)))
-            return rc;
-        e->experts = strata_store_provider(e->store);
-    } else {
-        if ((rc = strata_resident_open(&e->resident, &e->be, strata_model_file(e->m),
-                                       strata_model_expert_layout(e->m))))
-            return rc;
-        e->experts = strata_resident_provider(e->resident);
-    }
-    if ((rc = check_memory_bound(e))) return rc;
-    if ((rc = strata_tokenizer_load(&e->tok, strata_model_file(e->m)))) return rc;
-    strata_gguf_get_str(strata_model_file(e->m), "tokenizer.chat_template", &e->chat_template);
-    e->n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096);
-    e->n_batch = p->n_batch > 0 ? p->n_batch : 512;
-    if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx;
-    e->isa = strcmp(e->be.iface->name, "cpu") == 0 ? strata_isa_name(strata_isa_detect()) : "";
-    // the KV cache types: refused now, not at the first session, when the backend cannot serve
-    // this model's attention with them
-    struct strata_seq_state probe;
-    if ((rc = strata_seq_state_alloc(&probe, e->m, 1, g_kv_types[p->cache_type_k], g_kv_types[p->cache_type_v])))
-        return rc;
-    strata_seq_state_free(&probe, e->m);
-    if ((rc = strata_forward_create(&e->fwd, e->m, e->experts, e->n_batch, e->n_ctx))) return rc;
-    return strata_forward_set_prefetch(e->fwd, p->prefetch_ahead, (uint32_t)p->prefetch_k);
 }
 
 static void close_parts(struct strata_engine *e)
@@ -157,8 +168,57 @@ static void close_parts(struct strata_engine *e)
     e->chat_template = NULL;
 }
 
-// With the auto backend, a model the GPU backend cannot run (a type or an op it lacks) runs on
-// the CPU instead, after one warning.
+static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
+{
+    const struct strata_engine_params *p = &e->params;
+    const struct strata_backend_params bp = {kind, p->n_threads, p->gpu};
+    int rc = strata_backend_open(&e->be, &bp);
+    if (rc == 0) rc = strata_model_load(&e->m, p->model, &e->be);
+    if (rc) return rc;
+    const struct strata_hparams *hp = strata_model_hparams(e->m);
+    if ((rc = strata_tokenizer_load(&e->tok, strata_model_file(e->m)))) return rc;
+    strata_gguf_get_str(strata_model_file(e->m), "tokenizer.chat_template", &e->chat_template);
+    e->n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096);
+    e->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx;
+    e->n_seq_max = p->n_seq_max > 0 ? p->n_seq_max : 1;
+    e->isa = strcmp(e->be.iface->name, "cpu") == 0 ? strata_isa_name(strata_isa_detect()) : "";
+    // the KV cache types: refused now, not at the first session, when the backend cannot serve
+    // this model's attention with them
+    struct strata_seq_state probe;
+    if ((rc = strata_seq_state_alloc(&probe, e->m, 1, g_kv_types[p->cache_type_k], g_kv_types[p->cache_type_v])))
+        return rc;
+    strata_seq_state_free(&probe, e->m);
+    // The scratch first, its provider set once the expert cache is sized: a memory bound sizes
+    // the cache from what the rest takes.
+    if ((rc = strata_forward_create(&e->fwd, e->m, (struct strata_expert_provider){0}, e->n_batch, e->n_ctx)))
+        return rc;
+    uint64_t cache = p->host_cache_bytes;
+    if (p->memory_bound_bytes) {
+        uint64_t left;
+        if ((rc = size_memory_bound(e, &left))) return rc;
+        const struct strata_expert_layout *lay = strata_model_expert_layout(e->m);
+        if (!cache && left < lay->full_residency_bytes - lay->dense_bytes) cache = left;  // else all resident
+    }
+    if (e->be.iface->host_memory) {
+        const struct strata_experts_config ec = {
+            .cache_bytes = cache, .no_classes = !p->cache_classes, .io = p->io,
+            .io_threads = p->io_threads, .policy = p->cache_policy,
+        };
+        if ((rc = strata_store_open(&e->store, strata_model_file_rw(e->m), strata_model_expert_layout(e->m),
+                                    hp->n_expert_used, &ec)))
+            return rc;
+        e->experts = strata_store_provider(e->store);
+    } else {
+        if ((rc = strata_resident_open(&e->resident, &e->be, strata_model_file(e->m),
+                                       strata_model_expert_layout(e->m))))
+            return rc;
+        e->experts = strata_resident_provider(e->resident);
+    }
+    strata_forward_set_experts(e->fwd, e->experts);
+    if ((rc = check_memory_bound(e))) return rc;
+    return strata_forward_set_prefetch(e->fwd, p->prefetch_ahead, (uint32_t)p->prefetch_k);
+}
 static int open_parts(struct strata_engine *e)
 {
     int rc = open_parts_on(e, e->params.backend);
@@ -220,6 +280,7 @@ void strata_engine_info(const struct strata_engine *e, struct strata_model_info 
         .add_bos = ti->add_bos,
         .dense_bytes = strata_model_dense_bytes(e->m),
         .expert_bytes = e->store ? strata_store_resident_bytes(e->store) : strata_resident_bytes(e->resident),
+        .mem_other_bytes = e->params.memory_bound_bytes ? e->mem_fixed : 0,
         .n_ctx = e->n_ctx,
         .n_batch = e->n_batch,
         .cache_type_k = strata_kv_type_name(e->params.cache_type_k),
@@ -267,6 +328,7 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
         .present = true, .full = x.full, .hits = x.hits, .misses = x.misses, .evictions = x.evictions,
         .bytes_read = x.bytes_read, .reads = x.reads, .retries = x.retries, .io_wait_s = x.io_wait_s,
         .prefetched = x.prefetched, .prefetch_used = x.prefetch_used, .joined = x.joined,
+        .fetched = x.fetched,
         .prefetch_cancelled = x.prefetch_cancelled,
         .preload_bytes = x.preload_bytes,
         .preload_s = x.preload_s, .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes,
@@ -306,7 +368,7 @@ void strata_engine_layer_stats(struct strata_engine *e, enum strata_tier tier, u
     strata_forward_lookahead_stats(e->fwd, layer, &la);
     pthread_mutex_unlock(&e->pass_mu);
     *out = (struct strata_layer_stats){ls.hits, ls.misses, ls.evictions, ls.bytes_read, ls.prefetched, ls.prefetch_used,
-                                       la.predicted, la.used, la.correct};
+                                       la.predicted, la.used, la.correct, ls.fetched, ls.io_wait_s};
 }
 
 // ---- tokens and text -----------------------------------------------------------------------------

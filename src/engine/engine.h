@@ -34,6 +34,8 @@ struct strata_engine {
     const char *chat_template;     // tokenizer.chat_template or NULL (borrowed from the file)
     const char *isa;
     int n_ctx, n_batch;            // session defaults; n_batch is the forward scratch's size
+    uint64_t mem_fixed;            // with a memory bound: what it holds besides the expert cache
+    int n_seq_max, n_sessions;     // sessions the bound provisions; live sessions (under pass_mu)
     pthread_mutex_t pass_mu;
     struct strata_stats stats;     // phase times and tokens of every pass (under pass_mu)
     pthread_mutex_t err_mu;

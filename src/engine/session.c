@@ -27,8 +27,16 @@ int strata_session_create(struct strata_session **out, struct strata_engine *e, 
     s->e = e;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
+    int rc = 0;
     pthread_mutex_lock(&e->pass_mu);  // the backend's scratch grows for a longer context
-    int rc = strata_forward_reserve_ctx(e->fwd, n_ctx);
+    if (e->params.memory_bound_bytes && (e->n_sessions >= e->n_seq_max || n_ctx > e->n_ctx)) {
+        strata_log_error("session_create: the memory bound provisions %d session(s) of %d positions (%d open, %d "
+                         "asked for)", e->n_seq_max, e->n_ctx, e->n_sessions, n_ctx);
+        rc = STRATA_ENOMEM;
+    }
+    if (rc == 0) rc = strata_forward_reserve_ctx(e->fwd, n_ctx);
+    const bool counted = rc == 0;
+    if (counted) e->n_sessions++;
     pthread_mutex_unlock(&e->pass_mu);
     if (rc == 0)
         rc = strata_seq_state_alloc(&s->state, e->m, n_ctx, strata_engine_kv_type(e->params.cache_type_k),
@@ -37,6 +45,10 @@ int strata_session_create(struct strata_session **out, struct strata_engine *e, 
         pthread_mutex_lock(&e->pass_mu);
         s->kv_bytes = strata_seq_state_kv_bytes(&s->state, e->m);
         e->stats.kv_bytes += s->kv_bytes;
+        pthread_mutex_unlock(&e->pass_mu);
+    } else if (counted) {  // the state's allocation failed
+        pthread_mutex_lock(&e->pass_mu);
+        e->n_sessions--;
         pthread_mutex_unlock(&e->pass_mu);
     }
     if (rc) {
@@ -50,10 +62,11 @@ int strata_session_create(struct strata_session **out, struct strata_engine *e, 
 void strata_session_free(struct strata_session *s)
 {
     if (!s) return;
+    strata_seq_state_free(&s->state, s->e->m);
     pthread_mutex_lock(&s->e->pass_mu);
     s->e->stats.kv_bytes -= s->kv_bytes;
+    s->e->n_sessions--;
     pthread_mutex_unlock(&s->e->pass_mu);
-    strata_seq_state_free(&s->state, s->e->m);
     if (s->trace && strata_trace_close(s->trace)) strata_engine_fail(s->e, STRATA_EIO);
     free(s);
 }

@@ -217,3 +217,22 @@ uint64_t strata_expert_layout_min_budget(const struct strata_expert_layout *lay,
     // Below 16 slots the plan is uniform, so the minimum is priced with the largest slot.
     return (uint64_t)min_slots * max * lay->n_layers;
 }
+
+int strata_expert_pass_group(int n_used, int max_batch)
+{
+    if (n_used <= max_batch) return n_used > 0 ? n_used : 1;
+    return max_batch >= 2 ? max_batch / 2 : 1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void strata_expert_pass_order(uint32_t *ids, int n, const int32_t *count, uint64_t *scratch)
+{
+    for (int i = 0; i < n; i++) scratch[i] = ((uint64_t)(uint32_t)(INT32_MAX - count[ids[i]]) << 32) | ids[i];
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_u64);
+    for (int i = 0; i < n; i++) ids[i] = (uint32_t)scratch[i];
+}

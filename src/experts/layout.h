@@ -72,4 +72,14 @@ uint64_t strata_expert_layout_slot_size(const struct strata_expert_layout *lay,
 // Smallest budget that gives min_slots slots per layer.
 uint64_t strata_expert_layout_min_budget(const struct strata_expert_layout *lay, uint32_t min_slots);
 
+// How a pass (one forward step of a batch or prompt chunk) fetches the n_used distinct experts it
+// needs of one layer (the forward pass and strata sim share it). When they fit the slots of the
+// layer (max_batch): one group, in ascending id order. Otherwise they are ordered by how many
+// rows (tokens) need them, most first (ties: ascending id), and taken in groups of max_batch / 2,
+// so that the next group's reads run while a group computes and no expert is read twice in a pass.
+int strata_expert_pass_group(int n_used, int max_batch);
+// Reorder ids[0..n) (ascending on entry) for a pass of several groups: count[e] descending, then id.
+// scratch: n entries.
+void strata_expert_pass_order(uint32_t *ids, int n, const int32_t *count, uint64_t *scratch);
+
 #endif

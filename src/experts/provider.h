@@ -9,6 +9,12 @@
 //   acquire(ids) -> views    pins the experts and returns their views (in the consumer's memory),
 //                            blocking only on those not resident yet. n <= max_batch, ids distinct.
 //   release(views)           unpins them; the views must not be used afterwards.
+//   fetch(ids)               optional (NULL where every expert is resident): the caller's next
+//                            acquire of this layer will be ids, so start their reads now, at
+//                            demand priority, into slots that hold none of ids and are not
+//                            pinned (a pass of more experts than max_batch reads its next group
+//                            while it computes the current one). Never blocks; a read it could
+//                            not start is done by the acquire. Counted as misses when acquired.
 // Pinning is a reference count per slot: several sessions, or the sequences of one batch, may
 // hold views of the same layer (even of the same expert) at once. One caller holds at most
 // max_batch views of one layer at a time (acquire, use, release, then the next group); callers
@@ -22,6 +28,7 @@
 #define STRATA_EXPERTS_PROVIDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "experts/layout.h"
@@ -34,6 +41,8 @@ struct strata_experts_layer_stats {
     uint64_t hits, misses, evictions, bytes_read;
     uint64_t prefetched;        // experts a prefetch started reading
     uint64_t prefetch_used;     // of those, acquired before being evicted
+    uint64_t fetched;           // misses whose reads a fetch started before their acquire
+    double io_wait_s;           // wall time acquires of this layer spent blocked
 };
 
 struct strata_experts_stats {
@@ -46,6 +55,7 @@ struct strata_experts_stats {
     uint64_t prefetch_cancelled;        // prefetches given up before their read started (an
                                         // acquire needed the slot for something else)
     uint64_t joined;                    // acquires that found their expert being read and waited
+    uint64_t fetched;                   // misses whose reads a fetch started before their acquire
     uint64_t preload_bytes;             // bytes read at open (full residency)
     double preload_s;
     uint32_t slots_per_layer;
@@ -70,6 +80,9 @@ struct strata_provider_i {
     void (*layer_stats)(void *ctx, uint32_t moe_layer, struct strata_experts_layer_stats *st);
     // Most experts of one layer one caller may hold at once (the slots per layer).
     int (*max_batch)(void *ctx);
+    // Optional (NULL: not needed): start reading ids[0..n), the caller's next acquire of the
+    // layer (protocol above). 0 or negative (bad arguments).
+    int (*fetch)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n);
 };
 
 struct strata_expert_provider {
@@ -104,6 +117,13 @@ static inline void strata_provider_layer_stats(struct strata_expert_provider p, 
                                                struct strata_experts_layer_stats *st)
 {
     p.iface->layer_stats(p.ctx, moe_layer, st);
+}
+
+static inline bool strata_provider_can_fetch(struct strata_expert_provider p) { return p.iface->fetch != NULL; }
+
+static inline int strata_provider_fetch(struct strata_expert_provider p, uint32_t moe_layer, const uint32_t *ids, int n)
+{
+    return p.iface->fetch ? p.iface->fetch(p.ctx, moe_layer, ids, n) : 0;
 }
 
 static inline int strata_provider_max_batch(struct strata_expert_provider p)

@@ -51,6 +51,7 @@ struct slot {
     int32_t expert;                      // -1 when empty
     uint8_t state;                       // enum slot_state
     bool unused_prefetch;                // filled by a prefetch, not acquired since
+    bool fetched;                        // filled by a fetch (a known next acquire), not acquired since
     uint32_t ref;                        // views handed out and not released
     uint64_t last_use;                   // LRU tick
 };
@@ -100,8 +101,8 @@ static void fill_view(const struct strata_store *st, uint32_t l, int32_t s, stru
     for (int i = 0; i < STRATA_EXPERT_PART_COUNT; i++) v->part[i] = p + off[i];
 }
 
-// The slot a miss or a prefetch replaces, or -1: only slots nobody holds and nobody is filling;
-// empty ones first, then by the policy (LRU: least recently used; LFU: fewest accesses of its
+// The slot a miss or a prefetch replaces, or -1: only slots nobody holds, nobody is filling and
+// whose expert is not marked (a prefetch's or fetch's own request); empty ones first, then by the policy (LRU: least recently used; LFU: fewest accesses of its
 // expert so far, ties least recently used), and prefetched experts not acquired yet last (a
 // prefetch is a guess for the layer's next acquire; it loses this protection after that).
 static int32_t victim(const struct strata_store *st, const struct layer_cache *c)
@@ -112,6 +113,7 @@ static int32_t victim(const struct strata_store *st, const struct layer_cache *c
         const struct slot *sl = &c->slots[s];
         if (sl->ref || sl->state == SLOT_FILLING) continue;
         if (sl->expert < 0) return (int32_t)s;
+        if (st->mark[sl->expert]) continue;
         if (best < 0) {
             best = (int32_t)s;
             continue;
@@ -134,6 +136,7 @@ static void drop_slot(struct layer_cache *c, int32_t s)
     sl->expert = -1;
     sl->state = SLOT_EMPTY;
     sl->unused_prefetch = false;
+    sl->fetched = false;
     sl->last_use = 0;
 }
 
@@ -268,7 +271,7 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
         }
         for (uint32_t s = 0; s < st->plan.n_slots && need > avail; s++) {
             const struct slot *sl = &c->slots[s];
-            if (sl->state == SLOT_FILLING && !c->fills[s].demand && !sl->ref && !st->mark[sl->expert] &&
+            if (sl->state == SLOT_FILLING && !c->fills[s].demand && !sl->fetched && !sl->ref && !st->mark[sl->expert] &&
                 strata_io_cancel(st->io, &c->fills[s].t)) {
                 drop_slot(c, (int32_t)s);
                 st->n_filling--;
@@ -292,7 +295,13 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             if (s < 0) continue;
             struct slot *sl = &c->slots[s];
             sl->ref++;
-            c->st.hits++;
+            if (sl->fetched) {  // a miss whose read started early
+                sl->fetched = false;
+                c->st.misses++;
+                c->st.fetched++;
+            } else {
+                c->st.hits++;
+            }
             if (sl->unused_prefetch) {
                 sl->unused_prefetch = false;
                 c->st.prefetch_used++;
@@ -358,6 +367,7 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             // written under mu, before the dropped slot's fill can be reused.
             rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
             st->io_wait_s += waited_s;
+            c->st.io_wait_s += waited_s;
             unpin_noted(st, c, views, n);
             pthread_mutex_unlock(&st->mu);
             return rc;
@@ -379,30 +389,50 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
         pthread_cond_broadcast(&st->cv);
         for (int i = 0; i < n; i++) fill_view(st, l, noted_slot(&views[i]), &views[i]);
         st->io_wait_s += waited_s;
+        c->st.io_wait_s += waited_s;
         pthread_mutex_unlock(&st->mu);
         return 0;
     }
 }
 
-static int store_prefetch(void *ctx, uint32_t l, const uint32_t *ids, int n)
+// A prefetch (a guess: low priority, counted in prefetched) or a fetch (the caller's next acquire:
+// normal priority, counted as misses when acquired). Neither replaces an expert of its own
+// request; the reads are published by fill_done.
+static int start_reads(struct strata_store *st, const char *fn, uint32_t l, const uint32_t *ids, int n, bool fetch)
 {
-    struct strata_store *st = ctx;
-    int rc = check_request(st, "prefetch", l, ids, n, (int)st->lay->n_expert);
+    int rc = check_request(st, fn, l, ids, n, (int)st->lay->n_expert);
     if (rc) return rc;
     struct layer_cache *c = &st->lc[l];
     pthread_mutex_lock(&st->mu);
+    for (int i = 0; i < n; i++) st->mark[ids[i]] = 1;
     for (int i = 0; i < n; i++) {
         if (c->expert_slot[ids[i]] >= 0) continue;  // resident or on its way
         const int32_t s = victim(st, c);
-        if (s < 0) break;                           // every slot pinned or filling: a hint only
+        if (s < 0) break;                           // every slot pinned, filling or wanted: a hint only
         struct fill *f = claim_slot(st, l, s, ids[i], false);
-        c->slots[s].unused_prefetch = true;
+        if (fetch) {
+            f->t.low = false;
+            c->slots[s].fetched = true;
+        } else {
+            c->slots[s].unused_prefetch = true;
+            c->st.prefetched++;
+        }
         c->slots[s].last_use = ++st->tick;
-        c->st.prefetched++;
         submit_fill(st, f);
     }
+    for (int i = 0; i < n; i++) st->mark[ids[i]] = 0;
     pthread_mutex_unlock(&st->mu);
     return 0;
+}
+
+static int store_prefetch(void *ctx, uint32_t l, const uint32_t *ids, int n)
+{
+    return start_reads(ctx, "prefetch", l, ids, n, false);
+}
+
+static int store_fetch(void *ctx, uint32_t l, const uint32_t *ids, int n)
+{
+    return start_reads(ctx, "fetch", l, ids, n, true);
 }
 
 static void store_release(void *ctx, uint32_t l, const struct strata_expert_view *views, int n)
@@ -437,6 +467,7 @@ static void store_stats(void *ctx, struct strata_experts_stats *out)
         out->bytes_read += s->bytes_read;
         out->prefetched += s->prefetched;
         out->prefetch_used += s->prefetch_used;
+        out->fetched += s->fetched;
     }
     out->io_wait_s = st->io_wait_s;
     out->joined = st->joined;
@@ -464,6 +495,7 @@ static int store_max_batch(void *ctx) { return (int)((struct strata_store *)ctx)
 
 static const struct strata_provider_i g_store_iface = {
     .prefetch = store_prefetch,
+    .fetch = store_fetch,
     .acquire = store_acquire,
     .release = store_release,
     .stats = store_stats,

@@ -4,7 +4,8 @@
 // block [n][E], o a block's output [n][E]. Routing runs on the host: the router logits come back
 // with download, model/route.c picks and groups, the gather lists and weights go back up with
 // upload. Experts come from the expert provider (experts/provider.h) through acquire / release, in
-// groups of at most max_batch per layer.
+// groups of at most max_batch per layer. A backend with the route and moe ops routes on the device
+// instead when every expert is resident (device_moe): no host round trip inside the pass.
 #include "model/forward.h"
 
 #include <math.h>
@@ -59,6 +60,7 @@ struct strata_forward {
     float *selw;                  // [B][K]
     struct strata_route_groups g; // count/first [X], tok_of/route_of [B*K], used [X]
     struct strata_expert_view *views;  // [X]
+    uint64_t *order_scratch;      // [X] strata_expert_pass_order
     struct strata_mm_op *ops;     // [2X] the expert products of one group
     int32_t *trace_ids;           // [B][n_moe][K]
     int32_t *ids_host, *pos_host; // [B]
@@ -67,6 +69,12 @@ struct strata_forward {
     int want_trace;
     struct strata_lookahead *lookahead;  // router lookahead prefetch, or NULL
     int prefetch_ahead;                  // MoE layers it looks ahead
+    // device routing (backends with route and moe, every expert resident)
+    void **exp_tables;            // backend [n_moe][3][X] expert matrix pointers, or NULL
+    float *probs_b;               // backend [n_moe][X] selection biases
+    uint8_t *tables_built;        // host [n_moe]
+    const void **tab_host;        // host [3][X] one layer's table on its way up
+    bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
 };
 
 // ---- sequence state -----------------------------------------------------------------------------
@@ -115,6 +123,19 @@ uint64_t strata_seq_kv_bytes_per_token(const struct strata_model *m, uint32_t k_
     const struct strata_kv_params p = kv_params(m, 1, k_type, v_type);
     return (uint64_t)p.n_layers * p.n_head_kv *
            (strata_type_row_bytes(k_type, p.head_dim_k) + (p.head_dim_v ? strata_type_row_bytes(v_type, p.head_dim_v) : 0));
+}
+
+uint64_t strata_seq_state_bytes(const struct strata_model *m, int n_ctx, uint32_t k_type, uint32_t v_type)
+{
+    uint64_t n = (uint64_t)n_ctx * strata_seq_kv_bytes_per_token(m, k_type, v_type);
+    if (m->n_rs_layers) n += (uint64_t)(conv_floats(m) + ssm_floats(m)) * sizeof(float);
+    return n;
+}
+
+void strata_forward_set_experts(struct strata_forward *f, struct strata_expert_provider experts)
+{
+    f->experts = experts;
+    if (f->tables_built) memset(f->tables_built, 0, f->m->layout.n_layers ? f->m->layout.n_layers : 1);
 }
 
 int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_model *m, int n_ctx, uint32_t k_type,
@@ -290,11 +311,21 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->g.route_of = host_zalloc(B * K * sizeof(int32_t), &rc);
     f->g.used = host_zalloc(X * sizeof(uint32_t), &rc);
     f->views = host_zalloc(X * sizeof *f->views, &rc);
+    f->order_scratch = host_zalloc(X * sizeof *f->order_scratch, &rc);
     f->ops = host_zalloc((2 * X > hp->n_head ? 2 * X : hp->n_head) * sizeof *f->ops, &rc);
     f->trace_ids = host_zalloc(B * (m->layout.n_layers ? m->layout.n_layers : 1) * K * sizeof(int32_t), &rc);
     f->ids_host = host_zalloc(B * sizeof(int32_t), &rc);
     f->pos_host = host_zalloc(B * sizeof(int32_t), &rc);
     f->seqs = host_zalloc(B * sizeof *f->seqs, &rc);
+    if (f->bi->route && f->bi->moe && m->layout.n_layers && X) {
+        const size_t nm = m->layout.n_layers;
+        f->exp_tables = scratch(f, nm * 3 * X * sizeof(void *), "expert tables", &rc);
+        f->probs_b = scratch(f, nm * X * fl, "expert tables", &rc);
+        f->tables_built = host_zalloc(nm, &rc);
+        f->tab_host = host_zalloc(3 * X * sizeof(void *), &rc);
+        const char *hr = getenv("STRATA_HOST_ROUTE");
+        f->host_route = hr && *hr && *hr != '0';
+    }
     if (rc == 0) rc = strata_forward_reserve_ctx(f, max_ctx);
     if (rc) {
         strata_forward_free(f);
@@ -309,7 +340,8 @@ void strata_forward_free(struct strata_forward *f)
     if (!f) return;
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
-                    f->g.used, f->views, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs};
+                    f->g.used, f->views, f->order_scratch, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
+                    f->tables_built, (void *)f->tab_host};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     strata_lookahead_close(f->lookahead);
     free(f);
@@ -574,22 +606,34 @@ static int lookahead(struct strata_forward *f, const struct strata_layer *L, int
 }
 
 // The experts of a pass, each fetched once. A bounded cache holds max_batch experts of a layer at
-// a time, so a pass needing more runs them in groups: each group is acquired, computed and
-// released before the next. Every (token, expert) row is computed the same way in any grouping,
-// so the output depends neither on the cache size nor on the other sequences in the pass.
+// a time, so a pass needing more runs them in groups (strata_expert_pass_group: the experts most
+// tokens need first, half the slots per group): each group is acquired, the next group's reads
+// are started (the provider's fetch), the group is computed and released. Every (token, expert)
+// row is computed the same way in any grouping and order, so the output depends neither on the
+// cache size nor on the other sequences in the pass.
 static int experts_block(struct strata_forward *f, const struct strata_layer *L, int n)
 {
     const struct strata_model *m = f->m;
     const struct strata_hparams *hp = &m->hp;
     const uint32_t moe_l = (uint32_t)L->moe_index;
     const uint32_t E = hp->n_embd, F = hp->n_ff_exp;
-    const struct strata_route_groups *g = &f->g;
-    const int n_used = g->n_used_experts, max_group = strata_provider_max_batch(f->experts);
+    struct strata_route_groups *g = &f->g;
+    const int n_used = g->n_used_experts, max_batch = strata_provider_max_batch(f->experts);
+    const int max_group = strata_provider_can_fetch(f->experts) ? strata_expert_pass_group(n_used, max_batch) : max_batch;
+    if (max_group < n_used) strata_expert_pass_order(g->used, n_used, g->count, f->order_scratch);
     struct strata_mm_op *ops = f->ops;
     int rc;
     for (int g0 = 0; g0 < n_used; g0 += max_group) {
         const int g1 = n_used - g0 < max_group ? n_used : g0 + max_group;
         TRY(strata_provider_acquire(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0));
+        if (g1 < n_used) {  // the next group reads while this one computes
+            const int g2 = n_used - g1 < max_group ? n_used : g1 + max_group;
+            rc = strata_provider_fetch(f->experts, moe_l, g->used + g1, g2 - g1);
+            if (rc) {
+                strata_provider_release(f->experts, moe_l, f->views + g0, g1 - g0);
+                return rc;
+            }
+        }
         // the next layers' guesses go out once this layer's own misses are in
         if (g0 == 0 && f->lookahead) TRY(lookahead(f, L, n));
         // gate and up of every expert of the group in one product call, then down in another
@@ -604,20 +648,24 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
             ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL};
         }
         rc = f->bi->mm(f->bc, ops, no);
-        // rows are grouped by expert, so the group's rows are one contiguous range
-        const uint32_t e_first = g->used[g0], e_last = g->used[g1 - 1];
-        const size_t r0 = (size_t)g->first[e_first], r1 = (size_t)g->first[e_last] + (size_t)g->count[e_last];
         for (int i = g0; i < g1 && rc == 0 && L->exp_up_b; i++) {  // per-expert biases (gpt-oss)
             const uint32_t e = g->used[i];
             const size_t first = (size_t)g->first[e];
             rc = f->bi->add(f->bc, f->up_out + first * F, L->exp_up_b + (size_t)e * F, 0, g->count[e], F);
             if (rc == 0) rc = f->bi->add(f->bc, f->gate_out + first * F, L->exp_gate_b + (size_t)e * F, 0, g->count[e], F);
         }
-        if (rc == 0 && L->swiglu_oai)
-            rc = f->bi->swiglu_oai(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F,
-                                   1.702f, 7.0f);
-        else if (rc == 0)
-            rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
+        // rows are grouped by expert: the activation over each run of the group's experts whose
+        // rows follow each other (one run when the group is the whole pass in id order)
+        for (int i = g0; i < g1 && rc == 0;) {
+            const size_t r0 = (size_t)g->first[g->used[i]];
+            size_t r1 = r0 + (size_t)g->count[g->used[i]];
+            for (i++; i < g1 && (size_t)g->first[g->used[i]] == r1; i++) r1 += (size_t)g->count[g->used[i]];
+            if (L->swiglu_oai)
+                rc = f->bi->swiglu_oai(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F,
+                                       (r1 - r0) * F, 1.702f, 7.0f);
+            else
+                rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
+        }
         no = 0;
         for (int i = g0; i < g1 && rc == 0; i++) {
             const uint32_t e = g->used[i];
@@ -640,13 +688,84 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
     return 0;
 }
 
+// Whether a layer's experts run from device routes (the backend's route and moe ops): the routing
+// is route.c's plain top-k, nothing needs the routes on the host (traces, the lookahead), and
+// every expert of the layer is resident, so the table of their matrices (built at the first use:
+// one acquire of all experts, the views kept) stays valid.
+static int device_moe(struct strata_forward *f, const struct strata_layer *L, bool *use)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
+    *use = false;
+    if (!f->exp_tables || f->host_route || m->route_exact || L->router_b || L->exp_up_b || L->exp_gate_b ||
+        L->exp_down_b || L->swiglu_oai || f->want_trace || f->lookahead || K > 32 || X > 1024 ||
+        ml >= m->layout.n_layers)
+        return 0;
+    if (!f->tables_built[ml]) {
+        struct strata_experts_stats es;
+        strata_provider_stats(f->experts, &es);
+        if (!es.full || strata_provider_max_batch(f->experts) < (int)X) return 0;
+        int rc;
+        for (uint32_t e = 0; e < X; e++) f->g.used[e] = e;
+        TRY(strata_provider_acquire(f->experts, ml, f->g.used, (int)X, f->views));
+        const void **tab = f->tab_host;
+        for (uint32_t e = 0; e < X; e++) {
+            tab[e] = f->views[e].part[STRATA_EXPERT_GATE];
+            tab[X + e] = f->views[e].part[STRATA_EXPERT_UP];
+            tab[2 * X + e] = f->views[e].part[STRATA_EXPERT_DOWN];
+        }
+        // resident views never move: the table outlives the release
+        strata_provider_release(f->experts, ml, f->views, (int)X);
+        TRY(f->bi->upload(f->bc, f->exp_tables + (size_t)ml * 3 * X, tab, 3 * X * sizeof(void *)));
+        if (L->exp_probs_b)
+            TRY(f->bi->upload(f->bc, f->probs_b + (size_t)ml * X, L->exp_probs_b, X * sizeof(float)));
+        f->tables_built[ml] = 1;
+    }
+    *use = true;
+    return 0;
+}
+
+// Router, device routing and the experts in one go (device_moe said yes).
+static int moe_device(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st,
+                      double t0)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
+    int rc;
+    const struct strata_mat *w[1] = {&L->router};
+    TRY(project(f, w, &f->router_logits, 1, f->h, n));
+    const struct strata_route_params rp = {
+        .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
+        .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
+        .bias = L->exp_probs_b ? f->probs_b + (size_t)ml * X : NULL,
+    };
+    TRY(f->bi->route(f->bc, &rp, f->router_logits, n, f->route_of, f->weight));
+    const double t1 = strata_now();
+    st->t_router += t1 - t0;
+    if (L->sh_down.data) TRY(shared_expert(f, L, n));
+    const struct strata_moe_op op = {
+        .h = f->h, .x = f->x, .ids = f->route_of, .weight = f->weight,
+        .table = (const void *const *)(f->exp_tables + (size_t)ml * 3 * X),
+        .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down,
+        .shared = L->sh_down.data ? f->ffn_out : NULL, .n_tok = n, .k = (int)K, .n_expert = X,
+        .gate_out = f->gate_out, .up_out = f->up_out, .down_out = f->down_out,
+    };
+    TRY(f->bi->moe(f->bc, &op));
+    st->t_experts += strata_now() - t1;
+    return 0;
+}
+
 static int moe_block(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st)
 {
     const struct strata_hparams *hp = &f->m->hp;
     const uint32_t E = hp->n_embd;
     const double t0 = strata_now();
     int rc;
+    bool dev;
+    TRY(device_moe(f, L, &dev));
     TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->ffn_norm, n, E, hp->rms_eps));
+    if (dev) return moe_device(f, L, n, st, t0);
     TRY(route(f, L, n));
     if (f->lookahead) strata_lookahead_observe(f->lookahead, (uint32_t)L->moe_index, f->g.used, f->g.n_used_experts);
     const double t1 = strata_now();

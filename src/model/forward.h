@@ -43,6 +43,9 @@ void strata_seq_state_free(struct strata_seq_state *st, const struct strata_mode
 uint64_t strata_seq_state_kv_bytes(const struct strata_seq_state *st, const struct strata_model *m);
 // KV cache bytes per position of context with these types (all layers, keys and values).
 uint64_t strata_seq_kv_bytes_per_token(const struct strata_model *m, uint32_t k_type, uint32_t v_type);
+// What a sequence of n_ctx positions takes at most (its KV cache full, the recurrent state): what
+// the memory bound provisions for it.
+uint64_t strata_seq_state_bytes(const struct strata_model *m, int n_ctx, uint32_t k_type, uint32_t v_type);
 // Forget the recurrent state (the KV cache is overwritten as positions are evaluated again).
 int strata_seq_state_reset(struct strata_seq_state *st, const struct strata_model *m);
 
@@ -73,6 +76,9 @@ struct strata_fwd_stats {
 int strata_forward_create(struct strata_forward **out, const struct strata_model *m,
                           struct strata_expert_provider experts, int max_tok, int max_ctx);
 void strata_forward_free(struct strata_forward *f);
+// Replace the expert provider (before the first pass and before set_prefetch): the engine sizes
+// the expert cache after the scratch exists when it derives the cache from a memory bound.
+void strata_forward_set_experts(struct strata_forward *f, struct strata_expert_provider experts);
 // Router lookahead prefetch (experts/lookahead.h): `ahead` MoE layers ahead (0: off), a token's
 // first k guesses prefetched (0: all top-k). 0 or negative.
 int strata_forward_set_prefetch(struct strata_forward *f, int ahead, uint32_t k);

@@ -345,6 +345,7 @@ int srv_sched_open(struct srv_sched **out, const struct srv_config *cfg)
     ep.n_threads = cfg->n_threads;
     ep.n_ctx = cfg->n_ctx;
     ep.n_batch = cfg->n_batch;
+    ep.n_seq_max = cfg->parallel;  // a memory bound provisions every slot's session
     int rc = strata_engine_open(&s->e, &ep);
     if (rc == 0) {
         struct strata_model_info info;

@@ -802,10 +802,11 @@ static int parse_call_glm45(const char *s, const char *e, const cJSON *tools,
         while (p < e && is_ws(*p)) p++;
         if (p == e) break;
         const char *ks = p + strlen("<arg_key>"), *ke, *vs, *ve;
-        if (strncmp(p, "<arg_key>", 9) != 0 || !(ke = find_in(ks, e, "</arg_key>"))) goto bad;
+        // the text is [s, e), not NUL-terminated: no compare may run past e
+        if (e - p < 9 || memcmp(p, "<arg_key>", 9) != 0 || !(ke = find_in(ks, e, "</arg_key>"))) goto bad;
         vs = ke + strlen("</arg_key>");
         while (vs < e && is_ws(*vs)) vs++;
-        if (e - vs < 11 || strncmp(vs, "<arg_value>", 11) != 0) goto bad;
+        if (e - vs < 11 || memcmp(vs, "<arg_value>", 11) != 0) goto bad;
         vs += 11;
         if (!(ve = find_in(vs, e, "</arg_value>"))) goto bad;
         p = ve + strlen("</arg_value>");

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "experts/layout.h"
 #include "util/log.h"
 
 #define LRFU_LAMBDA 0.05
@@ -15,6 +16,8 @@ struct groups {
     uint32_t *ids;       // all groups' ids back to back
     uint32_t *start;     // [n_groups + 1]
     uint64_t *next_use;  // [total ids]: index of the next group using the same id, UINT64_MAX if none
+    uint8_t *cont;       // [n_groups]: the group continues the previous group's pass, which stays
+                         // pinned while this one is read (the engine fetches it meanwhile)
     uint64_t n_groups;
 };
 
@@ -30,7 +33,7 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-// The access groups of layer l, in the engine's order.
+// The access groups of layer l, in the engine's order and grouping (strata_expert_pass_group).
 static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slots, bool chunks, struct groups *g)
 {
     const uint32_t K = t->topk, X = t->n_expert;
@@ -38,11 +41,16 @@ static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slo
     g->ids = malloc(t->n_tokens * K * sizeof *g->ids + 1);
     g->start = malloc((t->n_tokens * K + 2) * sizeof *g->start);
     g->next_use = malloc(t->n_tokens * K * sizeof *g->next_use + 1);
+    g->cont = calloc(t->n_tokens * K + 2, 1);
     uint8_t *seen = calloc(X, 1);
     uint32_t *uni = malloc(((size_t)X + 1) * sizeof *uni);
-    if (!g->ids || !g->start || !g->next_use || !seen || !uni) {
+    int32_t *count = calloc((size_t)X + 1, sizeof *count);
+    uint64_t *scratch = malloc(((size_t)X + 1) * sizeof *scratch);
+    if (!g->ids || !g->start || !g->next_use || !g->cont || !seen || !uni || !count || !scratch) {
         free(seen);
         free(uni);
+        free(count);
+        free(scratch);
         return STRATA_ENOMEM;
     }
     uint64_t n_ids = 0;
@@ -54,15 +62,22 @@ static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slo
         for (uint64_t tok = t0; tok < t1; tok++)
             for (uint32_t k = 0; k < K; k++) {
                 const uint32_t e = (uint32_t)t->ids[(tok * t->n_layers + l) * K + k];
+                count[e]++;
                 if (!seen[e]) {
                     seen[e] = 1;
                     uni[n_uni++] = e;
                 }
             }
         qsort(uni, n_uni, sizeof *uni, cmp_u32);
+        const uint32_t per = (uint32_t)strata_expert_pass_group((int)n_uni, (int)n_slots);
+        if (per < n_uni) strata_expert_pass_order(uni, (int)n_uni, count, scratch);
         for (uint32_t i = 0; i < n_uni; i++) {
             seen[uni[i]] = 0;
-            if (i % n_slots == 0) g->start[g->n_groups++] = (uint32_t)n_ids;
+            count[uni[i]] = 0;
+            if (i % per == 0) {
+                g->cont[g->n_groups] = i > 0;
+                g->start[g->n_groups++] = (uint32_t)n_ids;
+            }
             g->ids[n_ids++] = uni[i];
         }
         t0 = t1;
@@ -73,6 +88,8 @@ static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slo
     if (!last) {
         free(seen);
         free(uni);
+        free(count);
+        free(scratch);
         return STRATA_ENOMEM;
     }
     for (uint32_t e = 0; e < X; e++) last[e] = UINT64_MAX;
@@ -84,6 +101,8 @@ static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slo
     free(last);
     free(seen);
     free(uni);
+    free(count);
+    free(scratch);
     return 0;
 }
 
@@ -92,6 +111,7 @@ static void free_groups(struct groups *g)
     free(g->ids);
     free(g->start);
     free(g->next_use);
+    free(g->cont);
 }
 
 struct pstate {
@@ -266,7 +286,8 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
         uint64_t now = 0;
         for (uint64_t gi = 0; gi < g.n_groups; gi++) {
             const uint32_t a = g.start[gi], b = g.start[gi + 1];
-            for (uint32_t i = a; i < b; i++) s.pinned[g.ids[i]] = 1;
+            const uint32_t pa = g.cont[gi] ? g.start[gi - 1] : a;  // the previous group, still pinned
+            for (uint32_t i = pa; i < b; i++) s.pinned[g.ids[i]] = 1;
             for (uint32_t i = a; i < b; i++) {
                 const uint32_t e = g.ids[i];
                 if (p == STRATA_SIM_ARC) {
@@ -313,6 +334,7 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
                 s.next_use[e] = g.next_use[i];
                 s.pinned[e] = 0;
             }
+            for (uint32_t i = pa; i < a; i++) s.pinned[g.ids[i]] = 0;
         }
         free_groups(&g);
     }

@@ -53,6 +53,8 @@ struct cuda_ctx {
     struct strata_cuda_act views[MAX_OPS];
     bool done[MAX_OPS];
     int group[MAX_OPS];
+    void *grp_buf;                   // device: the grouping of a prompt's routed pairs (moe)
+    size_t grp_cap;
     struct strata_cuda_info info;
 };
 
@@ -533,6 +535,92 @@ static int cuda_be_moe_combine(void *vctx, const struct strata_moe_combine_op *o
                                           op->k, op->n);
 }
 
+static int cuda_be_route(void *vctx, const struct strata_route_params *p, const float *logits, int n_tok, int32_t *ids,
+                         float *weights)
+{
+    struct cuda_ctx *c = vctx;
+    const struct strata_cuda_route r = {.logits = logits, .bias = p->bias, .n_tok = n_tok, .X = (int)p->n_expert,
+                                        .K = (int)p->n_used, .sigmoid = p->sigmoid, .norm = p->norm,
+                                        .scale = p->scale, .ids = ids, .weights = weights};
+    return strata_cuda_route_topk(c->cu, &r);
+}
+
+// Rows rounded for `w` in the activation buffer at byte `off` (F32: the rows themselves).
+static int round_rows(struct cuda_ctx *c, const struct strata_mat *w, const float *x, int rows, size_t off,
+                      struct strata_cuda_act *a)
+{
+    strata_cuda_act_init(a, strata_type_traits(w->type)->vec_dot_type, w->n_in, (uint32_t)rows, c->act_buf + off);
+    return strata_cuda_quantize(c->cu, x, w->n_in, rows, a);
+}
+
+// The routed experts of a layer from device routes. Decode (few tokens): gate and up with SwiGLU
+// in one mat-vec launch over the pairs' slot-table entries, the SwiGLU rows rounded, the down
+// projection with the weighted sum, the shared row and the residual in one launch. Prompts: the
+// pairs grouped by expert on the device, gate and up through the grouped GEMM, SwiGLU, down
+// through the grouped GEMM, the combine. Every path gives the bits of the host-routed products.
+static int cuda_be_moe(void *vctx, const struct strata_moe_op *op)
+{
+    struct cuda_ctx *c = vctx;
+    const int n = op->n_tok, K = op->k, P = n * K;
+    if (P <= 0) return 0;
+    const struct strata_mat *wg = &op->gate, *wu = &op->up, *wd = &op->down;
+    const uint32_t E = wg->n_in, F = wg->n_out, Eo = wd->n_out, X = op->n_expert;
+    if (wu->type != wg->type || wu->n_in != E || wu->n_out != F || wu->row_bytes != wg->row_bytes || wd->n_in != F ||
+        K > 32) {
+        strata_log_error("cuda backend: moe: gate %s [%u][%u], up %s [%u][%u], down [%u][%u], %d experts per token",
+                         strata_type_name(wg->type), F, E, strata_type_name(wu->type), wu->n_out, wu->n_in, Eo,
+                         wd->n_in, K);
+        return STRATA_EARG;
+    }
+    const uint32_t vg = strata_type_traits(wg->type)->vec_dot_type, vd = strata_type_traits(wd->type)->vec_dot_type;
+    const size_t bh = vg == STRATA_TYPE_F32 ? 0 : strata_cuda_act_bytes(vg, E, (uint32_t)n);
+    const size_t bs = vd == STRATA_TYPE_F32 ? 0 : strata_cuda_act_bytes(vd, F, (uint32_t)P);
+    if ((vg != STRATA_TYPE_F32 && bh == 0) || (vd != STRATA_TYPE_F32 && bs == 0)) {
+        strata_log_error("cuda backend: moe: rows of %u / %u elements cannot be rounded", E, F);
+        return STRATA_EARG;
+    }
+    const size_t off_s = (bh + 255) / 256 * 256;
+    int rc = grow(c, (void **)&c->act_buf, &c->act_cap, off_s + bs, "activations");
+    struct strata_cuda_act ah, as;
+    if (rc == 0) rc = round_rows(c, wg, op->h, n, 0, &ah);
+    if (rc) return rc;
+    const void *const *tg = op->table, *const *tu = op->table + X, *const *td = op->table + 2 * (size_t)X;
+    if (n <= STRATA_CUDA_MV_MAX_TOK) {
+        const struct strata_cuda_mm gu = {.w_table = tg, .w2_table = tu, .w_ids = op->ids, .type = wg->type,
+                                          .n_in = E, .n_out = F, .row_bytes = wg->row_bytes, .x = &ah, .x_div = K,
+                                          .n_tok = P, .y = op->gate_out, .y_stride = F};
+        rc = strata_cuda_mm_run(c->cu, &gu, 1);
+        if (rc == 0) rc = round_rows(c, wd, op->gate_out, P, off_s, &as);
+        if (rc) return rc;
+        const struct strata_cuda_mm dn = {.w_table = td, .w_ids = op->ids, .type = wd->type, .n_in = F, .n_out = Eo,
+                                          .row_bytes = wd->row_bytes, .x = &as, .n_tok = P, .y = op->down_out,
+                                          .y_stride = Eo};
+        return strata_cuda_moe_down(c->cu, &dn, n, K, op->weight, op->x, op->shared, NULL);
+    }
+    rc = grow(c, &c->grp_buf, &c->grp_cap, strata_cuda_moe_groups_bytes((int)X, P), "expert groups");
+    if (rc) return rc;
+    struct strata_cuda_moe_groups g;
+    strata_cuda_moe_groups_init(&g, (int)X, P, c->grp_buf);
+    rc = strata_cuda_moe_group(c->cu, op->ids, &g);
+    if (rc) return rc;
+    const struct strata_cuda_moe_mm gu[2] = {
+        {.w_table = tg, .type = wg->type, .n_in = E, .n_out = F, .row_bytes = wg->row_bytes, .x = &ah, .x_div = K,
+         .y = op->gate_out, .y_stride = F},
+        {.w_table = tu, .type = wu->type, .n_in = E, .n_out = F, .row_bytes = wu->row_bytes, .x = &ah, .x_div = K,
+         .y = op->up_out, .y_stride = F},
+    };
+    rc = strata_cuda_moe_mm_run(c->cu, &g, gu, 2);
+    if (rc == 0) rc = strata_cuda_swiglu(c->cu, op->gate_out, F, op->gate_out, F, op->up_out, F, P, F);
+    if (rc == 0) rc = round_rows(c, wd, op->gate_out, P, off_s, &as);
+    if (rc) return rc;
+    const struct strata_cuda_moe_mm dn = {.w_table = td, .type = wd->type, .n_in = F, .n_out = Eo,
+                                          .row_bytes = wd->row_bytes, .x = &as, .x_div = 1, .y = op->down_out,
+                                          .y_stride = Eo};
+    rc = strata_cuda_moe_mm_run(c->cu, &g, &dn, 1);
+    if (rc) return rc;
+    return strata_cuda_moe_combine(c->cu, op->x, op->down_out, op->weight, n, K, Eo, op->shared, NULL);
+}
+
 static void cuda_be_mem_info(void *vctx, struct strata_backend_mem *out)
 {
     struct cuda_ctx *c = vctx;
@@ -579,12 +667,13 @@ static const struct strata_backend_i g_cuda_iface = {
     .add = cuda_be_add,
     .mul_sigmoid = cuda_be_mul_sigmoid,
     .moe_combine = cuda_be_moe_combine,
-    // deepseek2 / gpt-oss ops and device routing: not yet
+    // deepseek2 / gpt-oss ops: not yet
     .copy = NULL,
     .layernorm = NULL,
     .swiglu_oai = NULL,
     .indexer = NULL,
-    .route = NULL,
+    .route = cuda_be_route,
+    .moe = cuda_be_moe,
     .mem_info = cuda_be_mem_info,
 };
 
