@@ -384,9 +384,10 @@ static int cuda_be_rope(void *vctx, const struct strata_rope_op *op)
     return strata_cuda_norm_rope(c->cu, op->x, op->tok_stride, op->n_tok, op->pos, &r);
 }
 
-static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
+// Attention of every sequence; with `rope`, the queries and keys of each sequence are normed,
+// rotated and stored in one launch (qk_rope_store) instead of the plain store.
+static int attention(struct cuda_ctx *c, const struct strata_attn_op *op, const struct strata_attn_rope_op *rope)
 {
-    struct cuda_ctx *c = vctx;
     const struct strata_batch *b = op->batch;
     const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = (size_t)op->n_head_kv * op->head_dim_v;
     if (op->latent_kv || op->n_swa || op->sinks || op->visible || KD != VD) {
@@ -404,8 +405,27 @@ static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
         float *kc = sq->k_cache + (size_t)op->kv_slot * sq->n_ctx * KD;
         float *vc = sq->v_cache + (size_t)op->kv_slot * sq->n_ctx * VD;
         const int32_t *pos = b->pos + sq->tok0;
-        rc = strata_cuda_kv_store(c->cu, kc, vc, false, KD, op->k + (size_t)sq->tok0 * KD, KD,
-                                  op->v + (size_t)sq->tok0 * VD, VD, (uint32_t)KD, (uint32_t)VD, pos, sq->n_tok);
+        if (rope) {
+            struct strata_cuda_qk_rope r = {
+                .qx = rope->q + (size_t)sq->tok0 * op->q_tok_stride, .kx = rope->k + (size_t)sq->tok0 * KD,
+                .vx = op->v + (size_t)sq->tok0 * VD, .q_stride = op->q_tok_stride, .k_stride = KD, .v_stride = VD,
+                .q = {.n_head = op->n_head, .D = op->head_dim_k, .n_rot = rope->n_rot,
+                      .head_stride = (uint32_t)(op->q_head_stride ? op->q_head_stride : op->head_dim_k),
+                      .freq_base = rope->freq_base, .eps = rope->eps, .norm = rope->q_norm},
+                .k = {.n_head = op->n_head_kv, .D = op->head_dim_k, .n_rot = rope->n_rot, .head_stride = op->head_dim_k,
+                      .freq_base = rope->freq_base, .eps = rope->eps, .norm = rope->k_norm},
+                .Dv = op->head_dim_v, .k_cache = kc, .v_cache = vc, .kv_f16 = false, .kv_stride = KD, .pos = pos,
+                .n_tok = sq->n_tok,
+            };
+            if (rope->sections) {
+                memcpy(r.q.sections, rope->sections, sizeof r.q.sections);
+                memcpy(r.k.sections, rope->sections, sizeof r.k.sections);
+            }
+            rc = strata_cuda_qk_rope_store(c->cu, &r);
+        } else {
+            rc = strata_cuda_kv_store(c->cu, kc, vc, false, KD, op->k + (size_t)sq->tok0 * KD, KD,
+                                      op->v + (size_t)sq->tok0 * VD, VD, (uint32_t)KD, (uint32_t)VD, pos, sq->n_tok);
+        }
         if (rc) break;
         const size_t OD = (size_t)op->n_head * op->head_dim_v;
         const struct strata_cuda_attn a = {
@@ -418,6 +438,16 @@ static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
         rc = strata_cuda_attention(c->cu, &a);
     }
     return rc;
+}
+
+static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
+{
+    return attention(vctx, op, NULL);
+}
+
+static int cuda_be_attention_rope(void *vctx, const struct strata_attn_rope_op *op)
+{
+    return attention(vctx, op->attn, op);
 }
 
 static int cuda_be_deltanet(void *vctx, const struct strata_deltanet_op *op)
@@ -615,6 +645,7 @@ static const struct strata_backend_i g_cuda_iface = {
     .indexer = NULL,
     .route = cuda_be_route,
     .moe = cuda_be_moe,
+    .attention_rope = cuda_be_attention_rope,
     .mem_info = cuda_be_mem_info,
 };
 
