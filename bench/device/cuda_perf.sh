@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 t0=$SECONDS
-export AB_ENV=${AB_ENV-STRATA_HOST_ROUTE=1}
+export AB_ENV=${AB_ENV-STRATA_HOST_ROUTE=1 STRATA_SEPARATE_ROPE=1}   # the path before device routing
 PHASES="test bench" TYPES=Q4_K TEST_S=${TEST_S:-150} bash bench/device/cuda_backend.sh
 NCU_S=${NCU_S:-60} bash bench/device/cuda_profile.sh
 if [ $((SECONDS - t0)) -lt "${Q8_AFTER_S:-120}" ]; then

@@ -75,6 +75,7 @@ struct strata_forward {
     uint8_t *tables_built;        // host [n_moe]
     const void **tab_host;        // host [3][X] one layer's table on its way up
     bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
+    bool separate_rope;           // STRATA_SEPARATE_ROPE=1: no attention_rope (comparisons)
 };
 
 // ---- sequence state -----------------------------------------------------------------------------
@@ -299,6 +300,8 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
         const char *hr = getenv("STRATA_HOST_ROUTE");
         f->host_route = hr && *hr && *hr != '0';
     }
+    const char *sr = getenv("STRATA_SEPARATE_ROPE");
+    f->separate_rope = sr && *sr && *sr != '0';
     if (rc == 0) rc = strata_forward_reserve_ctx(f, max_ctx);
     if (rc) {
         strata_forward_free(f);
@@ -379,7 +382,7 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
         .n_head = H, .n_head_kv = Hkv, .head_dim_k = D, .head_dim_v = Dv, .scale = 1.0f / sqrtf((float)D),
         .n_swa = L->swa ? hp->n_swa : 0, .sinks = L->sinks,
     };
-    if (f->bi->attention_rope && !m->rope_ext_on && !ao.n_swa && !ao.sinks) {
+    if (f->bi->attention_rope && !f->separate_rope && !m->rope_ext_on && !ao.n_swa && !ao.sinks) {
         // the backend norms, rotates and stores the queries and keys itself
         const struct strata_attn_rope_op ar = {
             .attn = &ao, .q = f->q, .k = f->k, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = hp->rms_eps,
