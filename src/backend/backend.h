@@ -139,6 +139,22 @@ struct strata_attn_op {
     const uint8_t *visible;  // [n_tok][n_ctx] 0 hides a position (the indexer's top-k), or NULL
 };
 
+// Attention with its queries and keys prepared in the same op (the optional attention_rope op):
+// the per-head RMS norms (q_norm / k_norm over head_dim_k, NULL: none; sums as rmsnorm), NeoX
+// RoPE on the first n_rot dims (sections: qwen35moe's M-RoPE mask, as rope), the keys and values
+// stored, then attention as the attention op. q and k are rewritten in place as rmsnorm and rope
+// would; no YaRN, pair layout, MLA, window, sinks or mask (the forward pass keeps the separate
+// ops for those).
+struct strata_attn_rope_op {
+    const struct strata_attn_op *attn;  // q, k as attn's, writable: attn->q, attn->k
+    float *q, *k;
+    const float *q_norm, *k_norm;       // [head_dim_k] or NULL
+    float eps;
+    uint32_t n_rot;
+    float freq_base;
+    const int32_t *sections;            // host [4], or NULL
+};
+
 // The sparse-attention indexer of every token of the pass (deepseek32, glm-dsa): q and k are
 // multiplied by the d x d Walsh-Hadamard matrix (entries +-1/sqrt(d); ggml's sgemm order for the
 // n_head query rows of a token, ggml_vec_dot_f32's for its one key row), the keys stored in the
@@ -324,6 +340,7 @@ struct strata_backend_i {
     // [n_tok][n_used], selecting exactly what model/route.c selects on the host.
     int (*route)(void *ctx, const struct strata_route_params *p, const float *logits, int n_tok, int32_t *ids,
                  float *weights);
+    int (*attention_rope)(void *ctx, const struct strata_attn_rope_op *op);
     // The routed experts of a layer from route's ids and weights (struct strata_moe_op), for a
     // layer whose experts are all resident: no host round trip, one launch group per layer.
     int (*moe)(void *ctx, const struct strata_moe_op *op);

@@ -75,6 +75,7 @@ struct strata_forward {
     uint8_t *tables_built;        // host [n_moe]
     const void **tab_host;        // host [3][X] one layer's table on its way up
     bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
+    bool separate_rope;           // STRATA_SEPARATE_ROPE=1: no attention_rope (comparisons)
 };
 
 // ---- sequence state -----------------------------------------------------------------------------
@@ -326,6 +327,8 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
         const char *hr = getenv("STRATA_HOST_ROUTE");
         f->host_route = hr && *hr && *hr != '0';
     }
+    const char *sr = getenv("STRATA_SEPARATE_ROPE");
+    f->separate_rope = sr && *sr && *sr != '0';
     if (rc == 0) rc = strata_forward_reserve_ctx(f, max_ctx);
     if (rc) {
         strata_forward_free(f);
@@ -382,6 +385,8 @@ static int project(struct strata_forward *f, const struct strata_mat *const *w, 
     return f->bi->mm(f->bc, ops, nw);
 }
 
+static int attention_out(struct strata_forward *f, const struct strata_layer *L, int n, size_t qs);
+
 static int attention_block(struct strata_forward *f, const struct strata_layer *L, int n)
 {
     const struct strata_model *m = f->m;
@@ -398,6 +403,21 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
     if (L->bv) TRY(f->bi->add(f->bc, f->v, L->bv, 0, n, (uint32_t)VD));
     // A gated query row is [H][query D | gate D]: the heads are 2D apart.
     const size_t qs = L->q_gated ? 2 * (size_t)D : D;
+    const struct strata_attn_op ao = {
+        .batch = &f->batch, .kv_slot = (uint32_t)L->kv_slot,
+        .q = f->q, .q_tok_stride = QW, .q_head_stride = qs, .k = f->k, .v = f->v, .out = f->attn,
+        .n_head = H, .n_head_kv = Hkv, .head_dim_k = D, .head_dim_v = Dv, .scale = 1.0f / sqrtf((float)D),
+        .n_swa = L->swa ? hp->n_swa : 0, .sinks = L->sinks,
+    };
+    if (f->bi->attention_rope && !f->separate_rope && !m->rope_ext_on && !ao.n_swa && !ao.sinks) {
+        // the backend norms, rotates and stores the queries and keys itself
+        const struct strata_attn_rope_op ar = {
+            .attn = &ao, .q = f->q, .k = f->k, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = hp->rms_eps,
+            .n_rot = hp->n_rot, .freq_base = hp->rope_freq_base, .sections = m->rope_mrope ? hp->rope_sections : NULL,
+        };
+        TRY(f->bi->attention_rope(f->bc, &ar));
+        return attention_out(f, L, n, qs);
+    }
     if (L->q_norm) TRY(f->bi->rmsnorm(f->bc, f->q, qs, f->q, qs, L->q_norm, n * (int)H, D, hp->rms_eps));
     const int32_t *sections = m->rope_mrope ? hp->rope_sections : NULL;
     const struct strata_rope_ext *ext = m->rope_ext_on ? &m->rope_ext : NULL;  // pair layout, YaRN
@@ -410,13 +430,16 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
                                       .pos = f->pos, .n_rot = hp->n_rot, .freq_base = hp->rope_freq_base,
                                       .sections = sections, .ext = ext};
     TRY(f->bi->rope(f->bc, &rk));
-    const struct strata_attn_op ao = {
-        .batch = &f->batch, .kv_slot = (uint32_t)L->kv_slot,
-        .q = f->q, .q_tok_stride = QW, .q_head_stride = qs, .k = f->k, .v = f->v, .out = f->attn,
-        .n_head = H, .n_head_kv = Hkv, .head_dim_k = D, .head_dim_v = Dv, .scale = 1.0f / sqrtf((float)D),
-        .n_swa = L->swa ? hp->n_swa : 0, .sinks = L->sinks,
-    };
     TRY(f->bi->attention(f->bc, &ao));
+    return attention_out(f, L, n, qs);
+}
+
+// The output gate, the output projection and the residual of an attention block.
+static int attention_out(struct strata_forward *f, const struct strata_layer *L, int n, size_t qs)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t E = hp->n_embd, H = hp->n_head, D = hp->head_dim_k, Dv = hp->head_dim_v;
+    int rc;
     if (L->q_gated) TRY(f->bi->mul_sigmoid(f->bc, f->attn, Dv, f->q + D, qs, false, n * (int)H, Dv));
     const struct strata_mat *wo[1] = {&L->wo};
     TRY(project(f, wo, &f->o, 1, f->attn, n));

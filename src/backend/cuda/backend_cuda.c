@@ -12,6 +12,14 @@
 // its batch. The tables go up through a pinned ring that is reused after every full drain of the
 // stream (download, sync).
 //
+// Decode graphs (STRATA_CUDA_GRAPH=1). A pass of the same shape as the one before it (tokens,
+// sequences, their lengths and contexts: the same launches and scratch sizes) is captured from
+// batch_begin on into a CUDA graph, which is launched (updated in place where its topology is the
+// last one's) at the pass's first drain: the logits' download, a sync, or a scratch that must grow.
+// What follows a drain in the pass runs on the stream as before, so a pass that downloads midway
+// (host routing) is still right, only less of it is captured. The first pass of a shape is never
+// captured: it grows the scratch.
+//
 // Not here yet (the ops stay NULL, and forward.c refuses such a model at open with one line):
 // copy and the MLA attention (deepseek2), swiglu_oai, sinks and sliding windows (gpt-oss),
 // layernorm and the indexer; RoPE with YaRN or the NORM pair layout gives one error line.
@@ -56,6 +64,9 @@ struct cuda_ctx {
     void *grp_buf;                   // device: the grouping of a prompt's routed pairs (moe)
     size_t grp_cap;
     struct strata_cuda_info info;
+    bool graphs;                     // STRATA_CUDA_GRAPH=1
+    bool capturing;                  // this pass is being captured
+    uint64_t last_key;               // shape of the last pass (0: none)
 };
 
 // ---- memory ------------------------------------------------------------------------------------
@@ -72,12 +83,22 @@ static void cuda_be_release(void *vctx, void *p)
     strata_cuda_free(c->cu, p);
 }
 
+// Ends a capture in progress: the graph of everything queued so far is launched, and the rest of
+// the pass runs on the stream (called before anything that drains it).
+static int settle(struct cuda_ctx *c)
+{
+    if (!c->capturing) return 0;
+    c->capturing = false;
+    return strata_cuda_graph_end_launch(c->cu, c->last_key);
+}
+
 // Room for `bytes` in the ring (256-aligned); drains the stream and starts over when full.
 static int ring_take(struct cuda_ctx *c, size_t bytes, size_t *off)
 {
     bytes = (bytes + 255) & ~(size_t)255;
     if (c->ring_used + bytes > RING_BYTES) {
-        int rc = strata_cuda_sync(c->cu);
+        int rc = settle(c);
+        if (rc == 0) rc = strata_cuda_sync(c->cu);
         if (rc) return rc;
         c->ring_used = 0;
     }
@@ -89,7 +110,8 @@ static int ring_take(struct cuda_ctx *c, size_t bytes, size_t *off)
 static int cuda_be_sync(void *vctx)
 {
     struct cuda_ctx *c = vctx;
-    int rc = strata_cuda_sync(c->cu);
+    int rc = settle(c);
+    if (rc == 0) rc = strata_cuda_sync(c->cu);
     if (rc == 0) c->ring_used = 0;
     return rc;
 }
@@ -107,6 +129,8 @@ static int cuda_be_upload(void *vctx, void *dst, const void *src, size_t bytes)
         memcpy(c->ring_host + off, src, bytes);
         return strata_cuda_copy_async(c->cu, dst, c->ring_host + off, bytes);
     }
+    int rc = settle(c);
+    if (rc) return rc;
     return strata_cuda_upload_staged(c->cu, dst, src, bytes, NULL, NULL);
 }
 
@@ -114,7 +138,8 @@ static int cuda_be_download(void *vctx, void *dst, const void *src, size_t bytes
 {
     struct cuda_ctx *c = vctx;
     if (bytes == 0) return 0;
-    int rc = strata_cuda_download(c->cu, dst, src, bytes);
+    int rc = settle(c);
+    if (rc == 0) rc = strata_cuda_download(c->cu, dst, src, bytes);
     if (rc == 0) c->ring_used = 0;  // the stream is drained
     return rc;
 }
@@ -155,7 +180,8 @@ static void cuda_be_weight_free(void *vctx, struct strata_mat *view)
 static int grow(struct cuda_ctx *c, void **buf, size_t *cap, size_t want, const char *what)
 {
     if (want <= *cap) return 0;
-    int rc = strata_cuda_sync(c->cu);
+    int rc = settle(c);
+    if (rc == 0) rc = strata_cuda_sync(c->cu);
     if (rc) return rc;
     strata_cuda_free(c->cu, *buf);
     *buf = NULL;
@@ -192,7 +218,28 @@ static int cuda_be_batch_begin(void *vctx, const struct strata_batch *b)
 {
     struct cuda_ctx *c = vctx;
     c->batch = b;
-    return 0;
+    int rc = settle(c);  // a pass that ended without a drain (none does now)
+    if (rc || !c->graphs) return rc;
+    uint64_t key = 1469598103934665603ull;  // FNV-1a over the shape
+#define MIX(v) (key = (key ^ (uint64_t)(v)) * 1099511628211ull)
+    MIX(b->n_tok);
+    MIX(b->n_seq);
+    for (int s = 0; s < b->n_seq; s++) {
+        MIX(b->seq[s].n_tok);
+        MIX(b->seq[s].n_ctx);
+    }
+#undef MIX
+    const bool again = key == c->last_key;
+    c->last_key = key;
+    if (!again || b->n_tok > STRATA_CUDA_MV_MAX_TOK) return 0;
+    if (c->ring_used > RING_BYTES / 2) {  // the ring must not fill while capturing
+        rc = strata_cuda_sync(c->cu);
+        if (rc) return rc;
+        c->ring_used = 0;
+    }
+    rc = strata_cuda_graph_begin(c->cu);
+    if (rc == 0) c->capturing = true;
+    return rc;
 }
 
 // ---- products ----------------------------------------------------------------------------------
@@ -438,9 +485,10 @@ static size_t cuda_be_kv_bytes(void *vctx, const void *vkv)
     return kv ? kv->bytes : 0;
 }
 
-static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
+// Attention of every sequence; with `rope`, the queries and keys of each sequence are normed,
+// rotated and stored in one launch (qk_rope_store) instead of the plain store.
+static int attention(struct cuda_ctx *c, const struct strata_attn_op *op, const struct strata_attn_rope_op *rope)
 {
-    struct cuda_ctx *c = vctx;
     const struct strata_batch *b = op->batch;
     const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = (size_t)op->n_head_kv * op->head_dim_v;
     if (op->latent_kv || op->n_swa || op->sinks || op->visible || KD != VD) {
@@ -460,8 +508,27 @@ static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
         char *kc = (char *)kv->k + (size_t)op->kv_slot * sq->n_ctx * KD * elt;
         char *vc = (char *)kv->v + (size_t)op->kv_slot * sq->n_ctx * VD * elt;
         const int32_t *pos = b->pos + sq->tok0;
-        rc = strata_cuda_kv_store(c->cu, kc, vc, kv->f16, KD, op->k + (size_t)sq->tok0 * KD, KD,
-                                  op->v + (size_t)sq->tok0 * VD, VD, (uint32_t)KD, (uint32_t)VD, pos, sq->n_tok);
+        if (rope) {
+            struct strata_cuda_qk_rope r = {
+                .qx = rope->q + (size_t)sq->tok0 * op->q_tok_stride, .kx = rope->k + (size_t)sq->tok0 * KD,
+                .vx = op->v + (size_t)sq->tok0 * VD, .q_stride = op->q_tok_stride, .k_stride = KD, .v_stride = VD,
+                .q = {.n_head = op->n_head, .D = op->head_dim_k, .n_rot = rope->n_rot,
+                      .head_stride = (uint32_t)(op->q_head_stride ? op->q_head_stride : op->head_dim_k),
+                      .freq_base = rope->freq_base, .eps = rope->eps, .norm = rope->q_norm},
+                .k = {.n_head = op->n_head_kv, .D = op->head_dim_k, .n_rot = rope->n_rot, .head_stride = op->head_dim_k,
+                      .freq_base = rope->freq_base, .eps = rope->eps, .norm = rope->k_norm},
+                .Dv = op->head_dim_v, .k_cache = kc, .v_cache = vc, .kv_f16 = kv->f16, .kv_stride = KD, .pos = pos,
+                .n_tok = sq->n_tok,
+            };
+            if (rope->sections) {
+                memcpy(r.q.sections, rope->sections, sizeof r.q.sections);
+                memcpy(r.k.sections, rope->sections, sizeof r.k.sections);
+            }
+            rc = strata_cuda_qk_rope_store(c->cu, &r);
+        } else {
+            rc = strata_cuda_kv_store(c->cu, kc, vc, kv->f16, KD, op->k + (size_t)sq->tok0 * KD, KD,
+                                      op->v + (size_t)sq->tok0 * VD, VD, (uint32_t)KD, (uint32_t)VD, pos, sq->n_tok);
+        }
         if (rc) break;
         const size_t OD = (size_t)op->n_head * op->head_dim_v;
         const struct strata_cuda_attn a = {
@@ -474,6 +541,16 @@ static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
         rc = strata_cuda_attention(c->cu, &a);
     }
     return rc;
+}
+
+static int cuda_be_attention(void *vctx, const struct strata_attn_op *op)
+{
+    return attention(vctx, op, NULL);
+}
+
+static int cuda_be_attention_rope(void *vctx, const struct strata_attn_rope_op *op)
+{
+    return attention(vctx, op->attn, op);
 }
 
 static int cuda_be_deltanet(void *vctx, const struct strata_deltanet_op *op)
@@ -634,6 +711,13 @@ static void cuda_be_free(void *vctx)
 {
     struct cuda_ctx *c = vctx;
     if (!c) return;
+    if (c->capturing) (void)settle(c);
+    if (c->graphs) {
+        uint64_t launches = 0, builds = 0;
+        strata_cuda_graph_counts(c->cu, &launches, &builds);
+        strata_log_info("cuda backend: %llu decode graphs launched, %llu instantiated", (unsigned long long)launches,
+                        (unsigned long long)builds);
+    }
     strata_cuda_host_free(c->ring_host);
     strata_cuda_close(c->cu);  // gives back every device allocation
     free(c);
@@ -674,6 +758,7 @@ static const struct strata_backend_i g_cuda_iface = {
     .indexer = NULL,
     .route = cuda_be_route,
     .moe = cuda_be_moe,
+    .attention_rope = cuda_be_attention_rope,
     .mem_info = cuda_be_mem_info,
 };
 
@@ -693,6 +778,8 @@ int strata_backend_cuda_open(struct strata_backend *out, int gpu)
         return rc;
     }
     strata_cuda_get_info(c->cu, &c->info);
+    const char *g = getenv("STRATA_CUDA_GRAPH");
+    c->graphs = g && *g && *g != '0';
     c->ring_host = strata_cuda_host_alloc(RING_BYTES);
     c->ring_dev = strata_cuda_alloc(c->cu, RING_BYTES, "upload ring");
     if (!c->ring_host || !c->ring_dev) {

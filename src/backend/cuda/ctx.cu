@@ -249,21 +249,30 @@ void strata_cuda_host_free(void *p)
 
 int strata_cuda_graph_begin(struct strata_cuda *cu)
 {
-    CU_TRY(cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeThreadLocal));
+    // relaxed: an allocation while capturing (a scratch that grows) is not an error
+    CU_TRY(cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeRelaxed));
     cu->capturing = true;
     return 0;
 }
 
+// The captured graph into graph_exec: updated in place when its topology matches the last one
+// (the kernels' arguments change every step), else instantiated anew.
 int strata_cuda_graph_end_launch(struct strata_cuda *cu, uint64_t key)
 {
     cudaGraph_t g = NULL;
     cu->capturing = false;
     CU_TRY(cudaStreamEndCapture(cu->stream, &g));
+    bool updated = false;
     if (cu->graph_exec) {
-        CU_WARN(cudaGraphExecDestroy(cu->graph_exec));
-        cu->graph_exec = NULL;
+        cudaGraphExecUpdateResultInfo info;
+        updated = cudaGraphExecUpdate(cu->graph_exec, g, &info) == cudaSuccess;
+        if (!updated) {
+            (void)cudaGetLastError();
+            CU_WARN(cudaGraphExecDestroy(cu->graph_exec));
+            cu->graph_exec = NULL;
+        }
     }
-    cudaError_t e = cudaGraphInstantiate(&cu->graph_exec, g, 0);
+    cudaError_t e = updated ? cudaSuccess : cudaGraphInstantiate(&cu->graph_exec, g, 0);
     CU_WARN(cudaGraphDestroy(g));
     if (e != cudaSuccess) {
         strata_log_error("cuda: cudaGraphInstantiate failed: %s", cudaGetErrorString(e));
@@ -271,7 +280,15 @@ int strata_cuda_graph_end_launch(struct strata_cuda *cu, uint64_t key)
         return STRATA_EIO;
     }
     cu->graph_key = key;
+    if (!updated) cu->graph_builds++;
+    cu->graph_launches++;
     return strata_cuda_graph_launch(cu);
+}
+
+void strata_cuda_graph_counts(const struct strata_cuda *cu, uint64_t *launches, uint64_t *builds)
+{
+    *launches = cu->graph_launches;
+    *builds = cu->graph_builds;
 }
 
 bool strata_cuda_graph_cached(struct strata_cuda *cu, uint64_t key) { return cu->graph_exec && cu->graph_key == key; }

@@ -26,6 +26,7 @@ struct strata_cuda {
     cudaGraphExec_t graph_exec;
     uint64_t graph_key;
     bool capturing;
+    uint64_t graph_launches, graph_builds;  // graphs launched, of which instantiated anew
     int mm_path;                     // 0 auto, 1 mat-vec only, 2 GEMM where it applies
     int pdl;                         // programmatic dependent launch on (sm_90, not STRATA_CUDA_PDL=0)
     int32_t *rows_dev;               // host row lists copied here for get_rows

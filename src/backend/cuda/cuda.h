@@ -318,6 +318,9 @@ int strata_cuda_graph_begin(struct strata_cuda *cu);
 int strata_cuda_graph_end_launch(struct strata_cuda *cu, uint64_t key);
 bool strata_cuda_graph_cached(struct strata_cuda *cu, uint64_t key);
 int strata_cuda_graph_launch(struct strata_cuda *cu);
+// Graphs launched by graph_end_launch so far, and how many of them were instantiated anew (the
+// rest updated the previous one in place).
+void strata_cuda_graph_counts(const struct strata_cuda *cu, uint64_t *launches, uint64_t *builds);
 
 // Elapsed milliseconds between two points on the stream (timing helper for benchmarks).
 int strata_cuda_timer_ms(struct strata_cuda *cu, int start, float *ms);
