@@ -246,6 +246,9 @@ static void test_parse(void)
     expect_parse("qwen3 bad json stays text", STRATA_TOOLS_QWEN3,
                  "a <tool_call>{\"name\": oops}</tool_call> b", NULL,
                  "a <tool_call>{\"name\": oops}</tool_call> b", 0, NULL);
+    expect_parse("qwen3 text after the object stays text", STRATA_TOOLS_QWEN3,
+                 "<tool_call>{\"name\": \"a\"}{\"name\": \"b\"}</tool_call>", NULL,
+                 "<tool_call>{\"name\": \"a\"}{\"name\": \"b\"}</tool_call>", 0, NULL);
     expect_parse("qwen3 arguments not an object", STRATA_TOOLS_QWEN3,
                  "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>", NULL,
                  "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>", 0, NULL);
@@ -326,7 +329,16 @@ static void test_parse_bounds(void)
                              "<tool_call>f<arg_key>k</arg_key><arg_va", 0);
     expect_parse_at_page_end("qwen3 cut after the JSON", STRATA_TOOLS_QWEN3,
                              "<tool_call>{\"name\": \"get_time\"}\n", "", 1);
-    case_result("parse tool calls from text that is not NUL-terminated", before);
+    // a NUL byte in a GLM-4.5 call cut its name to "" (found by tests/fuzz/fuzz_chat)
+    static const char nul[] = "a<tool_call>\0f<arg_key>k</arg_key><arg_value>1</arg_value></tool_call>";
+    char *content = NULL;
+    struct strata_tool_call_out *calls = NULL;
+    size_t n = 0;
+    int rc = strata_chat_parse_tools(STRATA_TOOLS_GLM45, nul, sizeof nul - 1, NULL, &content, &calls, &n);
+    CHECK(rc == 0 && n == 0, "glm45 NUL in a call: rc %d, %zu calls (name '%s')", rc, n, n ? calls[0].name : "");
+    free(content);
+    strata_chat_tool_calls_free(calls, n);
+    case_result("parse tool calls from text that is not NUL-terminated or holds NULs", before);
 }
 
 int main(void)

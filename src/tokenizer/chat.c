@@ -772,7 +772,14 @@ static const char *param_type(const cJSON *tools, const char *name, const char *
 static int parse_call_qwen3(const char *s, const char *e, struct strata_tool_call_out *out)
 {
     strip_ws(&s, &e);
-    cJSON *j = cJSON_ParseWithLength(s, (size_t)(e - s));
+    // the whole body must be the object: text after it (a second object, a NUL byte) would
+    // otherwise vanish from both the call and the content
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(s, (size_t)(e - s), &end, false);
+    if (j && end != e) {
+        cJSON_Delete(j);
+        return 1;
+    }
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
     cJSON *args = cJSON_GetObjectItemCaseSensitive(j, "arguments");
     if (!cJSON_IsString(name) || !*name->valuestring || (args && !cJSON_IsObject(args))) {
@@ -790,6 +797,7 @@ static int parse_call_qwen3(const char *s, const char *e, struct strata_tool_cal
 static int parse_call_glm45(const char *s, const char *e, const cJSON *tools,
                             struct strata_tool_call_out *out)
 {
+    if (memchr(s, '\0', (size_t)(e - s))) return 1;  // C strings would cut the name, keys and values
     const char *name_end = find_in(s, e, "<arg_key>");
     if (!name_end) name_end = e;
     const char *ns = s, *ne = name_end;

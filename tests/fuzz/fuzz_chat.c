@@ -37,7 +37,12 @@ static void parse(enum strata_tool_format fmt, struct fz_fields *f)
     if (strata_chat_parse_tools(fmt, text, len, *tools ? tools : NULL, &content, &calls, &n_calls) == 0) {
         if (strlen(content) > len) abort();
         for (size_t i = 0; i < n_calls; i++) {
-            if (!calls[i].name || !calls[i].arguments) abort();
+            if (!calls[i].name || !calls[i].arguments || !*calls[i].name) abort();
+        }
+        // without calls the text comes back as written
+        if (n_calls == 0 && !memchr(text, '\0', len) && (strlen(content) != len || memcmp(content, text, len))) {
+            fprintf(stderr, "fuzz_chat: text without calls changed\n");
+            abort();
         }
         free(content);
         strata_chat_tool_calls_free(calls, n_calls);
