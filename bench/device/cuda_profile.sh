@@ -8,6 +8,7 @@ set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 bin=${BIN:-build-cuda}
+export LD_LIBRARY_PATH="$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # liburing.so.2 (deps.sh)
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 [ -n "$ncu" ] || { echo "cuda_profile: no ncu"; exit 0; }
 w=$(mktemp -d)
