@@ -21,8 +21,9 @@
 #                              measured there before (DEVICE.md: Q8_0 279 / 9,080, Q4_K 299 / 6,455)
 #   BUDGET_S=400               skip the remaining benchmark models after this many seconds
 #   COMMIT=abc1234             the commit the rows name (the device copy may have no .git)
-#   AB_ENV="STRATA_HOST_ROUTE=1"  also run strata with this environment on each model (a row each:
-#                              the same binary without a feature, in the same run)
+#   AB_ENV="STRATA_HOST_ROUTE=1;STRATA_CUDA_GRAPH=1"  also run strata with each of these
+#                              environments (';' between them) on each model, a row each: the same
+#                              binary with or without a feature, in the same run
 #   HBM_GBS=4260               measured HBM bandwidth for the byte floor (DEVICE.md: copy 4.26 TB/s)
 set -u
 cd "$(dirname "$0")/../.."
@@ -142,17 +143,24 @@ print(round(p[0], 1), round(g[0], 2))' "$w/llama.json")
                 "$pt" "$dt" "$bpt" "$vsl" yes \
                 "load ${load}s, VRAM peak ${vram} MiB; prompt vs llama.cpp ${vsp} ($lp), decode ${vsl} ($ld); $note"
             summary+=("$name: prompt $pt tok/s, decode $dt tok/s (llama.cpp $lp / $ld), load ${load}s, $((SECONDS - tr)) s")
-            if [ -n "${AB_ENV:-}" ] && env $AB_ENV timeout "${RUN_S:-240}" "$bin/strata" run -m "$m" \
-                --prompt-tokens "@$w/prompt.txt" -n "${GEN:-128}" --temp 0 --ignore-eos -c 1024 -b "${PROMPT:-512}" \
-                --backend cuda --json > "$w/run_ab.json" 2> "$w/run_ab.err"; then
-                read -r pt2 dt2 < <(python3 -c '
+            IFS=';' read -ra ab_envs <<< "${AB_ENV:-}"
+            for ab in "${ab_envs[@]}"; do
+                [ -n "$ab" ] || continue
+                if env $ab timeout "${RUN_S:-240}" "$bin/strata" run -m "$m" \
+                    --prompt-tokens "@$w/prompt.txt" -n "${GEN:-128}" --temp 0 --ignore-eos -c 1024 -b "${PROMPT:-512}" \
+                    --backend cuda --json > "$w/run_ab.json" 2> "$w/run_ab.err"; then
+                    read -r pt2 dt2 < <(python3 -c '
 import json, sys
 s = json.load(open(sys.argv[1]))["stats"]
 print(round(s["prompt_tok_s"], 1), round(s["decode_tok_s"], 2))' "$w/run_ab.json")
-                row "$name" "strata cuda ($AB_ENV)" "--backend cuda prompt=${PROMPT:-512} gen=${GEN:-128}, env $AB_ENV" \
-                    "$pt2" "$dt2" "$bpt" "$(ratio "$dt2" "$ld" 3)" no "the same binary and model with $AB_ENV (comparison)"
-                summary+=("$name with $AB_ENV: prompt $pt2 tok/s, decode $dt2 tok/s")
-            fi
+                    row "$name" "strata cuda ($ab)" "--backend cuda prompt=${PROMPT:-512} gen=${GEN:-128}, env $ab" \
+                        "$pt2" "$dt2" "$bpt" "$(ratio "$dt2" "$ld" 3)" no "the same binary and model with $ab (comparison)"
+                    summary+=("$name with $ab: prompt $pt2 tok/s, decode $dt2 tok/s")
+                else
+                    summary+=("$name with $ab: failed: $(tail -n 1 "$w/run_ab.err")")
+                fi
+                grep -i "graph" "$w/run_ab.err" | tail -n 2
+            done
         else
             summary+=("$name: strata run failed (rc=$rc): $(tail -n 1 "$w/run.err")")
         fi

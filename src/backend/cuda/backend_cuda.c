@@ -77,9 +77,12 @@ static void *cuda_be_alloc(void *vctx, size_t bytes, const char *what)
     return strata_cuda_alloc(c->cu, bytes + STRATA_CUDA_PAD, what);
 }
 
+static int settle(struct cuda_ctx *c);
+
 static void cuda_be_release(void *vctx, void *p)
 {
     struct cuda_ctx *c = vctx;
+    if (settle(c)) strata_log_warn("cuda backend: a captured decode graph failed before a release");
     strata_cuda_free(c->cu, p);
 }
 
