@@ -373,7 +373,8 @@ static void dump_py_string(struct strata_strbuf *b, const char *s)
 static void dump_py_number(struct strata_strbuf *b, double v)
 {
     char num[40];
-    if (v == (double)(long long)v && v > -9007199254740992.0 && v < 9007199254740992.0) {
+    // range first: converting a double outside long long's range is undefined (found by fuzzing)
+    if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(long long)v) {
         snprintf(num, sizeof num, "%lld", (long long)v);
     } else {
         // Python's repr: the shortest text that reads back as the same double.
