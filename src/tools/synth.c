@@ -444,6 +444,82 @@ static int write_arch_hparams(struct strata_gguf_writer *w, const struct preset 
     return 0;
 }
 
+// llama.cpp's LLAMA_FTYPE for a file whose weight matrices are mostly `type` (the value its
+// loader guesses from the most common type when general.file_type is absent; K-quants of 3 to 5
+// bits are the "_M" mixes, MXFP4 the MoE mix of llama-quantize). -1 for types without one.
+int strata_synth_llama_ftype(uint32_t type)
+{
+    static const struct {
+        uint32_t type;
+        int ftype;
+    } map[] = {
+        {STRATA_TYPE_F32, 0},      {STRATA_TYPE_F16, 1},      {STRATA_TYPE_Q4_0, 2},
+        {STRATA_TYPE_Q4_1, 3},     {STRATA_TYPE_Q8_0, 7},     {STRATA_TYPE_Q5_0, 8},
+        {STRATA_TYPE_Q5_1, 9},     {STRATA_TYPE_Q2_K, 10},    {STRATA_TYPE_Q3_K, 12},
+        {STRATA_TYPE_Q4_K, 15},    {STRATA_TYPE_Q5_K, 17},    {STRATA_TYPE_Q6_K, 18},
+        {STRATA_TYPE_IQ2_XXS, 19}, {STRATA_TYPE_IQ2_XS, 20},  {STRATA_TYPE_IQ3_XXS, 23},
+        {STRATA_TYPE_IQ1_S, 24},   {STRATA_TYPE_IQ4_NL, 25},  {STRATA_TYPE_IQ3_S, 26},
+        {STRATA_TYPE_IQ2_S, 28},   {STRATA_TYPE_IQ4_XS, 30},  {STRATA_TYPE_IQ1_M, 31},
+        {STRATA_TYPE_BF16, 32},    {STRATA_TYPE_TQ1_0, 36},   {STRATA_TYPE_TQ2_0, 37},
+        {STRATA_TYPE_MXFP4, 38},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        if (map[i].type == type) return map[i].ftype;
+    }
+    return -1;
+}
+
+// gguf-py's model_weight_count_rounded_notation(n, min_digits=2): "30B", "3.3B", "12M", "0.5K".
+static void rounded_notation(char *out, size_t cap, uint64_t n)
+{
+    double v = (double)n;
+    const char *suffix = "K";
+    double scaled = v * 1e-3;
+    if (v > 1e12) scaled = v * 1e-12, suffix = "T";
+    else if (v > 1e9) scaled = v * 1e-9, suffix = "B";
+    else if (v > 1e6) scaled = v * 1e-6, suffix = "M";
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", scaled);  // Python's round(): half to even, as %.0f
+    const char *d = digits;
+    while (*d == '0') d++;
+    int fix = 2 - (int)strlen(d);
+    snprintf(out, cap, "%.*f%s", fix > 0 ? fix : 0, scaled, suffix);
+}
+
+// general.file_type from the type holding most weight-matrix elements, general.size_label as
+// gguf-py counts it ("{experts}x{shared + one expert's parameters}" for MoE files).
+static int write_general_sizes(struct strata_gguf_writer *w, const struct synth_tensor *items, size_t n)
+{
+    uint64_t per_type[STRATA_TYPE_COUNT] = {0}, shared = 0, expert = 0, expert_sum = 0, n_exp_tensors = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct synth_tensor *t = &items[i];
+        uint64_t size = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) size *= t->ne[d];
+        if (t->n_dims > 1 && t->type < STRATA_TYPE_COUNT) per_type[t->type] += size;
+        if (strstr(t->name, "_exps.") && t->n_dims >= 3) {
+            uint64_t count = t->ne[strstr(t->name, ".bias") ? t->n_dims - 2 : t->n_dims - 1];
+            expert += size / count;
+            expert_sum += count;
+            n_exp_tensors++;
+        } else {
+            shared += size;
+        }
+    }
+    uint32_t mostly = STRATA_TYPE_F32;
+    for (uint32_t ty = 0; ty < STRATA_TYPE_COUNT; ty++) {
+        if (per_type[ty] > per_type[mostly]) mostly = ty;
+    }
+    int ftype = strata_synth_llama_ftype(mostly);
+    char label[64], count[32];
+    uint64_t n_expert = n_exp_tensors ? expert_sum / n_exp_tensors : 0;
+    rounded_notation(count, sizeof count, n_expert ? shared + expert : shared);
+    if (n_expert) snprintf(label, sizeof label, "%llux%s", (unsigned long long)n_expert, count);
+    else snprintf(label, sizeof label, "%s", count);
+    int rc = strata_gguf_writer_set_str(w, "general.size_label", label);
+    if (rc == 0 && ftype >= 0) rc = strata_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
+    return rc;
+}
+
 static int write_hparams(struct strata_gguf_writer *w, const struct preset *p, const char *model_name,
                          uint32_t n_layer, uint32_t n_expert)
 {
@@ -639,7 +715,15 @@ int strata_synth(const struct strata_synth_opts *o)
     char model_name[160];
     snprintf(model_name, sizeof model_name, "strata-synth %s %s", p->name, strata_type_name((uint32_t)wt));
     if ((rc = write_hparams(w, p, model_name, n_layer, n_expert))) goto done;
-    if ((rc = strata_gguf_writer_set_u32(w, "general.file_type", 0))) goto done;
+    // general.* as convert_hf_to_gguf.py writes them; file_type and size_label depend on the
+    // tensors and are filled in once they are known (a key set again keeps its place)
+    if ((rc = strata_gguf_writer_set_str(w, "general.type", "model")) ||
+        (rc = strata_gguf_writer_set_str(w, "general.basename", "strata-synth")) ||
+        (rc = strata_gguf_writer_set_str(w, "general.finetune", p->name)) ||
+        (rc = strata_gguf_writer_set_str(w, "general.size_label", "")) ||
+        (rc = strata_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+        (rc = strata_gguf_writer_set_u32(w, "general.file_type", 0)))
+        goto done;
 
     uint32_t n_vocab = o->n_vocab > 0 ? (uint32_t)o->n_vocab : p->n_vocab;
     if (o->tokenizer_json) {
@@ -710,6 +794,8 @@ int strata_synth(const struct strata_synth_opts *o)
         if (rb > max_row) max_row = rb;
         if (t->ne[0] * 4 > max_row) max_row = t->ne[0] * 4;
     }
+
+    if ((rc = write_general_sizes(w, items, sch.n))) goto done;
 
     const uint64_t chunk = 8ull << 20;
     uint64_t buf_bytes = max_row > chunk ? max_row : chunk;

@@ -29,6 +29,9 @@ struct strata_synth_preset_info {
 
 // Write the model. 0 or negative (one error line logged).
 int strata_synth(const struct strata_synth_opts *o);
+// llama.cpp's LLAMA_FTYPE value (general.file_type) of a file whose weights are mostly `type`
+// (enum strata_type); -1 if it has none.
+int strata_synth_llama_ftype(uint32_t type);
 // Presets, NULL-terminated; borrowed.
 const struct strata_synth_preset_info *strata_synth_presets(void);
 

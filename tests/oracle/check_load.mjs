@@ -1,6 +1,7 @@
 // Loads a GGUF in llama.cpp (CPU) and evaluates a few tokens, to tell whether llama.cpp accepts
 // a model at all. Prints one line:
-//   ok arch=qwen3moe n_vocab=262 n_ctx_train=256 n_embd=64 argmax=[..]
+//   ok arch=qwen3moe n_vocab=262 n_ctx_train=256 n_embd=64 argmax=[..] desc="qwen3moe ?B Q4_K - Medium"
+// (desc: llama.cpp's llama_model_desc, whose last part is the file type from general.file_type)
 // and exits 0; on any failure prints the reason to stderr and exits non-zero (llama.cpp may
 // also abort the process on malformed metadata).
 import { parseCommon, loadModel, createContext, logitsToArray, vocabSize, parseTokens, run, printLine }
@@ -32,5 +33,5 @@ run("check_load", async () => {
     });
     printLine(`ok arch=${model.fileInfo.metadata.general.architecture} n_vocab=${nVocab} ` +
         `n_ctx_train=${model.trainContextSize} n_embd=${model.embeddingVectorSize} ` +
-        `argmax=${JSON.stringify(argmax)}`);
+        `argmax=${JSON.stringify(argmax)} desc=${JSON.stringify(model.typeDescription)}`);
 });
