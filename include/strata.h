@@ -71,7 +71,8 @@ struct strata_engine_params {
     enum strata_backend_kind backend;
     int gpu;                       // device index for a GPU backend
     uint64_t host_cache_bytes;     // RAM for routed experts (0: all resident)
-    uint64_t vram_cache_bytes;     // VRAM for routed experts with a GPU backend (0: none)
+    uint64_t vram_cache_bytes;     // VRAM for routed experts with a GPU backend (0: every expert
+                                   // resident); else a cache of VRAM slots over the host cache
     uint64_t memory_bound_bytes;   // whole-process bound (0: none). With host_cache_bytes 0 the
                                    // expert cache is what remains after the process so far, the
                                    // dense weights, n_seq_max sessions' KV at n_ctx and a runtime

@@ -1,7 +1,7 @@
 // Engine options shared by run, eval and serve (--mem-mib, --cache-mib, --cache-classes,
 // --cache-policy, --io, --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out,
-// --backend, --gpu, --cache-type-k, --cache-type-v) and the store's part of the JSON output and
-// the human summary.
+// --backend, --gpu, --gpu-cache-mib, --cache-type-k, --cache-type-v) and the store's part of the
+// JSON output and the human summary.
 #include <stdio.h>
 #include <string.h>
 
@@ -27,7 +27,11 @@ const char *const cli_store_usage =
     "  --trace-out FILE      write every token's expert ids per layer (strata sim replays it)\n"
     "  --backend auto|cpu|cuda  where the forward pass runs; auto (the default): cuda when strata\n"
     "                        was built with CUDA (make CUDA=1) and finds a GPU, else cpu; with\n"
-    "                        cuda every weight and expert is uploaded to the GPU at load\n"
+    "                        cuda every weight is uploaded to the GPU at load, and every expert\n"
+    "                        unless --gpu-cache-mib bounds them\n"
+    "  --gpu-cache-mib N|full  VRAM for routed experts with --backend cuda (default full: all\n"
+    "                        uploaded at load); N: a cache of VRAM slots filled from the host cache\n"
+    "                        (--cache-mib) over PCIe, the file behind it\n"
     "  --gpu N               GPU index for --backend cuda (default 0)\n"
     "  --cache-type-k T      KV cache type of keys: f32 (default), f16, bf16, q8_0 (llama.cpp's\n"
     "                        default is f16); a sliding window, sinks or MLA take f32 only\n"
@@ -51,6 +55,20 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
             return 1;
         }
         p->host_cache_bytes = mib << 20;
+        return 0;
+    }
+    case CLI_OPT_GPU_CACHE_MIB: {
+        if (strcmp(arg, "full") == 0) {
+            p->vram_cache_bytes = 0;
+            return 0;
+        }
+        uint64_t mib;
+        if (cli_parse_u64(arg, "--gpu-cache-mib", &mib)) return 1;
+        if (mib == 0 || mib > (1ull << 40)) {
+            fprintf(stderr, "strata: --gpu-cache-mib: '%s' must be 1..2^40 or 'full'\n", arg);
+            return 1;
+        }
+        p->vram_cache_bytes = mib << 20;
         return 0;
     }
     case CLI_OPT_MEM_MIB: {
@@ -161,6 +179,25 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
         cJSON_AddNumberToObject(o, "prefetch_recall", st->guessed_used ? (double)st->guess_correct / st->guessed_used : 0);
         cJSON_AddNumberToObject(o, "prefetch_precision", (double)st->guess_correct / st->guessed);
     }
+    if (tier == STRATA_TIER_VRAM && !st->full) {  // the VRAM tier over the host store
+        cJSON_AddNumberToObject(o, "pcie_bytes", (double)st->bytes_read);
+        cJSON_AddNumberToObject(o, "copy_wait_s", st->io_wait_s);
+        const struct strata_expert_stats *h = &all.experts[STRATA_TIER_HOST];
+        const uint64_t ha = h->hits + h->misses;
+        cJSON *ho = cJSON_AddObjectToObject(o, "host");
+        cJSON_AddStringToObject(ho, "cache", h->full ? "full" : "bounded");
+        cJSON_AddNumberToObject(ho, "cache_mib", h->slot_bytes / 1048576.0);
+        cJSON_AddNumberToObject(ho, "slots_per_layer", h->slots_per_layer);
+        cJSON_AddNumberToObject(ho, "hits", (double)h->hits);
+        cJSON_AddNumberToObject(ho, "misses", (double)h->misses);
+        cJSON_AddNumberToObject(ho, "evictions", (double)h->evictions);
+        cJSON_AddNumberToObject(ho, "hit_rate", ha ? (double)h->hits / (double)ha : 1.0);
+        cJSON_AddNumberToObject(ho, "bytes_read", (double)h->bytes_read);
+        cJSON_AddNumberToObject(ho, "reads", (double)h->reads);
+        cJSON_AddNumberToObject(ho, "io_wait_s", h->io_wait_s);
+        cJSON_AddNumberToObject(ho, "preload_bytes", (double)h->preload_bytes);
+        cJSON_AddNumberToObject(ho, "preload_s", h->preload_s);
+    }
     cJSON_AddNumberToObject(o, "preload_bytes", (double)st->preload_bytes);
     cJSON_AddNumberToObject(o, "preload_s", st->preload_s);
     cJSON_AddNumberToObject(o, "seconds", seconds);
@@ -208,23 +245,35 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
     struct strata_stats all;
     strata_engine_stats(e, &all);
     const enum strata_tier tier = all.experts[STRATA_TIER_VRAM].present ? STRATA_TIER_VRAM : STRATA_TIER_HOST;
-    const struct strata_expert_stats *st = &all.experts[tier];
+    const struct strata_expert_stats *st = &all.experts[tier];  // reassigned for the host line
     const uint64_t acc = st->hits + st->misses;
-    if (tier == STRATA_TIER_VRAM)
+    if (tier == STRATA_TIER_VRAM && st->full)
         fprintf(out, "experts: all %.0f MiB resident in VRAM (%u per layer), uploaded in %.2f s\n",
                 st->slot_bytes / 1048576.0, st->slots_per_layer, st->preload_s);
+    if (tier == STRATA_TIER_VRAM && !st->full)
+        fprintf(out, "experts: VRAM cache %.0f MiB (%u slots/layer, %u class%s), hit rate %.1f%% (%llu hits, %llu "
+                     "misses, %llu evictions), %.1f MiB over PCIe, %.2f s waiting on copies\n",
+                st->slot_bytes / 1048576.0, st->slots_per_layer, st->n_classes, st->n_classes == 1 ? "" : "es",
+                acc ? 100.0 * (double)st->hits / (double)acc : 100.0, (unsigned long long)st->hits,
+                (unsigned long long)st->misses, (unsigned long long)st->evictions, st->bytes_read / 1048576.0,
+                st->io_wait_s);
     if (all.vram_total_bytes)
         fprintf(out, "vram: %.0f MiB used (peak %.0f MiB) of %.0f MiB\n", all.vram_used_bytes / 1048576.0,
                 all.vram_peak_bytes / 1048576.0, all.vram_total_bytes / 1048576.0);
-    if (tier == STRATA_TIER_HOST)
+    if (all.experts[STRATA_TIER_HOST].present) {
+    st = &all.experts[STRATA_TIER_HOST];
+    const uint64_t acc = st->hits + st->misses;
     fprintf(out,
-            "experts: %s cache %.0f MiB (%u slots/layer, %u class%s), hit rate %.1f%% (%llu hits, %llu misses, "
+            "experts: %s%s cache %.0f MiB (%u slots/layer, %u class%s), hit rate %.1f%% (%llu hits, %llu misses, "
             "%llu evictions), read %.1f MiB in %.2f s I/O wait (%.2f GB/s, %s)%s\n",
-            st->full ? "full" : "bounded", st->slot_bytes / 1048576.0, st->slots_per_layer, st->n_classes,
+            tier == STRATA_TIER_VRAM ? "host: " : "", st->full ? "full" : "bounded", st->slot_bytes / 1048576.0,
+            st->slots_per_layer, st->n_classes,
             st->n_classes == 1 ? "" : "es", acc ? 100.0 * (double)st->hits / (double)acc : 100.0,
             (unsigned long long)st->hits, (unsigned long long)st->misses, (unsigned long long)st->evictions,
             st->bytes_read / 1048576.0, st->io_wait_s, st->io_wait_s > 0 ? st->bytes_read / st->io_wait_s / 1e9 : 0.0,
             g_io_names[p->io], st->retries ? " (with retries)" : "");
+    st = &all.experts[tier];
+    }
     if (p->prefetch_ahead)
         fprintf(out, "prefetch: %d layer%s ahead, %llu experts read ahead, %llu of them used, %llu given back; guesses "
                      "recall %.1f%%, precision %.1f%%\n", p->prefetch_ahead, p->prefetch_ahead == 1 ? "" : "s",

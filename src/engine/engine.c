@@ -156,6 +156,8 @@ static void close_parts(struct strata_engine *e)
 {
     strata_forward_free(e->fwd);
     strata_tokenizer_free(e->tok);
+    strata_vram_close(e->vram);
+    strata_vram_dev_close(&e->vdev);
     strata_store_close(e->store);
     strata_resident_close(e->resident);
     strata_model_free(e->m);
@@ -163,6 +165,7 @@ static void close_parts(struct strata_engine *e)
     e->fwd = NULL;
     e->tok = NULL;
     e->store = NULL;
+    e->vram = NULL;
     e->resident = NULL;
     e->m = NULL;
     e->chat_template = NULL;
@@ -200,19 +203,36 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
         const struct strata_expert_layout *lay = strata_model_expert_layout(e->m);
         if (!cache && left < lay->full_residency_bytes - lay->dense_bytes) cache = left;  // else all resident
     }
+    const struct strata_expert_layout *lay = strata_model_expert_layout(e->m);
+    const struct strata_experts_config ec = {
+        .cache_bytes = cache, .no_classes = !p->cache_classes, .io = p->io,
+        .io_threads = p->io_threads, .policy = p->cache_policy,
+    };
+    struct strata_slot_plan vplan = {0};
+    if (!e->be.iface->host_memory && p->vram_cache_bytes)
+        strata_expert_layout_plan(lay, p->vram_cache_bytes, p->cache_classes, &vplan);
     if (e->be.iface->host_memory) {
-        const struct strata_experts_config ec = {
-            .cache_bytes = cache, .no_classes = !p->cache_classes, .io = p->io,
-            .io_threads = p->io_threads, .policy = p->cache_policy,
-        };
-        if ((rc = strata_store_open(&e->store, strata_model_file_rw(e->m), strata_model_expert_layout(e->m),
-                                    hp->n_expert_used, &ec)))
+        if ((rc = strata_store_open(&e->store, strata_model_file_rw(e->m), lay, hp->n_expert_used, &ec)))
             return rc;
         e->experts = strata_store_provider(e->store);
-    } else {
-        if ((rc = strata_resident_open(&e->resident, &e->be, strata_model_file(e->m),
-                                       strata_model_expert_layout(e->m))))
+    } else if (p->vram_cache_bytes && lay->n_layers && vplan.n_slots < lay->n_expert) {
+        // The VRAM tier: bounded device slots over the host store (--cache-mib), over the file.
+        if ((rc = strata_store_open(&e->store, strata_model_file_rw(e->m), lay, hp->n_expert_used, &ec))) return rc;
+        void *slab;
+        size_t slab_bytes;
+        strata_store_slab(e->store, &slab, &slab_bytes);
+        if ((rc = strata_vram_dev_open(&e->vdev, &e->be, p->gpu, slab, slab_bytes))) return rc;
+        const struct strata_vram_config vc = {
+            .budget = p->vram_cache_bytes, .no_classes = !p->cache_classes, .policy = p->cache_policy,
+        };
+        if ((rc = strata_vram_open(&e->vram, e->vdev, strata_store_provider(e->store), lay, hp->n_expert_used, &vc)))
             return rc;
+        e->experts = strata_vram_provider(e->vram);
+        strata_log_info("vram experts: %.1f MiB of VRAM slots (%u per layer of %u) over a host cache of %.1f MiB",
+                        strata_vram_slot_bytes(e->vram) / 1048576.0, vplan.n_slots, lay->n_expert,
+                        strata_store_resident_bytes(e->store) / 1048576.0);
+    } else {
+        if ((rc = strata_resident_open(&e->resident, &e->be, strata_model_file(e->m), lay))) return rc;
         e->experts = strata_resident_provider(e->resident);
     }
     strata_forward_set_experts(e->fwd, e->experts);
@@ -324,6 +344,19 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
         };
         return;
     }
+    // The tier the forward pass talks to gets the lookahead's guesses.
+    const enum strata_tier front = e->vram ? STRATA_TIER_VRAM : STRATA_TIER_HOST;
+    st->experts[STRATA_TIER_VRAM] = (struct strata_expert_stats){0};
+    if (e->vram) {  // bytes_read: over PCIe; reads: experts copied; io_wait_s: acquires waiting on copies
+        st->experts[STRATA_TIER_VRAM] = (struct strata_expert_stats){
+            .present = true, .full = x.full, .hits = x.hits, .misses = x.misses, .evictions = x.evictions,
+            .bytes_read = x.bytes_read, .reads = x.reads, .io_wait_s = x.io_wait_s, .prefetched = x.prefetched,
+            .prefetch_used = x.prefetch_used, .joined = x.joined, .fetched = x.fetched,
+            .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes, .slot_bytes = x.slot_bytes_total,
+            .io_depth = x.io_depth,
+        };
+        strata_provider_stats(strata_store_provider(e->store), &x);
+    }
     st->experts[STRATA_TIER_HOST] = (struct strata_expert_stats){
         .present = true, .full = x.full, .hits = x.hits, .misses = x.misses, .evictions = x.evictions,
         .bytes_read = x.bytes_read, .reads = x.reads, .retries = x.retries, .io_wait_s = x.io_wait_s,
@@ -340,12 +373,11 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
     for (uint32_t l = 0; l < strata_model_expert_layout(e->m)->n_layers; l++) {
         struct strata_lookahead_stats la;
         strata_forward_lookahead_stats(e->fwd, l, &la);
-        st->experts[STRATA_TIER_HOST].guessed += la.predicted;
-        st->experts[STRATA_TIER_HOST].guessed_used += la.used;
-        st->experts[STRATA_TIER_HOST].guess_correct += la.correct;
+        st->experts[front].guessed += la.predicted;
+        st->experts[front].guessed_used += la.used;
+        st->experts[front].guess_correct += la.correct;
     }
     pthread_mutex_unlock(&e->pass_mu);
-    st->experts[STRATA_TIER_VRAM] = (struct strata_expert_stats){0};
 }
 
 void strata_engine_stats(struct strata_engine *e, struct strata_stats *out)
@@ -360,9 +392,12 @@ void strata_engine_layer_stats(struct strata_engine *e, enum strata_tier tier, u
                                struct strata_layer_stats *out)
 {
     *out = (struct strata_layer_stats){0};
-    if (tier != (e->resident ? STRATA_TIER_VRAM : STRATA_TIER_HOST)) return;
+    const bool vram = e->resident || e->vram;
+    if (tier != STRATA_TIER_VRAM && tier != STRATA_TIER_HOST) return;
+    if (tier == STRATA_TIER_VRAM ? !vram : !e->store) return;
     struct strata_experts_layer_stats ls;
-    strata_provider_layer_stats(e->experts, layer, &ls);
+    strata_provider_layer_stats(tier == STRATA_TIER_HOST && e->vram ? strata_store_provider(e->store) : e->experts,
+                                layer, &ls);
     struct strata_lookahead_stats la;
     pthread_mutex_lock(&e->pass_mu);
     strata_forward_lookahead_stats(e->fwd, layer, &la);

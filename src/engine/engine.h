@@ -15,8 +15,10 @@
 
 #include "backend/backend.h"
 #include "engine/resident.h"
+#include "engine/vram_dev.h"
 #include "experts/store.h"
 #include "experts/trace.h"
+#include "experts/vram.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "strata.h"
@@ -26,8 +28,11 @@ struct strata_engine {
     struct strata_engine_params params;
     struct strata_backend be;
     struct strata_model *m;
-    struct strata_store *store;          // the host store (a backend in host memory), or NULL
+    struct strata_store *store;          // the host store (a backend in host memory, or behind the
+                                         // VRAM tier), or NULL
     struct strata_resident *resident;    // every expert in backend memory (a GPU backend), or NULL
+    struct strata_vram *vram;            // the VRAM tier over the store (--gpu-cache-mib N), or NULL
+    struct strata_vram_dev vdev;         // its device (copy stream, the store's slab page-locked)
     struct strata_expert_provider experts;
     struct strata_tokenizer *tok;
     struct strata_forward *fwd;

@@ -648,6 +648,12 @@ struct strata_expert_provider strata_store_provider(struct strata_store *st)
 
 uint64_t strata_store_resident_bytes(const struct strata_store *st) { return st->slab_bytes; }
 
+void strata_store_slab(const struct strata_store *st, void **base, size_t *bytes)
+{
+    *base = st->slab;
+    *bytes = st->slab_bytes;
+}
+
 const char *strata_cache_policy_name(enum strata_cache_policy p)
 {
     static const char *const names[STRATA_POLICY_COUNT] = {"lfu", "lru"};

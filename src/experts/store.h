@@ -46,6 +46,8 @@ void strata_store_close(struct strata_store *st);
 struct strata_expert_provider strata_store_provider(struct strata_store *st);
 // Bytes of expert slots allocated (what the budget bought).
 uint64_t strata_store_resident_bytes(const struct strata_store *st);
+// The one mapping that holds every slot (a VRAM tier page-locks it once for its copies).
+void strata_store_slab(const struct strata_store *st, void **base, size_t *bytes);
 const char *strata_cache_policy_name(enum strata_cache_policy p);
 
 #endif

@@ -245,6 +245,74 @@ void strata_cuda_host_free(void *p)
     if (p) CU_WARN(cudaFreeHost(p));
 }
 
+int strata_cuda_host_register(void *p, size_t bytes)
+{
+    const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        strata_log_warn("cuda: cannot page-lock %.1f MiB of host memory (%s); copies from it stay pageable",
+                        bytes / 1048576.0, cudaGetErrorString(e));
+        return STRATA_EUNSUP;
+    }
+    return 0;
+}
+
+void strata_cuda_host_unregister(void *p)
+{
+    if (p) CU_WARN(cudaHostUnregister(p));
+}
+
+// ---- copies of the VRAM expert tier ----------------------------------------------------------
+
+struct strata_cuda_copier {
+    int device;
+    cudaStream_t stream;
+};
+
+int strata_cuda_copier_open(struct strata_cuda_copier **out, int device)
+{
+    *out = NULL;
+    CU_TRY(cudaSetDevice(device));
+    struct strata_cuda_copier *c = (struct strata_cuda_copier *)calloc(1, sizeof *c);
+    if (!c) return STRATA_ENOMEM;
+    c->device = device;
+    if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        strata_log_error("cuda: cannot create the copy stream on device %d", device);
+        free(c);
+        return STRATA_EIO;
+    }
+    *out = c;
+    return 0;
+}
+
+void strata_cuda_copier_close(struct strata_cuda_copier *c)
+{
+    if (!c) return;
+    cudaSetDevice(c->device);
+    CU_WARN(cudaStreamSynchronize(c->stream));
+    CU_WARN(cudaStreamDestroy(c->stream));
+    free(c);
+}
+
+int strata_cuda_copier_bind(struct strata_cuda_copier *c)
+{
+    CU_TRY(cudaSetDevice(c->device));
+    return 0;
+}
+
+int strata_cuda_copier_copy(struct strata_cuda_copier *c, void *dst, const void *src, size_t bytes)
+{
+    CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+    return 0;
+}
+
+int strata_cuda_copier_wait(struct strata_cuda_copier *c)
+{
+    CU_TRY(cudaStreamSynchronize(c->stream));
+    return 0;
+}
+
 // ---- graphs ------------------------------------------------------------------------------------
 
 int strata_cuda_graph_begin(struct strata_cuda *cu)

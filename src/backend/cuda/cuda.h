@@ -309,6 +309,24 @@ int strata_cuda_moe_combine_routed(struct strata_cuda *cu, float *x, const float
 // Page-locked host memory (NULL when the driver refuses), for asynchronous uploads.
 void *strata_cuda_host_alloc(size_t bytes);
 void strata_cuda_host_free(void *p);
+// Page-lock an existing host range once (cudaHostRegister; the VRAM expert tier registers the host
+// expert store's slab at open), so copies from it run at pinned speed with no staging. 0, or
+// STRATA_EUNSUP with one warning line when the driver refuses (copies from it then stay pageable).
+int strata_cuda_host_register(void *p, size_t bytes);
+void strata_cuda_host_unregister(void *p);
+
+// ---- copies of the VRAM expert tier ------------------------------------------------------------
+
+// A stream of its own on a device, for host -> device copies beside the compute stream (the VRAM
+// expert tier's fills). Used from one thread: bind sets that thread's device first.
+struct strata_cuda_copier;
+int strata_cuda_copier_open(struct strata_cuda_copier **out, int device);
+void strata_cuda_copier_close(struct strata_cuda_copier *c);
+int strata_cuda_copier_bind(struct strata_cuda_copier *c);
+// Queue a copy (src: host memory, best registered; dst: device memory).
+int strata_cuda_copier_copy(struct strata_cuda_copier *c, void *dst, const void *src, size_t bytes);
+// Until every queued copy has landed.
+int strata_cuda_copier_wait(struct strata_cuda_copier *c);
 
 // ---- CUDA graphs of the decode step ------------------------------------------------------------
 
