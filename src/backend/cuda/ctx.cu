@@ -4,10 +4,140 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ctx.cuh"
 #include "backend/cuda/mm.cuh"
+
+// ---- profile (STRATA_CUDA_PROF=1) ---------------------------------------------------------------
+// Where Nsight cannot read the counters (the lent machine's runtime), this says where a pass's GPU
+// time goes: an event is recorded before every launch and copy, and at each drain of the stream the
+// time from one event to the next is charged to the launch it follows, under its kernel's name (or
+// the tag its caller set: the mat-vec names type and shape). The host time from one mark to the
+// next is kept beside it: when it is as large as the GPU time, launches, not kernels, set the pace.
+// Events between kernels end programmatic dependent launch overlap, so totals are a little higher
+// than without; graphs are not captured while profiling.
+
+#define PROF_EVENTS 8192
+#define PROF_TAGS 256
+
+struct prof_tag {
+    char name[64];
+    uint64_t calls;
+    double gpu_ms, host_ms;
+};
+
+struct strata_cuda_prof {
+    cudaEvent_t ev[PROF_EVENTS + 1];
+    int tag_of[PROF_EVENTS];
+    double host_t[PROF_EVENTS + 1];
+    int n;
+    struct prof_tag tags[PROF_TAGS];
+    int n_tags;
+    uint64_t drains, marks;
+    double span_ms;
+};
+
+static double prof_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void prof_open(struct strata_cuda *cu)
+{
+    const char *e = getenv("STRATA_CUDA_PROF");
+    if (!e || !*e || strcmp(e, "0") == 0) return;
+    struct strata_cuda_prof *p = (struct strata_cuda_prof *)calloc(1, sizeof *p);
+    if (!p) return;
+    for (int i = 0; i <= PROF_EVENTS; i++)
+        if (cudaEventCreate(&p->ev[i]) != cudaSuccess) {
+            strata_log_warn("cuda: STRATA_CUDA_PROF: cannot create events; no profile");
+            for (int j = 0; j < i; j++) cudaEventDestroy(p->ev[j]);
+            free(p);
+            return;
+        }
+    cu->prof = p;
+    strata_log_info("cuda: profiling every launch (STRATA_CUDA_PROF=1): the times are for comparisons");
+}
+
+static void prof_flush(struct strata_cuda *cu)
+{
+    struct strata_cuda_prof *p = cu->prof;
+    if (!p || p->n == 0) return;
+    if (cudaEventRecord(p->ev[p->n], cu->stream) != cudaSuccess || cudaEventSynchronize(p->ev[p->n]) != cudaSuccess) {
+        (void)cudaGetLastError();
+        p->n = 0;
+        return;
+    }
+    p->host_t[p->n] = prof_now_ms();
+    for (int i = 0; i < p->n; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        struct prof_tag *t = &p->tags[p->tag_of[i]];
+        t->calls++;
+        t->gpu_ms += ms;
+        t->host_ms += p->host_t[i + 1] - p->host_t[i];
+        p->span_ms += ms;
+    }
+    p->drains++;
+    p->n = 0;
+}
+
+void strata_cuda_prof_mark(struct strata_cuda *cu, const char *what)
+{
+    struct strata_cuda_prof *p = cu->prof;
+    if (cu->capturing) return;
+    if (p->n == PROF_EVENTS) prof_flush(cu);
+    const char *name = cu->prof_tag[0] ? cu->prof_tag : what;
+    int t = 0;
+    while (t < p->n_tags && strcmp(p->tags[t].name, name) != 0) t++;
+    if (t == p->n_tags) {
+        if (p->n_tags == PROF_TAGS) t = PROF_TAGS - 1;  // the last tag collects the rest
+        else snprintf(p->tags[p->n_tags++].name, sizeof p->tags[0].name, "%s", name);
+    }
+    cu->prof_tag[0] = 0;
+    if (cudaEventRecord(p->ev[p->n], cu->stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    p->host_t[p->n] = prof_now_ms();
+    p->tag_of[p->n++] = t;
+    p->marks++;
+}
+
+static int prof_cmp(const void *a, const void *b)
+{
+    const double x = ((const struct prof_tag *)a)->gpu_ms, y = ((const struct prof_tag *)b)->gpu_ms;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void prof_close(struct strata_cuda *cu)
+{
+    struct strata_cuda_prof *p = cu->prof;
+    if (!p) return;
+    prof_flush(cu);
+    qsort(p->tags, (size_t)p->n_tags, sizeof p->tags[0], prof_cmp);
+    fprintf(stderr, "cuda profile: %llu launches and copies in %llu drains, %.1f ms of GPU time between them\n",
+            (unsigned long long)p->marks, (unsigned long long)p->drains, p->span_ms);
+    fprintf(stderr, "cuda profile: %-40s %9s %11s %9s %9s %6s\n", "launch", "calls", "GPU ms", "GPU us/c", "host us/c",
+            "share");
+    for (int i = 0; i < p->n_tags; i++) {
+        const struct prof_tag *t = &p->tags[i];
+        if (t->calls == 0) continue;
+        fprintf(stderr, "cuda profile: %-40s %9llu %11.2f %9.2f %9.2f %5.1f%%\n", t->name, (unsigned long long)t->calls,
+                t->gpu_ms, 1e3 * t->gpu_ms / (double)t->calls, 1e3 * t->host_ms / (double)t->calls,
+                p->span_ms > 0 ? 100.0 * t->gpu_ms / p->span_ms : 0.0);
+    }
+    for (int i = 0; i <= PROF_EVENTS; i++) cudaEventDestroy(p->ev[i]);
+    free(p);
+    cu->prof = NULL;
+}
 
 int strata_cuda_device_count(const char **why)
 {
@@ -85,6 +215,7 @@ int strata_cuda_open(struct strata_cuda **out, int device)
         strata_cuda_close(cu);
         return rc;
     }
+    prof_open(cu);
     *out = cu;
     return 0;
 }
@@ -94,6 +225,7 @@ void strata_cuda_close(struct strata_cuda *cu)
     if (!cu) return;
     cudaSetDevice(cu->device);
     if (cu->stream) CU_WARN(cudaStreamSynchronize(cu->stream));
+    prof_close(cu);
     if (cu->graph_exec) CU_WARN(cudaGraphExecDestroy(cu->graph_exec));
     for (size_t i = 0; i < cu->n_allocs; i++) CU_WARN(cudaFree(cu->allocs[i].p));
     free(cu->allocs);
@@ -168,6 +300,7 @@ uint64_t strata_cuda_bytes_peak(const struct strata_cuda *cu) { return cu->bytes
 int strata_cuda_sync(struct strata_cuda *cu)
 {
     CU_TRY(cudaStreamSynchronize(cu->stream));
+    if (cu->prof) prof_flush(cu);
     return 0;
 }
 
@@ -180,19 +313,23 @@ int strata_cuda_upload(struct strata_cuda *cu, void *dst, const void *src, size_
 
 int strata_cuda_download(struct strata_cuda *cu, void *dst, const void *src, size_t bytes)
 {
+    if (cu->prof) strata_cuda_prof_mark(cu, "download");
     CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu->stream));
     CU_TRY(cudaStreamSynchronize(cu->stream));
+    if (cu->prof) prof_flush(cu);
     return 0;
 }
 
 int strata_cuda_memset(struct strata_cuda *cu, void *dst, int value, size_t bytes)
 {
+    if (cu->prof) strata_cuda_prof_mark(cu, "memset");
     CU_TRY(cudaMemsetAsync(dst, value, bytes, cu->stream));
     return 0;
 }
 
 int strata_cuda_copy_async(struct strata_cuda *cu, void *dst, const void *src, size_t bytes)
 {
+    if (cu->prof) strata_cuda_prof_mark(cu, "copy (tables, small uploads)");
     CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cu->stream));
     return 0;
 }

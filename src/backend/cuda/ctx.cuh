@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <stdio.h>
+
 #include <utility>
 
 #include "backend/cuda/common.cuh"
@@ -31,7 +33,13 @@ struct strata_cuda {
     int pdl;                         // programmatic dependent launch on (sm_90, not STRATA_CUDA_PDL=0)
     int32_t *rows_dev;               // host row lists copied here for get_rows
     size_t rows_cap;
+    struct strata_cuda_prof *prof;   // STRATA_CUDA_PROF=1: time per kernel (ctx.cu), else NULL
+    char prof_tag[64];               // the next launch's name in the profile ("" = its kernel's)
 };
+
+// STRATA_CUDA_PROF=1: an event before every launch, the time to the next one charged to it.
+void strata_cuda_prof_mark(struct strata_cuda *cu, const char *what);
+
 
 // Each file's copy of the IQ grids and non-linear value tables (decode.cuh).
 int strata_cuda_tables_quant(void);
@@ -62,6 +70,7 @@ static inline cudaError_t strata_cuda_launch(struct strata_cuda *cu, void (*kern
 // Launch and check (in functions returning int).
 #define CU_LAUNCH(what, kernel, grid, block, smem, ...)                                                     \
     do {                                                                                                    \
+        if (cu->prof) strata_cuda_prof_mark(cu, what);                                                     \
         cudaError_t cu_err_ = strata_cuda_launch(cu, kernel, grid, block, smem, __VA_ARGS__);               \
         if (cu_err_ != cudaSuccess) {                                                                       \
             strata_log_error("cuda: launching %s failed: %s", what, cudaGetErrorString(cu_err_));         \

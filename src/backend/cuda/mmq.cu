@@ -319,6 +319,9 @@ int strata_cuda_mmq_launch(struct strata_cuda *cu, const struct mm_args *a, cons
     const dim3 grid(cdiv(a->n_out, BM), mt ? (unsigned)max_tiles : cdiv(a->n_tok, BN));
     if (grid.y == 0) return 0;
     const size_t sm = sizeof(struct mmq_smem);
+    if (cu->prof)
+        snprintf(cu->prof_tag, sizeof cu->prof_tag, "mmq%s %s %ux%u t%d", mt ? " experts" : "", strata_type_name(a->type),
+                 a->n_out, a->n_in, a->n_tok);
     switch (a->type) {
 #define CASE(T)                                                                                        \
     case STRATA_TYPE_##T: CU_LAUNCH("k_mmq", (k_mmq<STRATA_TYPE_##T>), grid, 128, sm, *a, mt ? *mt : none); break;

@@ -307,6 +307,9 @@ int strata_cuda_mv_launch(struct strata_cuda *cu, const struct mm_args *a)
     const int nt = a->w_table || a->n_tok == 1 ? 1 : MV_MAX_NT;
     const dim3 grid(cdiv(a->n_out, MV_WARPS), cdiv(a->n_tok, nt));
     const unsigned th = MV_WARPS * 32;
+    if (cu->prof)
+        snprintf(cu->prof_tag, sizeof cu->prof_tag, "mv%s %s %ux%u t%d%s", a->w_table ? " experts" : "",
+                 strata_type_name(a->type), a->n_out, a->n_in, a->n_tok, a->w2 || a->w2_table ? " swiglu" : "");
     switch (a->type) {
 #define CASE(T)                                                                                   \
     case STRATA_TYPE_##T:                                                                         \
@@ -334,6 +337,9 @@ int strata_cuda_mv_moe_down_launch(struct strata_cuda *cu, const struct mm_args 
     }
     const dim3 grid(cdiv(a->n_out, MV_WARPS), n_tok);
     const unsigned th = MV_WARPS * 32;
+    if (cu->prof)
+        snprintf(cu->prof_tag, sizeof cu->prof_tag, "moe_down %s %ux%u t%d k%d", strata_type_name(a->type), a->n_out,
+                 a->n_in, n_tok, K);
     switch (a->type) {
 #define CASE(T)                                                                                                \
     case STRATA_TYPE_##T:                                                                                      \

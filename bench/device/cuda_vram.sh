@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# One device call for the CUDA decode profile and the VRAM expert tier (issues 10 and 11), on the
+# qwen3-30b-a3b shape (48 layers, strata synth):
+#   1. test_cuda_host and test_cuda (kernels, the backend end to end against the CPU backend);
+#   2. every expert in VRAM: prompt / decode speed, then the same run with STRATA_CUDA_PROF=1 (GPU
+#      time per launch) and with STRATA_CUDA_GRAPH=1;
+#   3. --gpu-cache-mib at each share of the expert bytes in VRAM_SHARES (host cache full): speed,
+#      tokens compared with the resident run (the same kernels compute every expert, so they must
+#      be identical), per-tier statistics; a profile of the smallest budget;
+#   4. a budget below one token's experts per layer: one error line naming the minimum.
+# Rows go to bench/results.tsv (copied to $OUT/results.tsv), logs and profiles to $OUT.
+#
+#   bash bench/device/deps.sh && make CUDA=1 build-cuda/strata build-cuda/tests/test_cuda{,_host}
+#   cp build-cuda/strata build-cuda/tests/test_cuda build-cuda/tests/test_cuda_host .deps/bin/
+#   run(command="BIN=.deps/bin COMMIT=$(git rev-parse --short HEAD) bash bench/device/cuda_vram.sh",
+#       carry=[".deps"], timeout_s=500)
+#
+# Environment: BIN (binaries, default build-cuda), TYPE (Q4_K), LAYERS (48), PROMPT (512), GEN (128),
+# VRAM_SHARES ("50 25", percent of the expert bytes), TEST_S (120, 0 skips the tests), BUDGET_S
+# (420: later phases are skipped past it), COMMIT.
+# llama.cpp CUDA is not built here (5 minutes there); the rows compare with shared/DEVICE.md's
+# numbers for this shape: Q4_K all in VRAM 299 / 6,455; -ncmoe 48 35.1 / 184; -ncmoe 36 (25% of the
+# experts in VRAM) 49.5 / 241; -ncmoe 24 (50%) 66.7 / 402; Q8_0 279 / 9,080, 24.6 / 194, 31.9 / 205 (8/48).
+set -u
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+exec > >(tee -a "$out/log.txt") 2>&1
+export LD_LIBRARY_PATH="$root/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CUDA_MODULE_LOADING=EAGER
+t0=$SECONDS
+bin=${BIN:-$root/build-cuda}
+tbin=${BIN:-$root/build-cuda/tests}
+type=${TYPE:-Q4_K} layers=${LAYERS:-48} P=${PROMPT:-512} G=${GEN:-128}
+commit=${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+summary=()
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
+late() { [ $((SECONDS - t0)) -gt "${BUDGET_S:-420}" ]; }
+
+if [ "${TEST_S:-120}" != 0 ]; then
+    "$tbin/test_cuda_host" > "$out/test_cuda_host.log" 2>&1
+    summary+=("test_cuda_host: rc=$? $(tail -n 1 "$out/test_cuda_host.log")")
+    tt=$SECONDS
+    timeout "${TEST_S:-120}" "$tbin/test_cuda" > "$out/test_cuda.log" 2>&1; rc=$?
+    grep -v '^ok' "$out/test_cuda.log" | grep -v '^    ' | head -n 30
+    summary+=("test_cuda: rc=$rc, $(grep -c '^ok' "$out/test_cuda.log") ok, $(grep -c '^FAIL' "$out/test_cuda.log") FAIL, $((SECONDS - tt)) s")
+fi
+
+w=${WORK:-/tmp/cv}; mkdir -p "$w"
+m="$w/q3-30b-$type.gguf" name="qwen3-30b-a3b-L$layers-$type"
+python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range($P)))" > "$w/prompt.txt"
+ts=$SECONDS
+"$bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$layers" --type "$type" -o "$m" --no-progress ||
+    { echo "synth failed"; exit 1; }
+echo "synth $type: $((SECONDS - ts)) s, $(du -h "$m" | cut -f1)"
+# bytes a decoded token reads (every tensor but the embedding, the routed experts' K of X) and the
+# routed experts' bytes
+read -r bpt exp_bytes < <("$bin/strata" inspect "$m" --json | python3 -c '
+import json, sys
+j = json.load(sys.stdin); md = j["metadata"]
+v = lambda k: md[k]["value"] if isinstance(md[k], dict) else md[k]
+arch = v("general.architecture")
+X, K = v(arch + ".expert_count"), v(arch + ".expert_used_count")
+b = e = 0
+for t in j["tensors"]:
+    if t["name"] == "token_embd.weight": continue
+    if "_exps." in t["name"]: b += t["bytes"] * K / X; e += t["bytes"]
+    else: b += t["bytes"]
+print(int(b), int(e))')
+echo "bytes per token $bpt, expert bytes $exp_bytes"
+
+case $type in Q8_0) lp=9080 ld=279 ;; Q4_K) lp=6455 ld=299 ;; *) lp=0 ld=0 ;; esac
+
+# run TAG ENV FLAGS...: one strata run, its JSON in $w/TAG.json, stderr in $out/TAG.err
+run() {
+    local tag=$1 envs=$2; shift 2
+    env $envs timeout "${RUN_S:-150}" "$bin/strata" run -m "$m" --prompt-tokens "@$w/prompt.txt" -n "$G" --temp 0 \
+        --ignore-eos -c 1024 -b "$P" --backend "${BACKEND:-cuda}" --json "$@" > "$w/$tag.json" 2> "$out/$tag.err"
+    local rc=$?
+    [ $rc -eq 0 ] || { echo "$tag: rc=$rc"; tail -n 3 "$out/$tag.err"; }
+    return $rc
+}
+
+# fields of a run's JSON: prompt decode load vram_peak same_tokens_as_base tiers...
+facts() {
+    python3 - "$w/$1.json" "$w/base.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1])); s = r["stats"]
+try: same = "same" if json.load(open(sys.argv[2]))["tokens"] == r["tokens"] else "DIFFERENT"
+except Exception: same = "n/a"
+ex = s.get("experts", {}) or {}
+def tier(d):
+    if not isinstance(d, dict) or not d: return ""
+    keys = ("hit_rate", "hits", "misses", "evictions", "pcie_bytes", "copy_wait_s", "bytes_read", "io_wait_s")
+    return " ".join(f"{k}={d[k]:.4g}" if isinstance(d.get(k), float) else f"{k}={d.get(k)}" for k in keys if k in d)
+print(f'{s["prompt_tok_s"]:.1f} {s["decode_tok_s"]:.2f} {s["load_s"]:.1f} {s.get("vram_peak_mib", 0):.0f} {same}')
+print("vram: " + tier(ex)); print("host: " + tier(ex.get("host", {})))
+EOF
+}
+
+ratio() { python3 -c 'import sys; a, b = map(float, sys.argv[1:3]); print(f"{a / b:.{sys.argv[3]}f}" if b else 0)' "$1" "$2" "$3"; }
+
+row() {  # engine flags prompt decode vs_llama kept note
+    local floor
+    floor=$(ratio "${HBM_GBS:-4260}e9" "$bpt" 1)
+    printf '%s\t%s\th200\t%s\t%s\t%s\t%s\t%s\t1.0\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M)" "$commit" \
+        "$name" "$1" "$2" "$3" "$4" "$bpt" "$floor" "$(ratio "$4" "$floor" 3)" "$5" "$6" "$7" |
+        tee -a "$root/bench/results.tsv" >> "$out/results.tsv"
+}
+
+if run base ""; then
+    { read -r p d l v same; read -r t1; read -r t2; } < <(facts base)
+    row "strata cuda" "--backend cuda prompt=$P gen=$G, every expert in VRAM" "$p" "$d" "$(ratio "$d" "$ld" 3)" yes \
+        "load ${l}s, VRAM peak $v MiB; prompt vs llama.cpp $(ratio "$p" "$lp" 3) ($lp), decode vs $ld (DEVICE.md, not this run)"
+    summary+=("resident: prompt $p decode $d load $l s VRAM $v MiB")
+fi
+if ! late && run prof "STRATA_CUDA_PROF=1"; then
+    { read -r p d l v same; read -r t1; read -r t2; } < <(facts prof)
+    summary+=("resident, STRATA_CUDA_PROF=1: prompt $p decode $d ($same tokens)")
+    grep '^cuda profile' "$out/prof.err" | head -n 45
+fi
+if ! late && run graph "STRATA_CUDA_GRAPH=1"; then
+    { read -r p d l v same; read -r t1; read -r t2; } < <(facts graph)
+    row "strata cuda (STRATA_CUDA_GRAPH=1)" "--backend cuda prompt=$P gen=$G, decode graphs" "$p" "$d" \
+        "$(ratio "$d" "$ld" 3)" no "the same binary and model with decode graphs ($same tokens as without)"
+    summary+=("resident, graphs: prompt $p decode $d ($same tokens); $(grep -i 'graphs launched' "$out/graph.err" | tail -n 1)")
+fi
+
+for share in ${VRAM_SHARES:-50 25}; do
+    late && { summary+=("VRAM $share%: skipped (time)"); continue; }
+    mib=$((exp_bytes * share / 100 / 1048576))
+    case "$type:$share" in Q4_K:25) sp=241 sd=49.5 split="-ncmoe 36" ;; Q4_K:50) sp=402 sd=66.7 split="-ncmoe 24" ;;
+        Q8_0:*) sp=205 sd=31.9 split="8/48 layers" ;; *) sp=0 sd=0 split="?" ;; esac
+    cpu_p=$([ "$type" = Q8_0 ] && echo 194 || echo 184)
+    if run "vram$share" "" --gpu-cache-mib "$mib"; then
+        { read -r p d l v same; read -r t1; read -r t2; } < <(facts "vram$share")
+        row "strata cuda vram $share%" "--backend cuda --gpu-cache-mib $mib ($share% of the experts) prompt=$P gen=$G" \
+            "$p" "$d" "$(ratio "$d" "$sd" 3)" yes \
+            "tokens $same as resident; vs llama.cpp best split at equal VRAM ($split: $sd / $sp, DEVICE.md): decode $(ratio "$d" "$sd" 3), prompt vs experts-on-CPU $cpu_p: $(ratio "$p" "$cpu_p" 2); $t1; $t2"
+        summary+=("VRAM $share% ($mib MiB): prompt $p decode $d, tokens $same; $t1 | $t2")
+        grep -i 'vram experts' "$out/vram$share.err" | head -n 3
+    fi
+done
+last=${VRAM_SHARES:-50 25}; last=${last##* }
+if ! late; then
+    mib=$((exp_bytes * last / 100 / 1048576))
+    GEN_SAVE=$G; G=32
+    run vprof "STRATA_CUDA_PROF=1" --gpu-cache-mib "$mib" &&
+        grep '^cuda profile' "$out/vprof.err" | head -n 30
+    G=$GEN_SAVE
+fi
+if ! late; then
+    "$bin/strata" run -m "$m" -p "hi" -n 2 --backend cuda --gpu-cache-mib 1 > /dev/null 2> "$out/tiny.err"
+    summary+=("--gpu-cache-mib 1: rc=$? $(grep -i 'error\|minimum' "$out/tiny.err" | head -n 2 | tr '\n' ' ')")
+fi
+rm -f "$m"
+echo "---- summary ($((SECONDS - t0)) s)"
+printf '%s\n' "${summary[@]}"
+[ -f "$out/results.tsv" ] && cat "$out/results.tsv"
