@@ -16,7 +16,8 @@
 #       carry=[".deps"], timeout_s=500)
 #
 # Environment: BIN (binaries, default build-cuda), TYPE (Q4_K), LAYERS (48), PROMPT (512), GEN (128),
-# VRAM_SHARES ("50 25", percent of the expert bytes), TEST_S (120, 0 skips the tests), BUDGET_S
+# VRAM_SHARES ("50 25", percent of the expert bytes), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
+# the decode-graph run), BUDGET_S
 # (420: later phases are skipped past it), COMMIT.
 # llama.cpp CUDA is not built here (5 minutes there); the rows compare with shared/DEVICE.md's
 # numbers for this shape: Q4_K all in VRAM 299 / 6,455; -ncmoe 48 35.1 / 184; -ncmoe 36 (25% of the
@@ -119,7 +120,11 @@ if ! late && run prof "STRATA_CUDA_PROF=1"; then
     summary+=("resident, STRATA_CUDA_PROF=1: prompt $p decode $d ($same tokens)")
     grep '^cuda profile' "$out/prof.err" | head -n 45
 fi
-if ! late && run graph "STRATA_CUDA_GRAPH=1"; then
+if ! late && run hostroute "STRATA_HOST_ROUTE=1"; then
+    { read -r p d l v same; read -r t1; read -r t2; } < <(facts hostroute)
+    summary+=("resident, STRATA_HOST_ROUTE=1 (the VRAM tier's routing path): prompt $p decode $d ($same tokens)")
+fi
+if [ "${GRAPH:-1}" != 0 ] && ! late && run graph "STRATA_CUDA_GRAPH=1"; then
     { read -r p d l v same; read -r t1; read -r t2; } < <(facts graph)
     row "strata cuda (STRATA_CUDA_GRAPH=1)" "--backend cuda prompt=$P gen=$G, decode graphs" "$p" "$d" \
         "$(ratio "$d" "$ld" 3)" no "the same binary and model with decode graphs ($same tokens as without)"

@@ -23,73 +23,116 @@
 #define ATTN_DMAX 256    // largest head dim
 #define ATTN_SMEM_MAX (200 * 1024)
 
-__device__ __forceinline__ float kv_load(const void *p, bool f16, size_t i)
+// Staging of one sub-chunk of keys and values: each thread holds up to KV_REG groups of 4
+// consecutive elements of each in registers (one 16-byte load per group for F32, 8 bytes for F16),
+// all issued at once, so a sub-chunk costs one memory latency; the next sub-chunk's loads are in
+// flight while the current one is computed.
+#define KV_REG (ATTN_SUB * ATTN_DMAX / 4 / (ATTN_WARPS * 32))
+#define KSTRIDE(D) ((D) + 4)  // floats between staged keys: 16-byte rows, a quarter warp's float4 reads on distinct banks
+
+__device__ __forceinline__ float4 kv_load4(const void *p, bool f16, size_t i)
 {
-    return f16 ? __half2float(((const __half *)p)[i]) : ((const float *)p)[i];
+    if (!f16) return *(const float4 *)((const float *)p + i);
+    const uint2 u = *(const uint2 *)((const __half *)p + i);
+    const float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
 }
 
-// scratch layout per (token, head, chunk): [Dv] output, then max, sum
+struct kv_regs {
+    float4 k[KV_REG], v[KV_REG];
+};
+
+__device__ __forceinline__ void kv_fetch(const struct strata_cuda_attn &a, int kvh, int s0, int ns, kv_regs &r)
+{
+    const uint32_t D4 = a.D / 4, V4 = a.Dv / 4;
+#pragma unroll
+    for (int j = 0; j < KV_REG; j++) {
+        const uint32_t g = threadIdx.x + j * ATTN_WARPS * 32;
+        if (g < (uint32_t)ns * D4)
+            r.k[j] = kv_load4(a.k, a.kv_f16, (size_t)(s0 + g / D4) * a.kv_stride + (size_t)kvh * a.D + 4 * (g % D4));
+        if (g < (uint32_t)ns * V4)
+            r.v[j] = kv_load4(a.v, a.kv_f16, (size_t)(s0 + g / V4) * a.kv_stride + (size_t)kvh * a.Dv + 4 * (g % V4));
+    }
+}
+
+__device__ __forceinline__ void kv_stage(const struct strata_cuda_attn &a, int ns, const kv_regs &r, float *sk, float *sv)
+{
+    const uint32_t D4 = a.D / 4, V4 = a.Dv / 4;
+#pragma unroll
+    for (int j = 0; j < KV_REG; j++) {
+        const uint32_t g = threadIdx.x + j * ATTN_WARPS * 32;
+        if (g < (uint32_t)ns * D4) *(float4 *)(sk + (g / D4) * KSTRIDE(a.D) + 4 * (g % D4)) = r.k[j];
+        if (g < (uint32_t)ns * V4) *(float4 *)(sv + (g / V4) * a.Dv + 4 * (g % V4)) = r.v[j];
+    }
+}
+
+// scratch layout per (token, head, chunk): [Dv] output, then max, sum. NT: query tokens per block
+// (1 for decode, ATTN_TOK for prompts); a token's operations are the same for either.
+template <int NT>
 __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct strata_cuda_attn a, int t_begin,
                                                                int n_tok, int n_chunks)
 {
     pdl_enter();
-    extern __shared__ float sm[];
+    extern __shared__ __align__(16) float sm[];
     const uint32_t D = a.D, Dv = a.Dv, G = a.H / a.Hkv;
-    float *sk = sm;                                  // [ATTN_SUB][D + 1]
-    float *sv = sk + ATTN_SUB * (D + 1);             // [ATTN_SUB][Dv]
-    float *sq = sv + ATTN_SUB * Dv;                  // [ATTN_TOK][G][D] queries of the block
-    const int chunk = blockIdx.x, kvh = blockIdx.y, tg = blockIdx.z * ATTN_TOK;
+    float *sk = sm;                                  // [ATTN_SUB][D + 4]
+    float *sv = sk + ATTN_SUB * KSTRIDE(D);          // [ATTN_SUB][Dv]
+    float *sq = sv + ATTN_SUB * Dv;                  // [NT][G][D] queries of the block
+    const int chunk = blockIdx.x, kvh = blockIdx.y, tg = blockIdx.z * NT;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     // tokens of this block that reach this chunk
     int last = -1;  // largest position any of them attends to
-    for (int i = 0; i < ATTN_TOK && tg + i < n_tok; i++) last = max(last, a.pos[t_begin + tg + i]);
+    for (int i = 0; i < NT && tg + i < n_tok; i++) last = max(last, a.pos[t_begin + tg + i]);
     const int p0 = chunk * ATTN_CHUNK;
     if (p0 > last) return;
     const int p1 = min(p0 + ATTN_CHUNK, last + 1);
-    const int ntk = min(ATTN_TOK, n_tok - tg);
+    const int ntk = min(NT, n_tok - tg);
+    const uint32_t qh = a.q_head_stride ? a.q_head_stride : D;
     for (uint32_t i = threadIdx.x; i < (uint32_t)ntk * G * D; i += blockDim.x) {
         const uint32_t tt = i / (G * D), hh = (i / D) % G, dd = i % D;
-        sq[i] = a.q[(size_t)(t_begin + tg + tt) * a.q_stride + (size_t)(kvh * G + hh) * (a.q_head_stride ? a.q_head_stride : D) + dd];
+        sq[i] = a.q[(size_t)(t_begin + tg + tt) * a.q_stride + (size_t)(kvh * G + hh) * qh + dd];
     }
     // per (token, head) of this warp: running max, sum, output dims lane + 32 j
     constexpr int MAXJ = ATTN_DMAX / 32;
     const int nh = ((int)G + ATTN_WARPS - 1) / ATTN_WARPS;  // heads per warp
+    kv_regs r;
     for (int hp = 0; hp < nh; hp++) {
         const int hh = warp + ATTN_WARPS * hp;  // head within the group (uniform per warp)
-        float m[ATTN_TOK], l[ATTN_TOK], o[ATTN_TOK][MAXJ];
+        float m[NT], l[NT], o[NT][MAXJ];
 #pragma unroll
-        for (int i = 0; i < ATTN_TOK; i++) {
+        for (int i = 0; i < NT; i++) {
             m[i] = -INFINITY;
             l[i] = 0.0f;
 #pragma unroll
             for (int j = 0; j < MAXJ; j++) o[i][j] = 0.0f;
         }
+        kv_fetch(a, kvh, p0, min(ATTN_SUB, p1 - p0), r);
         for (int s0 = p0; s0 < p1; s0 += ATTN_SUB) {
             const int ns = min(ATTN_SUB, p1 - s0);
+            __syncthreads();  // the previous sub-chunk (and the queries' staging) done
+            kv_stage(a, ns, r, sk, sv);
             __syncthreads();
-            for (uint32_t i = threadIdx.x; i < (uint32_t)ns * D; i += blockDim.x) {
-                const uint32_t pp = i / D, dd = i % D;
-                sk[pp * (D + 1) + dd] = kv_load(a.k, a.kv_f16, (size_t)(s0 + pp) * a.kv_stride + (size_t)kvh * D + dd);
-            }
-            for (uint32_t i = threadIdx.x; i < (uint32_t)ns * Dv; i += blockDim.x) {
-                const uint32_t pp = i / Dv, dd = i % Dv;
-                sv[pp * Dv + dd] = kv_load(a.v, a.kv_f16, (size_t)(s0 + pp) * a.kv_stride + (size_t)kvh * Dv + dd);
-            }
-            __syncthreads();
+            if (s0 + ATTN_SUB < p1) kv_fetch(a, kvh, s0 + ATTN_SUB, min(ATTN_SUB, p1 - s0 - ATTN_SUB), r);
             if (hh >= (int)G) continue;
 #pragma unroll
-            for (int i = 0; i < ATTN_TOK; i++) {
+            for (int i = 0; i < NT; i++) {
                 if (i >= ntk) break;
                 const int pos = a.pos[t_begin + tg + i];
                 if (s0 > pos) continue;
-                // lane = position s0 + lane: its score
+                // lane = position s0 + lane: its score, the products added in dimension order
                 const float *q = sq + ((size_t)i * G + hh) * D;
                 float sc = -INFINITY;
                 const int pl = s0 + lane;
                 if (lane < ns && pl <= pos) {
-                    const float *k = sk + lane * (D + 1);
+                    const float *k = sk + lane * KSTRIDE(D);
                     float dot = 0.0f;
-                    for (uint32_t dd = 0; dd < D; dd++) dot = __fmaf_rn(q[dd], k[dd], dot);
+                    for (uint32_t dd = 0; dd < D; dd += 4) {
+                        const float4 qv = *(const float4 *)(q + dd), kv = *(const float4 *)(k + dd);
+                        dot = __fmaf_rn(qv.x, kv.x, dot);
+                        dot = __fmaf_rn(qv.y, kv.y, dot);
+                        dot = __fmaf_rn(qv.z, kv.z, dot);
+                        dot = __fmaf_rn(qv.w, kv.w, dot);
+                    }
                     sc = __fmul_rn(dot, a.scale);
                 }
                 const float mx = fmaxf(m[i], warp_max(sc));
@@ -113,7 +156,9 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
             }
         }
         if (hh >= (int)G) continue;
-        for (int i = 0; i < ntk; i++) {
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (i >= ntk) break;
             if (p0 > a.pos[t_begin + tg + i]) continue;
             const int h = kvh * G + hh;
             float *out = a.scratch + (((size_t)(tg + i) * a.H + h) * n_chunks + chunk) * (Dv + 2);
@@ -130,33 +175,42 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
     }
 }
 
-// Merge the chunks of each head of one token in chunk order (one warp per head at a time), the
-// optional sigmoid gate, and the row rounded to the output projection's format when asked.
-__global__ void k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n_chunks, struct strata_cuda_act act,
+// Merge the chunks of each head of one token (one warp per head): the chunks' weights
+// exp(m_c - M) side by side in the lanes, the sum of l_c weighted in a fixed butterfly, each output
+// dimension summed over the chunks in chunk order; then the optional sigmoid gate, and the row
+// rounded to the output projection's format when asked.
+#define MERGE_CHUNKS 64  // chunks whose weights stay in shared memory (more: recomputed)
+__global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n_chunks, struct strata_cuda_act act,
                              int quantize)
 {
     extern __shared__ float row[];  // [H * Dv]
+    __shared__ float wts[32][MERGE_CHUNKS];
     pdl_enter();
     const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const size_t tt = (size_t)(t_begin + t);
     const int nc = a.pos[tt] / ATTN_CHUNK + 1;
     const uint32_t ghs = a.gate_head_stride ? a.gate_head_stride : a.Dv;
+    const size_t cs = a.Dv + 2;
     for (uint32_t h = warp; h < a.H; h += nw) {
-        const float *part = a.scratch + ((size_t)t * a.H + h) * n_chunks * (a.Dv + 2);
+        const float *part = a.scratch + ((size_t)t * a.H + h) * n_chunks * cs;
         float M = -INFINITY;
-        for (int c = lane; c < nc; c += 32) M = fmaxf(M, part[(size_t)c * (a.Dv + 2) + a.Dv]);
+        for (int c = lane; c < nc; c += 32) M = fmaxf(M, part[(size_t)c * cs + a.Dv]);
         M = warp_max(M);
         float L = 0.0f;
-        for (int c = 0; c < nc; c++) {
-            const float *pc = part + (size_t)c * (a.Dv + 2);
-            L = __fadd_rn(L, __fmul_rn(pc[a.Dv + 1], expf(__fsub_rn(pc[a.Dv], M))));
+        for (int c = lane; c < nc; c += 32) {
+            const float e = expf(__fsub_rn(part[(size_t)c * cs + a.Dv], M));
+            if (c < MERGE_CHUNKS) wts[warp % 32][c] = e;
+            L = __fadd_rn(L, __fmul_rn(part[(size_t)c * cs + a.Dv + 1], e));
         }
+        L = warp_sum(L);
+        __syncwarp();
         const float inv = __fdiv_rn(1.0f, L);
         for (uint32_t d = lane; d < a.Dv; d += 32) {
             float acc = 0.0f;
+#pragma unroll 8
             for (int c = 0; c < nc; c++) {
-                const float *pc = part + (size_t)c * (a.Dv + 2);
-                acc = __fmaf_rn(pc[d], expf(__fsub_rn(pc[a.Dv], M)), acc);
+                const float e = c < MERGE_CHUNKS ? wts[warp % 32][c] : expf(__fsub_rn(part[(size_t)c * cs + a.Dv], M));
+                acc = __fmaf_rn(part[(size_t)c * cs + d], e, acc);
             }
             float v = __fmul_rn(acc, inv);
             if (a.gate) {
@@ -166,6 +220,7 @@ __global__ void k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n
             a.out[tt * a.out_stride + (size_t)h * a.Dv + d] = v;
             if (quantize) row[h * a.Dv + d] = v;
         }
+        __syncwarp();
     }
     if (quantize) {
         __syncthreads();
@@ -175,7 +230,8 @@ __global__ void k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n
 
 int strata_cuda_attn_init(void)
 {
-    CU_TRY(cudaFuncSetAttribute(k_attn_part, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
+    CU_TRY(cudaFuncSetAttribute(k_attn_part<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
+    CU_TRY(cudaFuncSetAttribute(k_attn_part<ATTN_TOK>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
     CU_TRY(cudaFuncSetAttribute(k_attn_merge, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 4));
     return 0;
 }
@@ -190,9 +246,10 @@ size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint3
 int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a)
 {
     if (a->n_tok <= 0) return 0;
-    if (a->D > ATTN_DMAX || a->Dv > ATTN_DMAX || a->Hkv == 0 || a->H % a->Hkv) {
-        strata_log_error("cuda: attention: heads %u/%u of dims %u/%u (at most %d)", a->H, a->Hkv, a->D, a->Dv,
-                         ATTN_DMAX);
+    if (a->D > ATTN_DMAX || a->Dv > ATTN_DMAX || a->Hkv == 0 || a->H % a->Hkv || a->D % 4 || a->Dv % 4 ||
+        a->kv_stride % 4) {
+        strata_log_error("cuda: attention: heads %u/%u of dims %u/%u (at most %d, multiples of 4)", a->H, a->Hkv, a->D,
+                         a->Dv, ATTN_DMAX);
         return STRATA_EARG;
     }
     const uint32_t G = a->H / a->Hkv;
@@ -211,17 +268,20 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
         act = *a->act;
         quantize = 1;
     }
-    const size_t smem = ((size_t)ATTN_SUB * (a->D + 1) + (size_t)ATTN_SUB * a->Dv + (size_t)ATTN_TOK * G * a->D) * 4;
+    const int nt = a->n_tok < 4 ? 1 : ATTN_TOK;  // tokens per block (the same operations per token)
+    const size_t smem = ((size_t)ATTN_SUB * KSTRIDE(a->D) + (size_t)ATTN_SUB * a->Dv + (size_t)nt * G * a->D) * 4;
     if (smem > ATTN_SMEM_MAX) {
         strata_log_error("cuda: attention: %u query heads per KV head of dim %u need too much shared memory", G, a->D);
         return STRATA_EARG;
     }
     for (int t0 = 0; t0 < a->n_tok; t0 += ATTN_PASS) {
         const int n = a->n_tok - t0 < ATTN_PASS ? a->n_tok - t0 : ATTN_PASS;
-        const dim3 grid(n_chunks, a->Hkv, cdiv(n, ATTN_TOK));
-        CU_LAUNCH("k_attn_part", k_attn_part, grid, ATTN_WARPS * 32, smem, *a, t0, n, n_chunks);
-        CU_LAUNCH("k_attn_merge", k_attn_merge, n, 256, quantize ? (size_t)a->H * a->Dv * 4 : 0, *a, t0, n_chunks,
-                  act, quantize);
+        const dim3 grid(n_chunks, a->Hkv, cdiv(n, nt));
+        if (nt == 1) CU_LAUNCH("k_attn_part", k_attn_part<1>, grid, ATTN_WARPS * 32, smem, *a, t0, n, n_chunks);
+        else CU_LAUNCH("k_attn_part", k_attn_part<ATTN_TOK>, grid, ATTN_WARPS * 32, smem, *a, t0, n, n_chunks);
+        const unsigned mt = a->H >= 32 ? 1024 : 32 * a->H;  // a warp per head
+        CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, *a, t0, n_chunks, act,
+                  quantize);
     }
     return 0;
 }

@@ -163,20 +163,78 @@ __device__ __forceinline__ float load_x(const struct strata_cuda_act &x, size_t 
     return T == STRATA_TYPE_F16 ? h2f(h) : __uint_as_float(h << 16);
 }
 
-// Lane i gets token i's dot.
+// Four consecutive elements from e on: one 16-byte (F32) or 8-byte (F16, BF16) load when `vec`,
+// else four loads; the same values either way.
+__device__ __forceinline__ float4 h4_to_f4(uint2 u, bool f16)
+{
+    const uint32_t h[4] = {u.x & 0xffffu, u.x >> 16, u.y & 0xffffu, u.y >> 16};
+    if (f16) return make_float4(h2f(h[0]), h2f(h[1]), h2f(h[2]), h2f(h[3]));
+    return make_float4(__uint_as_float(h[0] << 16), __uint_as_float(h[1] << 16), __uint_as_float(h[2] << 16),
+                       __uint_as_float(h[3] << 16));
+}
+
+template <int T>
+__device__ __forceinline__ float4 load_w4(const uint8_t *row, uint32_t e, bool vec)
+{
+    if (vec) {
+        if (T == STRATA_TYPE_F32) return __ldg((const float4 *)((const float *)row + e));
+        return h4_to_f4(__ldg((const uint2 *)((const unsigned short *)row + e)), T == STRATA_TYPE_F16);
+    }
+    return make_float4(load_w<T>(row, e), load_w<T>(row, e + 1), load_w<T>(row, e + 2), load_w<T>(row, e + 3));
+}
+
+template <int T>
+__device__ __forceinline__ float4 load_x4(const struct strata_cuda_act &x, size_t xrow, uint32_t e, bool vec)
+{
+    if (vec) {
+        if (T == STRATA_TYPE_F32) return *(const float4 *)(x.f + xrow * x.f_stride + e);
+        return h4_to_f4(*(const uint2 *)(x.h + xrow * x.n_in + e), T == STRATA_TYPE_F16);
+    }
+    return make_float4(load_x<T>(x, xrow, e), load_x<T>(x, xrow, e + 1), load_x<T>(x, xrow, e + 2),
+                       load_x<T>(x, xrow, e + 3));
+}
+
+template <int T>
+__device__ __forceinline__ bool x_aligned(const struct strata_cuda_act &x, size_t xrow)
+{
+    if (T == STRATA_TYPE_F32) return ((uintptr_t)(x.f + xrow * x.f_stride) & 15) == 0;
+    return ((uintptr_t)(x.h + xrow * x.n_in) & 7) == 0;
+}
+
+// Lane i gets token i's dot. Lane l takes the groups of four elements l, l + 32, ... (each group's
+// products added in element order, wide loads where the rows are aligned), then a fixed butterfly.
 template <int T, int NT>
 __device__ __forceinline__ float mv_row_f(const uint8_t *row, const struct mm_args &a, const int *xr, int nt, int lane)
 {
     float s[NT];
+    bool vec = ((uintptr_t)row & (T == STRATA_TYPE_F32 ? 15 : 7)) == 0;
 #pragma unroll
-    for (int i = 0; i < NT; i++) s[i] = 0.0f;
-#pragma unroll 4
-    for (uint32_t e = lane; e < a.n_in; e += 32) {
-        const float w = load_w<T>(row, e);
+    for (int i = 0; i < NT; i++) {
+        s[i] = 0.0f;
+        if (i < nt) vec = vec && x_aligned<T>(a.x, (size_t)xr[i]);
+    }
+    const uint32_t n4 = a.n_in / 4 * 4;
+#pragma unroll 8
+    for (uint32_t e = 4 * lane; e < n4; e += 128) {
+        const float4 w = load_w4<T>(row, e, vec);
 #pragma unroll
         for (int i = 0; i < NT; i++)
-            if (i < nt) s[i] = __fmaf_rn(w, load_x<T>(a.x, (size_t)xr[i], e), s[i]);
+            if (i < nt) {
+                const float4 x = load_x4<T>(a.x, (size_t)xr[i], e, vec);
+                s[i] = __fmaf_rn(w.x, x.x, s[i]);
+                s[i] = __fmaf_rn(w.y, x.y, s[i]);
+                s[i] = __fmaf_rn(w.z, x.z, s[i]);
+                s[i] = __fmaf_rn(w.w, x.w, s[i]);
+            }
     }
+    // the last n_in % 4 elements belong to the group right after the last whole one
+    if (n4 < a.n_in && (uint32_t)lane == (n4 / 4) % 32)
+        for (uint32_t e = n4; e < a.n_in; e++) {
+            const float w = load_w<T>(row, e);
+#pragma unroll
+            for (int i = 0; i < NT; i++)
+                if (i < nt) s[i] = __fmaf_rn(w, load_x<T>(a.x, (size_t)xr[i], e), s[i]);
+        }
     float mine = 0.0f;
 #pragma unroll
     for (int i = 0; i < NT; i++) {
@@ -222,6 +280,18 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
     if constexpr (is_float_type<T>()) {
         acc = mv_row_f<T, NT>(w1, a, xr, nt, lane);
         if (swiglu) acc2 = mv_row_f<T, NT>(mm_weight(a, t0, 1) + (size_t)row * a.row_bytes, a, xr, nt, lane);
+    } else if (swiglu && first_off < 0 && 2 * stage_need((int)a.row_bytes) <= MV_STAGE) {
+        // gate and up rows staged together (one memory latency), each one piece as mv_row would
+        const uint8_t *w2 = mm_weight(a, t0, 1) + (size_t)row * a.row_bytes;
+        const int need = stage_need((int)a.row_bytes), nb = (int)(a.n_in / qtype<T>::BS);
+        const int o1 = stage_issue(stage_all[warp], w1, (int)a.row_bytes, lane);
+        const int o2 = stage_issue(stage_all[warp] + need, w2, (int)a.row_bytes, lane);
+        cp_async_commit();
+        cp_async_wait_all();
+        __syncwarp();
+        acc = 0.0f;
+        staged_dot<T, NT>(stage_all[warp] + o1, 0, nb, a, xr, nt, tsum_all[warp], lane, acc);
+        staged_dot<T, NT>(stage_all[warp] + need + o2, 0, nb, a, xr, nt, tsum_all[warp], lane, acc2);
     } else {
         acc = mv_row<T, NT>(w1, a, xr, nt, stage_all[warp], tsum_all[warp], lane, first_off);
         if (swiglu)
@@ -246,6 +316,11 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
     const int row = blockIdx.x * MV_WARPS + warp, t = blockIdx.y;
     if (row >= (int)a.n_out) return;
     float *d = d_all[warp];
+    // the K experts' matrices, looked up by lanes 0..K-1 at once (not one dependent pair of loads
+    // after another)
+    unsigned long long mine = 0;
+    if (lane < K) mine = (unsigned long long)a.w_table[a.w_ids[t * K + lane]];
+#define EXPERT_ROW(j) ((const uint8_t *)__shfl_sync(0xffffffffu, mine, (j)) + (size_t)row * a.row_bytes)
     // rows of several experts at once when they fit the stage
     int k = 0;
     while (k < K) {
@@ -255,10 +330,8 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
             kn = min(K - k, max(1, (MV_STAGE - 16) / need));
             if (need > MV_STAGE - 16) kn = 1;
             if (kn > 1) {
-                for (int j = 0; j < kn; j++) {
-                    const uint8_t *wr = (const uint8_t *)a.w_table[a.w_ids[t * K + k + j]] + (size_t)row * a.row_bytes;
-                    (void)stage_issue(stage_all[warp] + j * need, wr, (int)a.row_bytes, lane);
-                }
+                for (int j = 0; j < kn; j++)
+                    (void)stage_issue(stage_all[warp] + j * need, EXPERT_ROW(k + j), (int)a.row_bytes, lane);
                 cp_async_commit();
                 cp_async_wait_all();
                 __syncwarp();
@@ -266,7 +339,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
         }
         for (int j = 0; j < kn; j++) {
             const int p = t * K + k + j;
-            const uint8_t *wr = (const uint8_t *)a.w_table[a.w_ids[p]] + (size_t)row * a.row_bytes;
+            const uint8_t *wr = EXPERT_ROW(k + j);
             const int xr[1] = {p};
             float v;
             if constexpr (is_float_type<T>()) {
@@ -285,6 +358,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
         __syncwarp();
         k += kn;
     }
+#undef EXPERT_ROW
     __syncwarp();
     if (lane == 0) {
         float acc = 0.0f;
