@@ -58,6 +58,8 @@ struct strata_mm_op {
     float *y;
     size_t y_stride;         // floats between output rows
     const int32_t *y_rows;   // [n_tok] scatter list in backend memory, or NULL
+    const float *add;        // added to each result row (same layout as y, may be y), or NULL; only
+                             // for backends with mm_add
 };
 
 // One sequence (session) in a forward pass. Its tokens are rows tok0 .. tok0 + n_tok - 1 of the
@@ -268,6 +270,8 @@ struct strata_backend_i {
     const char *name;        // "cpu", "cuda"
     bool host_memory;        // backend memory is the process's own: ops may take host buffers (the
                              // forward pass then writes logits straight into the caller's array)
+    bool mm_add;             // mm honours strata_mm_op.add (the output projection adds the residual
+                             // in its epilogue instead of a separate add)
     void (*free)(void *ctx);
 
     // ---- memory ----

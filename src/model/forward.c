@@ -442,6 +442,10 @@ static int attention_out(struct strata_forward *f, const struct strata_layer *L,
     int rc;
     if (L->q_gated) TRY(f->bi->mul_sigmoid(f->bc, f->attn, Dv, f->q + D, qs, false, n * (int)H, Dv));
     const struct strata_mat *wo[1] = {&L->wo};
+    if (f->bi->mm_add && !L->bo) {  // x += Wo attn in one product (the same sum as the add below)
+        const struct strata_mm_op op = {L->wo, f->attn, L->wo.n_in, n, NULL, n, f->x, E, NULL, f->x};
+        return f->bi->mm(f->bc, &op, 1);
+    }
     TRY(project(f, wo, &f->o, 1, f->attn, n));
     if (L->bo) TRY(f->bi->add(f->bc, f->o, L->bo, 0, n, E));
     return f->bi->add(f->bc, f->x, f->o, E, n, E);

@@ -325,7 +325,7 @@ static struct strata_cuda_mm mm_of(const struct strata_mm_op *op, const struct s
 {
     return (struct strata_cuda_mm){.w = op->w.data, .type = op->w.type, .n_in = op->w.n_in, .n_out = op->w.n_out,
                                    .row_bytes = op->w.row_bytes, .x = x, .x_rows = op->x_rows, .n_tok = op->n_tok,
-                                   .y = op->y, .y_stride = op->y_stride, .y_rows = op->y_rows};
+                                   .y = op->y, .y_stride = op->y_stride, .y_rows = op->y_rows, .add = op->add};
 }
 
 // Whether op j continues the run that starts with op i and has `rows` rows so far: the same
@@ -343,7 +343,17 @@ static bool continues(const struct cuda_ctx *c, const struct strata_mm_op *ops, 
 
 static bool small_op(const struct strata_mm_op *op)
 {
-    return op->n_tok > 0 && op->n_tok <= STRATA_CUDA_MV_MAX_TOK && !op->y_rows;
+    return op->n_tok > 0 && op->n_tok <= STRATA_CUDA_MV_MAX_TOK && !op->y_rows && !op->add;
+}
+
+// Whether op j can be stacked onto op i's mat-vec launch: plain weights of the same format and
+// inputs, the same activation rows and tokens.
+static bool stackable(const struct cuda_ctx *c, const struct strata_mm_op *ops, int i, int j)
+{
+    const struct strata_mm_op *a = &ops[i], *b = &ops[j];
+    return small_op(b) && !b->x_rows && b->w.type == a->w.type && b->w.n_in == a->w.n_in &&
+           b->w.row_bytes == a->w.row_bytes && b->n_tok == a->n_tok && c->block_of[j] == c->block_of[i] &&
+           c->row_off[j] == c->row_off[i] && b->w.data && a->w.data && !a->add && !b->add;
 }
 
 // Ops group[0..n) (one run) as one launch over a table of their weights.
@@ -396,10 +406,18 @@ static int cuda_be_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
                 }
         if (n > 1) {
             rc = run_table(c, ops, c->group, n);
-        } else {
-            const struct strata_cuda_mm m = mm_of(&ops[i], &c->views[i]);
-            rc = strata_cuda_mm_run(c->cu, &m, 1);
+            continue;
         }
+        struct strata_cuda_mm m = mm_of(&ops[i], &c->views[i]);
+        // other plain products of the same rows (q, k and v): stacked into one mat-vec launch
+        if (small_op(&ops[i]) && !ops[i].x_rows)
+            for (int j = i + 1; j < n_ops && m.n_seg < 2; j++)
+                if (!c->done[j] && stackable(c, ops, i, j)) {
+                    c->done[j] = true;
+                    m.seg[m.n_seg++] = (struct strata_cuda_mm_seg){.w = ops[j].w.data, .y = ops[j].y,
+                                                                   .y_stride = ops[j].y_stride, .n_out = ops[j].w.n_out};
+                }
+        rc = strata_cuda_mm_run(c->cu, &m, 1);
     }
     return rc;
 }
@@ -729,6 +747,7 @@ static void cuda_be_free(void *vctx)
 static const struct strata_backend_i g_cuda_iface = {
     .name = "cuda",
     .host_memory = false,
+    .mm_add = true,
     .free = cuda_be_free,
     .alloc = cuda_be_alloc,
     .release = cuda_be_release,

@@ -118,6 +118,16 @@ struct strata_cuda_mm {
     // silu(W x) * (W2 x).
     const void *w2;              // device, or NULL
     const void *const *w2_table; // with w_table: second matrix per expert
+    // Stacked plain matrices (mv only; q, k and v of a layer in one launch): rows n_out .. of the
+    // launch belong to seg[0], then seg[1], each with its own weights, output and row count; the
+    // same type, inputs, activations and tokens as w. No add, bias, w2 or y_rows then.
+    int n_seg;
+    struct strata_cuda_mm_seg {
+        const void *w;
+        float *y;
+        size_t y_stride;
+        uint32_t n_out;
+    } seg[2];
 };
 
 // Run the products of one batch (each may use a different weight and format). Products with more

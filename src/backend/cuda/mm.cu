@@ -59,6 +59,14 @@ static struct mm_args to_args(const struct strata_cuda_mm *op)
     a.y_rows = op->y_rows;
     a.add = op->add;
     a.bias = op->bias;
+    a.n_seg = op->n_seg;
+    for (int i = 0; i < op->n_seg; i++) {
+        a.seg_first[i] = a.n_out;
+        a.seg_w[i] = op->seg[i].w;
+        a.seg_y[i] = op->seg[i].y;
+        a.seg_y_stride[i] = op->seg[i].y_stride;
+        a.n_out += op->seg[i].n_out;
+    }
     return a;
 }
 
@@ -73,8 +81,13 @@ int strata_cuda_mm_run(struct strata_cuda *cu, const struct strata_cuda_mm *ops,
             strata_log_error("cuda: mm: no weights");
             return STRATA_EARG;
         }
+        if (op->n_seg < 0 || op->n_seg > 2 ||
+            (op->n_seg && (op->w_table || op->w2 || op->y_rows || op->add || op->bias || op->n_tok > STRATA_CUDA_MV_MAX_TOK))) {
+            strata_log_error("cuda: mm: %d stacked matrices with a table, SwiGLU, output rows, add or bias", op->n_seg);
+            return STRATA_EARG;
+        }
         const struct mm_args a = to_args(op);
-        const bool gemm_ok = strata_cuda_mmq_supported(op->type) && !op->w_table && !op->w2;
+        const bool gemm_ok = strata_cuda_mmq_supported(op->type) && !op->w_table && !op->w2 && !op->n_seg;
         const bool gemm = gemm_ok && (cu->mm_path == 2 || (cu->mm_path == 0 && op->n_tok > STRATA_CUDA_MV_MAX_TOK));
         rc = gemm ? strata_cuda_mmq_launch(cu, &a, NULL, 0) : strata_cuda_mv_launch(cu, &a);
         if (rc) return rc;

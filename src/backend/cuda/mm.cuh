@@ -22,7 +22,21 @@ struct mm_args {
     const int32_t *y_rows;
     const float *add;
     const float *bias;
+    int n_seg;                                  // stacked matrices after w (strata_cuda_mm.seg)
+    uint32_t seg_first[2];                      // first launch row of each
+    const void *seg_w[2];
+    float *seg_y[2];
+    size_t seg_y_stride[2];
 };
+
+// The matrix of launch row `row` of stacked plain weights: its weights, output, row within it.
+__device__ __forceinline__ void mm_segment(const struct mm_args &a, int row, const void *&w, float *&y, size_t &ys,
+                                           int &r)
+{
+    w = a.w, y = a.y, ys = a.y_stride, r = row;
+    for (int s = 0; s < a.n_seg; s++)
+        if ((uint32_t)row >= a.seg_first[s]) w = a.seg_w[s], y = a.seg_y[s], ys = a.seg_y_stride[s], r = row - (int)a.seg_first[s];
+}
 
 // y = acc (+ bias) (+ add), or silu(acc) * acc2: the epilogue both kernel families share. yr is
 // the output row.

@@ -260,12 +260,18 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
     const int row = blockIdx.x * MV_WARPS + warp;
     const int t0 = blockIdx.y * NT;
     const bool swiglu = a.w2 || a.w2_table;
+    // the row's matrix among stacked ones (else w itself), its output and its row there
+    const void *wp;
+    float *yp;
+    size_t ys;
+    int lr;
+    mm_segment(a, row, wp, yp, ys, lr);
     int first_off = -1;
     if constexpr (!is_float_type<T>()) {
         // a plain weight does not depend on the previous kernel: its first stage is queued now
         if (!a.w_table && row < (int)a.n_out) {
             const int nb = min(stage_blocks<T>(), (int)(a.n_in / qtype<T>::BS));
-            first_off = stage_issue(stage_all[warp], (const uint8_t *)a.w + (size_t)row * a.row_bytes,
+            first_off = stage_issue(stage_all[warp], (const uint8_t *)wp + (size_t)lr * a.row_bytes,
                                     nb * qtype<T>::TS, lane);
             cp_async_commit();
         }
@@ -275,7 +281,8 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
     const int nt = min(NT, a.n_tok - t0);
     int xr[NT];
     token_rows<NT>(a, t0, nt, xr);
-    const uint8_t *w1 = mm_weight(a, t0, 0) + (size_t)row * a.row_bytes;
+    const uint8_t *w1 = a.w_table ? mm_weight(a, t0, 0) + (size_t)row * a.row_bytes
+                                  : (const uint8_t *)wp + (size_t)lr * a.row_bytes;
     float acc, acc2 = 0.0f;
     if constexpr (is_float_type<T>()) {
         acc = mv_row_f<T, NT>(w1, a, xr, nt, lane);
@@ -298,7 +305,10 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
             acc2 = mv_row<T, NT>(mm_weight(a, t0, 1) + (size_t)row * a.row_bytes, a, xr, nt, stage_all[warp],
                                  tsum_all[warp], lane, -1);
     }
-    if (lane < nt) mm_store(a, a.y_rows ? a.y_rows[t0 + lane] : t0 + lane, row, acc, acc2, swiglu);
+    if (lane < nt) {
+        if (a.n_seg) yp[(size_t)(t0 + lane) * ys + lr] = acc;
+        else mm_store(a, a.y_rows ? a.y_rows[t0 + lane] : t0 + lane, row, acc, acc2, swiglu);
+    }
 }
 
 // The down projection of a token's K routed experts and their weighted sum into the residual:
@@ -382,8 +392,9 @@ int strata_cuda_mv_launch(struct strata_cuda *cu, const struct mm_args *a)
     const dim3 grid(cdiv(a->n_out, MV_WARPS), cdiv(a->n_tok, nt));
     const unsigned th = MV_WARPS * 32;
     if (cu->prof)
-        snprintf(cu->prof_tag, sizeof cu->prof_tag, "mv%s %s %ux%u t%d%s", a->w_table ? " experts" : "",
-                 strata_type_name(a->type), a->n_out, a->n_in, a->n_tok, a->w2 || a->w2_table ? " swiglu" : "");
+        snprintf(cu->prof_tag, sizeof cu->prof_tag, "mv%s %s %ux%u t%d%s%s", a->w_table ? " experts" : "",
+                 strata_type_name(a->type), a->n_out, a->n_in, a->n_tok, a->w2 || a->w2_table ? " swiglu" : "",
+                 a->n_seg ? " stacked" : "");
     switch (a->type) {
 #define CASE(T)                                                                                   \
     case STRATA_TYPE_##T:                                                                         \
