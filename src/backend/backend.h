@@ -139,6 +139,8 @@ struct strata_attn_op {
     uint32_t n_swa;          // sliding window: a token at p sees positions c with p - c < n_swa (0: all)
     const float *sinks;      // [n_head] sink logits joining each head's softmax (gpt-oss), or NULL
     const uint8_t *visible;  // [n_tok][n_ctx] 0 hides a position (the indexer's top-k), or NULL
+    uint32_t next_vdt;       // hint: the very next op is an mm of `out` rows in this activation
+                             // format (0: unknown); a backend may round them while it writes them
 };
 
 // Attention with its queries and keys prepared in the same op (the optional attention_rope op):

@@ -381,7 +381,7 @@ static int project(struct strata_forward *f, const struct strata_mat *const *w, 
     struct strata_mm_op ops[4];
     STRATA_ASSERT(nw <= 4);
     for (int i = 0; i < nw; i++)
-        ops[i] = (struct strata_mm_op){*w[i], x, w[i]->n_in, n, NULL, n, y[i], w[i]->n_out, NULL};
+        ops[i] = (struct strata_mm_op){*w[i], x, w[i]->n_in, n, NULL, n, y[i], w[i]->n_out, NULL, NULL};
     return f->bi->mm(f->bc, ops, nw);
 }
 
@@ -408,6 +408,8 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
         .q = f->q, .q_tok_stride = QW, .q_head_stride = qs, .k = f->k, .v = f->v, .out = f->attn,
         .n_head = H, .n_head_kv = Hkv, .head_dim_k = D, .head_dim_v = Dv, .scale = 1.0f / sqrtf((float)D),
         .n_swa = L->swa ? hp->n_swa : 0, .sinks = L->sinks,
+        // the output projection follows at once unless the output gate comes first
+        .next_vdt = L->q_gated ? 0 : strata_type_traits(L->wo.type)->vec_dot_type,
     };
     if (f->bi->attention_rope && !f->separate_rope && !m->rope_ext_on && !ao.n_swa && !ao.sinks) {
         // the backend norms, rotates and stores the queries and keys itself
@@ -485,7 +487,7 @@ static int mla_attention_block(struct strata_forward *f, const struct strata_lay
         wk.n_out = KVL;
         wk.data = (const char *)w->wk_b.data + (size_t)h * KVL * w->wk_b.row_bytes;
         ops[h] = (struct strata_mm_op){wk, f->mla_qb + (size_t)h * (NOPE + R), QB, n, NULL, n,
-                                       f->q + (size_t)h * (KVL + R), QA, NULL};
+                                       f->q + (size_t)h * (KVL + R), QA, NULL, NULL};
     }
     TRY(f->bi->mm(f->bc, ops, (int)H));
     TRY(f->bi->copy(f->bc, f->q + KVL, KR, f->mla_qb + NOPE, NOPE + R, n * (int)H, R));
@@ -501,7 +503,7 @@ static int mla_attention_block(struct strata_forward *f, const struct strata_lay
         wv.n_out = VH;
         wv.data = (const char *)w->wv_b.data + (size_t)h * VH * w->wv_b.row_bytes;
         ops[h] = (struct strata_mm_op){wv, f->attn + (size_t)h * KVL, (size_t)H * KVL, n, NULL, n,
-                                       f->mla_vb + (size_t)h * VH, (size_t)H * VH, NULL};
+                                       f->mla_vb + (size_t)h * VH, (size_t)H * VH, NULL, NULL};
     }
     TRY(f->bi->mm(f->bc, ops, (int)H));
     const struct strata_mat *wo[1] = {&L->wo};
@@ -671,8 +673,8 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
             struct strata_mat wg = L->exp_gate, wu = L->exp_up;
             wg.data = f->views[i].part[STRATA_EXPERT_GATE];
             wu.data = f->views[i].part[STRATA_EXPERT_UP];
-            ops[no++] = (struct strata_mm_op){wg, f->h, E, n, f->tok_of + first, cnt, f->gate_out + (size_t)first * F, F, NULL};
-            ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL};
+            ops[no++] = (struct strata_mm_op){wg, f->h, E, n, f->tok_of + first, cnt, f->gate_out + (size_t)first * F, F, NULL, NULL};
+            ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL, NULL};
         }
         rc = f->bi->mm(f->bc, ops, no);
         for (int i = g0; i < g1 && rc == 0 && L->exp_up_b; i++) {  // per-expert biases (gpt-oss)
@@ -700,7 +702,7 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
             struct strata_mat wd = L->exp_down;
             wd.data = f->views[i].part[STRATA_EXPERT_DOWN];
             ops[no++] = (struct strata_mm_op){wd, f->gate_out + (size_t)first * F, F, cnt, NULL, cnt,
-                                              f->down_out + (size_t)first * E, E, NULL};
+                                              f->down_out + (size_t)first * E, E, NULL, NULL};
         }
         if (rc == 0) rc = f->bi->mm(f->bc, ops, no);
         for (int i = g0; i < g1 && rc == 0 && L->exp_down_b; i++) {

@@ -64,6 +64,10 @@ struct cuda_ctx {
     void *grp_buf;                   // device: the grouping of a prompt's routed pairs (moe)
     size_t grp_cap;
     struct strata_cuda_info info;
+    void *pre_buf;                   // device: attention output rounded for the next product
+    size_t pre_cap;
+    struct act_block pre;            // that block (pre_valid: the next mm may take it as is)
+    bool pre_valid;
     bool graphs;                     // STRATA_CUDA_GRAPH=1
     bool capturing;                  // this pass is being captured
     uint64_t last_key;               // shape of the last pass (0: none)
@@ -221,6 +225,7 @@ static int cuda_be_batch_begin(void *vctx, const struct strata_batch *b)
 {
     struct cuda_ctx *c = vctx;
     c->batch = b;
+    c->pre_valid = false;
     int rc = settle(c);  // a pass that ended without a drain (none does now)
     if (rc || !c->graphs) return rc;
     uint64_t key = 1469598103934665603ull;  // FNV-1a over the shape
@@ -314,9 +319,16 @@ static int round_activations(struct cuda_ctx *c, const struct strata_mm_op *ops,
     int rc = grow(c, (void **)&c->act_buf, &c->act_cap, total, "activations");
     for (int b = 0; b < n_blocks && rc == 0; b++) {
         struct act_block *ab = &c->blocks[b];
+        const struct act_block *pb = &c->pre;
+        if (c->pre_valid && ab->x == pb->x && ab->x_stride == pb->x_stride && ab->n_rows == pb->n_rows &&
+            ab->n_in == pb->n_in && ab->vdt == pb->vdt) {  // rounded by the attention that wrote it
+            ab->act = pb->act;
+            continue;
+        }
         strata_cuda_act_init(&ab->act, ab->vdt, ab->n_in, (uint32_t)ab->n_rows, c->act_buf + ab->offset);
         rc = strata_cuda_quantize(c->cu, ab->x, ab->x_stride, ab->n_rows, &ab->act);
     }
+    c->pre_valid = false;  // single use: only the product right after the attention takes it
     for (int i = 0; i < n_ops && rc == 0; i++) c->views[i] = act_from(&c->blocks[c->block_of[i]].act, c->row_off[i]);
     return rc;
 }
@@ -519,6 +531,17 @@ static int attention(struct cuda_ctx *c, const struct strata_attn_op *op, const 
         return STRATA_EUNSUP;
     }
     int rc = 0;
+    // the output rounded for the product that follows (it then skips its own rounding)
+    const size_t OD0 = (size_t)op->n_head * op->head_dim_v;
+    const uint32_t nv = op->next_vdt;
+    const size_t pre_bytes = nv && nv != STRATA_TYPE_F32 && OD0 <= 16384
+                                 ? strata_cuda_act_bytes(nv, (uint32_t)OD0, (uint32_t)b->n_tok) : 0;
+    c->pre_valid = false;
+    if (pre_bytes) rc = grow(c, &c->pre_buf, &c->pre_cap, pre_bytes, "activations");
+    if (pre_bytes && rc == 0) {
+        c->pre = (struct act_block){.x = op->out, .x_stride = OD0, .n_rows = b->n_tok, .n_in = (uint32_t)OD0, .vdt = nv};
+        strata_cuda_act_init(&c->pre.act, nv, (uint32_t)OD0, (uint32_t)b->n_tok, c->pre_buf);
+    }
     for (int s = 0; s < b->n_seq && rc == 0; s++) {
         const struct strata_seq *sq = &b->seq[s];
         const size_t need = strata_cuda_attn_scratch_floats(sq->n_tok, sq->n_ctx, op->n_head, op->head_dim_v);
@@ -552,15 +575,21 @@ static int attention(struct cuda_ctx *c, const struct strata_attn_op *op, const 
         }
         if (rc) break;
         const size_t OD = (size_t)op->n_head * op->head_dim_v;
-        const struct strata_cuda_attn a = {
+        struct strata_cuda_attn a = {
             .q = op->q + (size_t)sq->tok0 * op->q_tok_stride, .q_stride = op->q_tok_stride,
             .q_head_stride = (uint32_t)op->q_head_stride, .k = kc, .v = vc, .kv_f16 = kv->f16, .kv_stride = KD,
             .H = op->n_head, .Hkv = op->n_head_kv, .D = op->head_dim_k, .Dv = op->head_dim_v, .scale = op->scale,
             .pos = pos, .n_tok = sq->n_tok, .max_pos = sq->pos0 + sq->n_tok - 1,
             .out = op->out + (size_t)sq->tok0 * OD, .out_stride = OD, .scratch = c->attn_scratch,
         };
+        struct strata_cuda_act rows;  // this sequence's rows of the rounded output
+        if (pre_bytes) {
+            rows = act_from(&c->pre.act, (uint32_t)sq->tok0);
+            a.act = &rows;
+        }
         rc = strata_cuda_attention(c->cu, &a);
     }
+    if (rc == 0 && pre_bytes) c->pre_valid = true;
     return rc;
 }
 
