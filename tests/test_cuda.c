@@ -24,6 +24,7 @@
 //   test_cuda --backend         the end-to-end backend checks only
 //   test_cuda --self-check      the end-to-end harness with the CPU in the GPU's place (no GPU needed)
 //   test_cuda --bench           decode GB/s per type, GEMM TOPS, attention and delta-net timings
+//   test_cuda --bench-attn      attention alone: decode at several positions, a prompt pass
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1339,6 +1340,41 @@ static void bench_decode(uint32_t type, uint32_t n_layer)
     free(s.l);
 }
 
+// Attention alone on the qwen3-30b-a3b shape (32 query heads, 4 KV heads of 128, F32 cache): one
+// decode token at several positions and a 512-token prompt pass, us per call (median).
+struct attn_bench {
+    struct strata_cuda_attn a;
+};
+
+static int attn_bench_run(void *arg) { return strata_cuda_attention(g_cu, &((struct attn_bench *)arg)->a); }
+
+static void bench_attention(void)
+{
+    const uint32_t H = 32, Hkv = 4, D = 128;
+    const int n_ctx = 4096;
+    const size_t kvw = (size_t)Hkv * D;
+    float *kc = dev_floats((size_t)n_ctx * kvw, 1.0f), *vc = dev_floats((size_t)n_ctx * kvw, 1.0f);
+    float *q = dev_floats((size_t)512 * H * D, 1.0f), *out = dev((size_t)512 * H * D * 4);
+    float *scr = dev(strata_cuda_attn_scratch_floats(512, n_ctx, H, D) * 4);
+    int32_t *pos = xmalloc(n_ctx * 4);
+    for (int i = 0; i < n_ctx; i++) pos[i] = i;
+    int32_t *dpos = dev_from(pos, n_ctx * 4);
+    printf("\nattention, 32 heads / 4 KV heads of 128, F32 cache (us per call, median of 50)\n");
+    const int at[] = {128, 640, 2048, 4000};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        struct attn_bench b = {{.q = q, .q_stride = H * D, .k = kc, .v = vc, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D,
+                                .Dv = D, .scale = 0.088f, .pos = dpos + at[i], .n_tok = 1, .max_pos = at[i], .out = out,
+                                .out_stride = H * D, .scratch = scr}};
+        printf("  decode at position %4d: %8.1f us\n", at[i], 1000.0f * time_ms(attn_bench_run, &b, 50));
+    }
+    struct attn_bench b = {{.q = q, .q_stride = H * D, .k = kc, .v = vc, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D,
+                            .Dv = D, .scale = 0.088f, .pos = dpos, .n_tok = 512, .max_pos = 511, .out = out,
+                            .out_stride = H * D, .scratch = scr}};
+    printf("  prompt of 512 from 0:     %8.1f us\n", 1000.0f * time_ms(attn_bench_run, &b, 20));
+    free(pos);
+    fflush(stdout);
+}
+
 static void bench(void)
 {
     printf("\ndecode step, qwen3-30b-a3b shape, random weights, position < 256\n");
@@ -1664,12 +1700,13 @@ static void test_backend(void)
 
 int main(int argc, char **argv)
 {
-    bool do_bench = false, only_backend = false;
+    bool do_bench = false, only_backend = false, bench_attn = false;
     g_rng = (uint64_t)time(NULL);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--bench") == 0) do_bench = true;
         else if (strcmp(argv[i], "--backend") == 0) only_backend = true;
+        else if (strcmp(argv[i], "--bench-attn") == 0) bench_attn = true;
     }
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--self-check") == 0) {  // the end-to-end harness, the CPU against itself
@@ -1689,6 +1726,11 @@ int main(int argc, char **argv)
     printf("device 0: %s, cc %d.%d, %d SMs, %.1f GiB; seed %llu\n", info.name, info.cc_major, info.cc_minor, info.n_sm,
            info.total_bytes / 1073741824.0, (unsigned long long)g_rng);
     g_ref = strata_kernels_for(STRATA_ISA_SCALAR);
+    if (bench_attn) {
+        bench_attention();
+        strata_cuda_close(g_cu);
+        return 0;
+    }
     if (do_bench) {
         bench();
         strata_cuda_close(g_cu);

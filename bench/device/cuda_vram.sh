@@ -17,7 +17,7 @@
 #
 # Environment: BIN (binaries, default build-cuda), TYPE (Q4_K), LAYERS (48), PROMPT (512), GEN (128),
 # VRAM_SHARES ("50 25", percent of the expert bytes), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
-# the decode-graph run), BUDGET_S
+# the decode-graph run), HOSTROUTE (1; 0 skips the STRATA_HOST_ROUTE=1 run), BUDGET_S
 # (420: later phases are skipped past it), COMMIT.
 # llama.cpp CUDA is not built here (5 minutes there); the rows compare with shared/DEVICE.md's
 # numbers for this shape: Q4_K all in VRAM 299 / 6,455; -ncmoe 48 35.1 / 184; -ncmoe 36 (25% of the
@@ -45,6 +45,7 @@ if [ "${TEST_S:-120}" != 0 ]; then
     timeout "${TEST_S:-120}" "$tbin/test_cuda" > "$out/test_cuda.log" 2>&1; rc=$?
     grep -v '^ok' "$out/test_cuda.log" | grep -v '^    ' | head -n 30
     summary+=("test_cuda: rc=$rc, $(grep -c '^ok' "$out/test_cuda.log") ok, $(grep -c '^FAIL' "$out/test_cuda.log") FAIL, $((SECONDS - tt)) s")
+    "$tbin/test_cuda" --bench-attn 2>&1 | tee "$out/bench_attn.txt" | tail -n 6
 fi
 
 w=${WORK:-/tmp/cv}; mkdir -p "$w"
@@ -120,7 +121,7 @@ if ! late && run prof "STRATA_CUDA_PROF=1"; then
     summary+=("resident, STRATA_CUDA_PROF=1: prompt $p decode $d ($same tokens)")
     grep '^cuda profile' "$out/prof.err" | head -n 45
 fi
-if ! late && run hostroute "STRATA_HOST_ROUTE=1"; then
+if [ "${HOSTROUTE:-1}" != 0 ] && ! late && run hostroute "STRATA_HOST_ROUTE=1"; then
     { read -r p d l v same; read -r t1; read -r t2; } < <(facts hostroute)
     summary+=("resident, STRATA_HOST_ROUTE=1 (the VRAM tier's routing path): prompt $p decode $d ($same tokens)")
 fi

@@ -42,39 +42,41 @@ struct kv_regs {
     float4 k[KV_REG], v[KV_REG];
 };
 
-__device__ __forceinline__ void kv_fetch(const struct strata_cuda_attn &a, int kvh, int s0, int ns, kv_regs &r)
+__device__ __forceinline__ void kv_fetch(const struct strata_cuda_attn &a, uint32_t D, uint32_t Dv, int kvh, int s0,
+                                         int ns, kv_regs &r)
 {
-    const uint32_t D4 = a.D / 4, V4 = a.Dv / 4;
+    const uint32_t D4 = D / 4, V4 = Dv / 4;
 #pragma unroll
     for (int j = 0; j < KV_REG; j++) {
         const uint32_t g = threadIdx.x + j * ATTN_WARPS * 32;
         if (g < (uint32_t)ns * D4)
-            r.k[j] = kv_load4(a.k, a.kv_f16, (size_t)(s0 + g / D4) * a.kv_stride + (size_t)kvh * a.D + 4 * (g % D4));
+            r.k[j] = kv_load4(a.k, a.kv_f16, (size_t)(s0 + g / D4) * a.kv_stride + (size_t)kvh * D + 4 * (g % D4));
         if (g < (uint32_t)ns * V4)
-            r.v[j] = kv_load4(a.v, a.kv_f16, (size_t)(s0 + g / V4) * a.kv_stride + (size_t)kvh * a.Dv + 4 * (g % V4));
+            r.v[j] = kv_load4(a.v, a.kv_f16, (size_t)(s0 + g / V4) * a.kv_stride + (size_t)kvh * Dv + 4 * (g % V4));
     }
 }
 
-__device__ __forceinline__ void kv_stage(const struct strata_cuda_attn &a, int ns, const kv_regs &r, float *sk, float *sv)
+__device__ __forceinline__ void kv_stage(uint32_t D, uint32_t Dv, int ns, const kv_regs &r, float *sk, float *sv)
 {
-    const uint32_t D4 = a.D / 4, V4 = a.Dv / 4;
+    const uint32_t D4 = D / 4, V4 = Dv / 4;
 #pragma unroll
     for (int j = 0; j < KV_REG; j++) {
         const uint32_t g = threadIdx.x + j * ATTN_WARPS * 32;
-        if (g < (uint32_t)ns * D4) *(float4 *)(sk + (g / D4) * KSTRIDE(a.D) + 4 * (g % D4)) = r.k[j];
-        if (g < (uint32_t)ns * V4) *(float4 *)(sv + (g / V4) * a.Dv + 4 * (g % V4)) = r.v[j];
+        if (g < (uint32_t)ns * D4) *(float4 *)(sk + (g / D4) * KSTRIDE(D) + 4 * (g % D4)) = r.k[j];
+        if (g < (uint32_t)ns * V4) *(float4 *)(sv + (g / V4) * Dv + 4 * (g % V4)) = r.v[j];
     }
 }
 
 // scratch layout per (token, head, chunk): [Dv] output, then max, sum. NT: query tokens per block
-// (1 for decode, ATTN_TOK for prompts); a token's operations are the same for either.
-template <int NT>
+// (1 for decode, ATTN_TOK for prompts); DK: the head dim (keys and values) when known at compile
+// time (loops unrolled), 0: any. A token's operations are the same for every NT and DK.
+template <int NT, int DK>
 __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct strata_cuda_attn a, int t_begin,
                                                                int n_tok, int n_chunks)
 {
     pdl_enter();
     extern __shared__ __align__(16) float sm[];
-    const uint32_t D = a.D, Dv = a.Dv, G = a.H / a.Hkv;
+    const uint32_t D = DK ? DK : a.D, Dv = DK ? DK : a.Dv, G = a.H / a.Hkv;
     float *sk = sm;                                  // [ATTN_SUB][D + 4]
     float *sv = sk + ATTN_SUB * KSTRIDE(D);          // [ATTN_SUB][Dv]
     float *sq = sv + ATTN_SUB * Dv;                  // [NT][G][D] queries of the block
@@ -106,13 +108,13 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
 #pragma unroll
             for (int j = 0; j < MAXJ; j++) o[i][j] = 0.0f;
         }
-        kv_fetch(a, kvh, p0, min(ATTN_SUB, p1 - p0), r);
+        kv_fetch(a, D, Dv, kvh, p0, min(ATTN_SUB, p1 - p0), r);
         for (int s0 = p0; s0 < p1; s0 += ATTN_SUB) {
             const int ns = min(ATTN_SUB, p1 - s0);
             __syncthreads();  // the previous sub-chunk (and the queries' staging) done
-            kv_stage(a, ns, r, sk, sv);
+            kv_stage(D, Dv, ns, r, sk, sv);
             __syncthreads();
-            if (s0 + ATTN_SUB < p1) kv_fetch(a, kvh, s0 + ATTN_SUB, min(ATTN_SUB, p1 - s0 - ATTN_SUB), r);
+            if (s0 + ATTN_SUB < p1) kv_fetch(a, D, Dv, kvh, s0 + ATTN_SUB, min(ATTN_SUB, p1 - s0 - ATTN_SUB), r);
             if (hh >= (int)G) continue;
 #pragma unroll
             for (int i = 0; i < NT; i++) {
@@ -126,6 +128,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
                 if (lane < ns && pl <= pos) {
                     const float *k = sk + lane * KSTRIDE(D);
                     float dot = 0.0f;
+#pragma unroll 32
                     for (uint32_t dd = 0; dd < D; dd += 4) {
                         const float4 qv = *(const float4 *)(q + dd), kv = *(const float4 *)(k + dd);
                         dot = __fmaf_rn(qv.x, kv.x, dot);
@@ -143,6 +146,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
                 float acc[MAXJ];
 #pragma unroll
                 for (int j = 0; j < MAXJ; j++) acc[j] = __fmul_rn(o[i][j], alpha);
+#pragma unroll 8
                 for (int pp = 0; pp < ns; pp++) {
                     const float w = __shfl_sync(0xffffffffu, pr, pp);
 #pragma unroll
@@ -230,8 +234,10 @@ __global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_at
 
 int strata_cuda_attn_init(void)
 {
-    CU_TRY(cudaFuncSetAttribute(k_attn_part<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
-    CU_TRY(cudaFuncSetAttribute(k_attn_part<ATTN_TOK>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
+#define SET_SMEM(NT, DK) CU_TRY(cudaFuncSetAttribute(k_attn_part<NT, DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX))
+    SET_SMEM(1, 0); SET_SMEM(1, 64); SET_SMEM(1, 128); SET_SMEM(1, 256);
+    SET_SMEM(ATTN_TOK, 0); SET_SMEM(ATTN_TOK, 64); SET_SMEM(ATTN_TOK, 128); SET_SMEM(ATTN_TOK, 256);
+#undef SET_SMEM
     CU_TRY(cudaFuncSetAttribute(k_attn_merge, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 4));
     return 0;
 }
@@ -277,8 +283,13 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
     for (int t0 = 0; t0 < a->n_tok; t0 += ATTN_PASS) {
         const int n = a->n_tok - t0 < ATTN_PASS ? a->n_tok - t0 : ATTN_PASS;
         const dim3 grid(n_chunks, a->Hkv, cdiv(n, nt));
-        if (nt == 1) CU_LAUNCH("k_attn_part", k_attn_part<1>, grid, ATTN_WARPS * 32, smem, *a, t0, n, n_chunks);
-        else CU_LAUNCH("k_attn_part", k_attn_part<ATTN_TOK>, grid, ATTN_WARPS * 32, smem, *a, t0, n, n_chunks);
+        const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
+#define PART(NT, DK)                                                                                          \
+    if (nt == NT && dk == DK) CU_LAUNCH("k_attn_part", (k_attn_part<NT, DK>), grid, ATTN_WARPS * 32, smem, *a, t0, n, \
+                                        n_chunks)
+        PART(1, 0); PART(1, 64); PART(1, 128); PART(1, 256);
+        PART(ATTN_TOK, 0); PART(ATTN_TOK, 64); PART(ATTN_TOK, 128); PART(ATTN_TOK, 256);
+#undef PART
         const unsigned mt = a->H >= 32 ? 1024 : 32 * a->H;  // a warp per head
         CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, *a, t0, n_chunks, act,
                   quantize);
