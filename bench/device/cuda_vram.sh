@@ -132,7 +132,7 @@ if [ "${GRAPH:-1}" != 0 ] && ! late && run graph "STRATA_CUDA_GRAPH=1"; then
     summary+=("resident, graphs: prompt $p decode $d ($same tokens); $(grep -i 'graphs launched' "$out/graph.err" | tail -n 1)")
 fi
 
-for share in ${VRAM_SHARES:-50 25}; do
+for share in ${VRAM_SHARES-50 25}; do
     late && { summary+=("VRAM $share%: skipped (time)"); continue; }
     mib=$((exp_bytes * share / 100 / 1048576))
     case "$type:$share" in Q4_K:25) sp=241 sd=49.5 split="-ncmoe 36" ;; Q4_K:50) sp=402 sd=66.7 split="-ncmoe 24" ;;
@@ -147,8 +147,8 @@ for share in ${VRAM_SHARES:-50 25}; do
         grep -i 'vram experts' "$out/vram$share.err" | head -n 3
     fi
 done
-last=${VRAM_SHARES:-50 25}; last=${last##* }
-if ! late; then
+last=${VRAM_SHARES-50 25}; last=${last##* }
+if [ -n "$last" ] && ! late; then
     mib=$((exp_bytes * last / 100 / 1048576))
     GEN_SAVE=$G; G=32
     run vprof "STRATA_CUDA_PROF=1" --gpu-cache-mib "$mib" &&

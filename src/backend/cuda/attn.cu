@@ -15,11 +15,12 @@
 #include "backend/cuda/ctx.cuh"
 #include "backend/cuda/round.cuh"
 
-#define ATTN_CHUNK 128   // positions per chunk (the split, fixed)
+#define ATTN_CHUNK 32    // positions per chunk (the split, fixed): a decode token's blocks are many, each short
 #define ATTN_SUB 32      // positions staged at a time
 #define ATTN_TOK 8       // query tokens per block
 #define ATTN_WARPS 8     // query heads per pass
-#define ATTN_PASS 64     // tokens per pass of the host loop (bounds the scratch)
+#define ATTN_PASS 64     // most tokens per pass of the host loop
+#define ATTN_SCRATCH_MAX ((size_t)64 << 20)  // floats of partial results a pass may fill (fewer tokens then)
 #define ATTN_DMAX 256    // largest head dim
 #define ATTN_SMEM_MAX (200 * 1024)
 
@@ -27,6 +28,7 @@
 // consecutive elements of each in registers (one 16-byte load per group for F32, 8 bytes for F16),
 // all issued at once, so a sub-chunk costs one memory latency; the next sub-chunk's loads are in
 // flight while the current one is computed.
+#define PART_STRIDE(Dv) ((Dv) + 4)
 #define KV_REG (ATTN_SUB * ATTN_DMAX / 4 / (ATTN_WARPS * 32))
 #define KSTRIDE(D) ((D) + 4)  // floats between staged keys: 16-byte rows, a quarter warp's float4 reads on distinct banks
 
@@ -67,7 +69,8 @@ __device__ __forceinline__ void kv_stage(uint32_t D, uint32_t Dv, int ns, const 
     }
 }
 
-// scratch layout per (token, head, chunk): [Dv] output, then max, sum. NT: query tokens per block
+// scratch layout per (token, head, chunk): [Dv] output, then max, sum, two floats of padding (rows
+// of 16 bytes for the merge's wide loads). NT: query tokens per block
 // (1 for decode, ATTN_TOK for prompts); DK: the head dim (keys and values) when known at compile
 // time (loops unrolled), 0: any. A token's operations are the same for every NT and DK.
 template <int NT, int DK>
@@ -165,7 +168,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
             if (i >= ntk) break;
             if (p0 > a.pos[t_begin + tg + i]) continue;
             const int h = kvh * G + hh;
-            float *out = a.scratch + (((size_t)(tg + i) * a.H + h) * n_chunks + chunk) * (Dv + 2);
+            float *out = a.scratch + (((size_t)(tg + i) * a.H + h) * n_chunks + chunk) * PART_STRIDE(Dv);
 #pragma unroll
             for (int j = 0; j < MAXJ; j++) {
                 const uint32_t dd = lane + 32 * j;
@@ -183,7 +186,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
 // exp(m_c - M) side by side in the lanes, the sum of l_c weighted in a fixed butterfly, each output
 // dimension summed over the chunks in chunk order; then the optional sigmoid gate, and the row
 // rounded to the output projection's format when asked.
-#define MERGE_CHUNKS 64  // chunks whose weights stay in shared memory (more: recomputed)
+#define MERGE_CHUNKS 128 // chunks whose weights stay in shared memory (more: recomputed)
 __global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n_chunks, struct strata_cuda_act act,
                              int quantize)
 {
@@ -194,7 +197,7 @@ __global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_at
     const size_t tt = (size_t)(t_begin + t);
     const int nc = a.pos[tt] / ATTN_CHUNK + 1;
     const uint32_t ghs = a.gate_head_stride ? a.gate_head_stride : a.Dv;
-    const size_t cs = a.Dv + 2;
+    const size_t cs = PART_STRIDE(a.Dv);
     for (uint32_t h = warp; h < a.H; h += nw) {
         const float *part = a.scratch + ((size_t)t * a.H + h) * n_chunks * cs;
         float M = -INFINITY;
@@ -209,20 +212,29 @@ __global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_at
         L = warp_sum(L);
         __syncwarp();
         const float inv = __fdiv_rn(1.0f, L);
-        for (uint32_t d = lane; d < a.Dv; d += 32) {
-            float acc = 0.0f;
+        // lane: dimensions 4 l .. 4 l + 3 (and 128 on), each summed over the chunks in chunk order
+        for (uint32_t d = 4 * lane; d < a.Dv; d += 128) {
+            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 8
             for (int c = 0; c < nc; c++) {
                 const float e = c < MERGE_CHUNKS ? wts[warp % 32][c] : expf(__fsub_rn(part[(size_t)c * cs + a.Dv], M));
-                acc = __fmaf_rn(part[(size_t)c * cs + d], e, acc);
+                const float4 p = *(const float4 *)(part + (size_t)c * cs + d);
+                acc.x = __fmaf_rn(p.x, e, acc.x);
+                acc.y = __fmaf_rn(p.y, e, acc.y);
+                acc.z = __fmaf_rn(p.z, e, acc.z);
+                acc.w = __fmaf_rn(p.w, e, acc.w);
             }
-            float v = __fmul_rn(acc, inv);
-            if (a.gate) {
-                const float g = a.gate[tt * a.gate_stride + (size_t)h * ghs + d];
-                v = __fmul_rn(v, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
+            const float r[4] = {acc.x, acc.y, acc.z, acc.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float v = __fmul_rn(r[k], inv);
+                if (a.gate) {
+                    const float g = a.gate[tt * a.gate_stride + (size_t)h * ghs + d + k];
+                    v = __fmul_rn(v, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
+                }
+                a.out[tt * a.out_stride + (size_t)h * a.Dv + d + k] = v;
+                if (quantize) row[h * a.Dv + d + k] = v;
             }
-            a.out[tt * a.out_stride + (size_t)h * a.Dv + d] = v;
-            if (quantize) row[h * a.Dv + d] = v;
         }
         __syncwarp();
     }
@@ -242,11 +254,23 @@ int strata_cuda_attn_init(void)
     return 0;
 }
 
+// Tokens per pass: at most ATTN_PASS, fewer where their partial results would pass
+// ATTN_SCRATCH_MAX floats (long contexts), at least one. It does not change any token's result.
+static int attn_pass(int n_tok, size_t chunks, uint32_t H, uint32_t Dv)
+{
+    const size_t per = (size_t)H * chunks * PART_STRIDE(Dv), fit = ATTN_SCRATCH_MAX / per;
+    size_t p = (size_t)(n_tok < ATTN_PASS ? n_tok : ATTN_PASS);
+    if (p > fit) p = fit > 0 ? fit : 1;
+    return (int)p;
+}
+
+// Room for any pass of up to n_tok tokens below position max_ctx: a pass with fewer chunks takes
+// more tokens, up to ATTN_SCRATCH_MAX floats, hence the one extra token's worth.
 size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv)
 {
-    const size_t pass = (size_t)(n_tok < ATTN_PASS ? n_tok : ATTN_PASS);
-    const size_t chunks = ((size_t)max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
-    return pass * H * chunks * (Dv + 2);
+    const size_t chunks = ((size_t)max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, per = (size_t)H * chunks * PART_STRIDE(Dv);
+    const size_t all = (size_t)(n_tok < ATTN_PASS ? n_tok : ATTN_PASS) * per;
+    return all < ATTN_SCRATCH_MAX + per ? all : ATTN_SCRATCH_MAX + per;
 }
 
 int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a)
@@ -280,8 +304,9 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
         strata_log_error("cuda: attention: %u query heads per KV head of dim %u need too much shared memory", G, a->D);
         return STRATA_EARG;
     }
-    for (int t0 = 0; t0 < a->n_tok; t0 += ATTN_PASS) {
-        const int n = a->n_tok - t0 < ATTN_PASS ? a->n_tok - t0 : ATTN_PASS;
+    const int pass = attn_pass(a->n_tok, (size_t)n_chunks, a->H, a->Dv);
+    for (int t0 = 0; t0 < a->n_tok; t0 += pass) {
+        const int n = a->n_tok - t0 < pass ? a->n_tok - t0 : pass;
         const dim3 grid(n_chunks, a->Hkv, cdiv(n, nt));
         const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
 #define PART(NT, DK)                                                                                          \

@@ -24,19 +24,51 @@ __device__ double block_sum_d(double v, double *red)
     return s;
 }
 
+#define RN_REG 32  // elements per thread held in registers (rows up to 8192 with 256 threads)
+
 __global__ void k_rmsnorm(float *y, size_t y_stride, const float *x, size_t x_stride, const float *w, uint32_t n,
                           float eps)
 {
-    pdl_enter();
     __shared__ double red[32];
+    pdl_launch_dependents();
     const float *xr = x + (size_t)blockIdx.x * x_stride;
     float *yr = y + (size_t)blockIdx.x * y_stride;
+    if (n > RN_REG * blockDim.x) {  // long rows: two passes over x
+        pdl_wait();
+        double s = 0.0;
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)__fmul_rn(xr[i], xr[i]);
+        s = block_sum_d(s, red);
+        const float mean = (float)(s / n);
+        const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+        return;
+    }
+    // the weights do not depend on the previous kernel: loaded before waiting for it; the row is
+    // read once into registers (the same sums, element by element, as the two-pass form)
+    float wv[RN_REG], xv[RN_REG];
+#pragma unroll
+    for (int j = 0; j < RN_REG; j++) {
+        const uint32_t i = threadIdx.x + j * blockDim.x;
+        wv[j] = i < n ? w[i] : 0.0f;
+    }
+    pdl_wait();
+#pragma unroll
+    for (int j = 0; j < RN_REG; j++) {
+        const uint32_t i = threadIdx.x + j * blockDim.x;
+        xv[j] = i < n ? xr[i] : 0.0f;
+    }
     double s = 0.0;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)__fmul_rn(xr[i], xr[i]);
+#pragma unroll
+    for (int j = 0; j < RN_REG; j++)
+        if (threadIdx.x + j * blockDim.x < n) s += (double)__fmul_rn(xv[j], xv[j]);
     s = block_sum_d(s, red);
     const float mean = (float)(s / n);
     const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+#pragma unroll
+    for (int j = 0; j < RN_REG; j++) {
+        const uint32_t i = threadIdx.x + j * blockDim.x;
+        if (i < n) yr[i] = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
+    }
 }
 
 // The same norm, the row kept in shared memory and rounded to up to two activation formats.
