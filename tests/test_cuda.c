@@ -1671,6 +1671,78 @@ static void test_e2e_refused(const char *arch)
     case_result(name, f0);
 }
 
+// The VRAM expert tier: a model's logits with every expert resident in VRAM and through bounded
+// VRAM caches (a half and a quarter of the experts, with a bounded host cache behind the smaller)
+// are the same bits, for a prompt in one pass, in chunks, and for decode steps: the same kernels
+// compute each expert wherever its bytes came from.
+static void test_vram_tier(const char *type_name)
+{
+    const int f0 = g_failures;
+    char name[128], path[256];
+    snprintf(name, sizeof name, "VRAM tier, qwen3moe tiny %s: bounded caches give the resident logits", type_name);
+    snprintf(path, sizeof path, "%s/v.gguf", g_dir);
+    const struct strata_synth_opts so = {.arch = "qwen3moe", .preset = "tiny", .out_path = path, .seed = 11,
+                                         .type = strata_type_from_name(type_name)};
+    CHECK(strata_synth(&so) == 0, "%s: synth", name);
+    struct strata_engine *er = e2e_open(path, STRATA_BACKEND_CUDA);
+    CHECK(er != NULL, "%s: open resident", name);
+    float *lr = NULL, *lv = NULL;
+    if (er) {
+        struct strata_model_info info;
+        strata_engine_info(er, &info);
+        const int nv = (int)info.n_vocab;
+        int32_t tok[E2E_N];
+        uint64_t r = 99;
+        for (int i = 0; i < E2E_N; i++) tok[i] = (int32_t)(strata_rng_next(&r) % (uint64_t)nv);
+        lr = xmalloc((size_t)E2E_N * nv * 4);
+        lv = xmalloc((size_t)E2E_N * nv * 4);
+        CHECK(e2e_eval(er, tok, E2E_N, E2E_N, lr) == 0, "%s: resident eval", name);
+        const uint64_t exp_bytes = info.expert_bytes;
+        const uint64_t div[2] = {2, 4};
+        for (int b = 0; b < 2 && g_failures == f0; b++) {
+            struct strata_engine_params ep = strata_engine_default_params();
+            ep.model = path;
+            ep.backend = STRATA_BACKEND_CUDA;
+            ep.n_threads = 4;
+            ep.n_ctx = 128;
+            ep.n_batch = 64;
+            ep.vram_cache_bytes = exp_bytes / div[b];
+            if (b == 1) ep.host_cache_bytes = exp_bytes / 2;
+            struct strata_engine *ev = NULL;
+            if (strata_engine_open(&ev, &ep)) {
+                CHECK(0, "%s: open with %llu bytes of VRAM slots: %s", name, (unsigned long long)ep.vram_cache_bytes,
+                      strata_last_error());
+                break;
+            }
+            const int chunks[3] = {E2E_N, 7, 1};
+            for (int c = 0; c < 3; c++) {
+                memset(lv, 0, (size_t)E2E_N * nv * 4);
+                const bool ok = e2e_eval(ev, tok, E2E_N, chunks[c], lv) == 0;
+                CHECK(ok, "%s: eval 1/%llu in chunks of %d: %s", name, (unsigned long long)div[b], chunks[c],
+                      strata_last_error());
+                CHECK(!ok || memcmp(lv, lr, (size_t)E2E_N * nv * 4) == 0,
+                      "%s: 1/%llu of the experts in VRAM, chunks of %d: max diff %.3g from resident", name,
+                      (unsigned long long)div[b], chunks[c], max_abs_diff(lv, lr, E2E_N * nv));
+            }
+            struct strata_stats st;
+            strata_engine_stats(ev, &st);
+            const struct strata_expert_stats *vs = &st.experts[STRATA_TIER_VRAM];
+            CHECK(vs->present && !vs->full && vs->misses > 0 && vs->bytes_read > 0,
+                  "%s: VRAM tier statistics (present %d, full %d, misses %llu, bytes %llu)", name, vs->present, vs->full,
+                  (unsigned long long)vs->misses, (unsigned long long)vs->bytes_read);
+            printf("    1/%llu of the experts in VRAM: hits %llu, misses %llu, %.1f MB over PCIe\n",
+                   (unsigned long long)div[b], (unsigned long long)vs->hits, (unsigned long long)vs->misses,
+                   vs->bytes_read / 1e6);
+            strata_engine_close(ev);
+        }
+    }
+    strata_engine_close(er);
+    free(lr);
+    free(lv);
+    unlink(path);
+    case_result(name, f0);
+}
+
 static void test_backend(void)
 {
     if (!mkdtemp(g_dir)) {
@@ -1694,6 +1766,8 @@ static void test_backend(void)
     if (g_e2e_kind == STRATA_BACKEND_CUDA) {
         test_e2e_refused("gpt-oss");
         test_e2e_refused("deepseek2");
+        test_vram_tier("Q4_K");
+        test_vram_tier("Q8_0");
     }
     rmdir(g_dir);
 }

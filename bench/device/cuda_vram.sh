@@ -37,6 +37,16 @@ commit=${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unk
 summary=()
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
 late() { [ $((SECONDS - t0)) -gt "${BUDGET_S:-420}" ]; }
+# LLAMA=1: llama.cpp CUDA built here from .deps/llama-src.tar.xz (bench/device/deps.sh notes; about 5
+# minutes, in the background while the tests and the resident runs go), then llama-bench on the same
+# file: everything in VRAM, and the static splits at the VRAM shares (-ncmoe: layers' experts on the CPU)
+if [ "${LLAMA:-0}" = 1 ]; then
+    ll=$(mktemp -d) && tar -xJf "$root/.deps/llama-src.tar.xz" -C "$ll"
+    (cmake -S "$ll" -B "$ll/b" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+        > "$out/llama_build.log" 2>&1 && cmake --build "$ll/b" -j 14 --target llama-bench >> "$out/llama_build.log" 2>&1) &
+    llama_pid=$!
+fi
 
 if [ "${TEST_S:-120}" != 0 ]; then
     "$tbin/test_cuda_host" > "$out/test_cuda_host.log" 2>&1
@@ -132,17 +142,40 @@ if [ "${GRAPH:-1}" != 0 ] && ! late && run graph "STRATA_CUDA_GRAPH=1"; then
     summary+=("resident, graphs: prompt $p decode $d ($same tokens); $(grep -i 'graphs launched' "$out/graph.err" | tail -n 1)")
 fi
 
+declare -A llama_p llama_d
+if [ -n "${llama_pid:-}" ]; then
+    tw=$SECONDS; wait "$llama_pid"; echo "llama.cpp build: rc=$? (waited $((SECONDS - tw)) s)"; tail -n 2 "$out/llama_build.log"
+    lb="$ll/b/bin/llama-bench"
+    for cfg in "all:" "50:-ncmoe 24" "25:-ncmoe 36"; do
+        key=${cfg%%:*} extra=${cfg#*:}
+        if "$lb" -m "$m" -ngl 99 $extra -t 16 -p "$P" -n "$G" -r 2 -o json > "$w/llama_$key.json" 2> "$out/llama_$key.err"; then
+            read -r lp_ ld_ < <(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = [x["avg_ts"] for x in r if x["n_prompt"] > 0]; g = [x["avg_ts"] for x in r if x["n_gen"] > 0]
+print(round(p[0], 1), round(g[0], 2))' "$w/llama_$key.json")
+            llama_p[$key]=$lp_ llama_d[$key]=$ld_
+            row "llama.cpp cuda" "llama-bench -ngl 99 $extra -t 16 p=$P n=$G (same file, same run)" "$lp_" "$ld_" 1 yes \
+                "llama.cpp de3ff81 (the oracle npm bundle) built there with GGML_CUDA, sm_90"
+            summary+=("llama.cpp ${extra:-all in VRAM}: prompt $lp_ decode $ld_")
+        else
+            summary+=("llama.cpp $key failed: $(tail -n 1 "$out/llama_$key.err")")
+        fi
+    done
+fi
 for share in ${VRAM_SHARES-50 25}; do
     late && { summary+=("VRAM $share%: skipped (time)"); continue; }
     mib=$((exp_bytes * share / 100 / 1048576))
     case "$type:$share" in Q4_K:25) sp=241 sd=49.5 split="-ncmoe 36" ;; Q4_K:50) sp=402 sd=66.7 split="-ncmoe 24" ;;
         Q8_0:*) sp=205 sd=31.9 split="8/48 layers" ;; *) sp=0 sd=0 split="?" ;; esac
     cpu_p=$([ "$type" = Q8_0 ] && echo 194 || echo 184)
+    src="DEVICE.md"
+    if [ -n "${llama_d[$share]:-}" ]; then sd=${llama_d[$share]} sp=${llama_p[$share]} src="same run"; fi
     if run "vram$share" "" --gpu-cache-mib "$mib"; then
         { read -r p d l v same; read -r t1; read -r t2; } < <(facts "vram$share")
         row "strata cuda vram $share%" "--backend cuda --gpu-cache-mib $mib ($share% of the experts) prompt=$P gen=$G" \
             "$p" "$d" "$(ratio "$d" "$sd" 3)" yes \
-            "tokens $same as resident; vs llama.cpp best split at equal VRAM ($split: $sd / $sp, DEVICE.md): decode $(ratio "$d" "$sd" 3), prompt vs experts-on-CPU $cpu_p: $(ratio "$p" "$cpu_p" 2); $t1; $t2"
+            "tokens $same as resident; vs llama.cpp split at equal VRAM ($split: $sd / $sp, $src): decode $(ratio "$d" "$sd" 3), prompt vs experts-on-CPU $cpu_p: $(ratio "$p" "$cpu_p" 2); $t1; $t2"
         summary+=("VRAM $share% ($mib MiB): prompt $p decode $d, tokens $same; $t1 | $t2")
         grep -i 'vram experts' "$out/vram$share.err" | head -n 3
     fi

@@ -72,7 +72,7 @@ struct strata_forward {
     // device routing (backends with route and moe, every expert resident)
     void **exp_tables;            // backend [n_moe][3][X] expert matrix pointers, or NULL
     float *probs_b;               // backend [n_moe][X] selection biases
-    uint8_t *tables_built;        // host [n_moe]
+    uint8_t *tables_built;        // host [n_moe]: bit 0 the expert table, bit 1 the selection biases
     const void **tab_host;        // host [3][X] one layer's table on its way up
     bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
     bool separate_rope;           // STRATA_SEPARATE_ROPE=1: no attention_rope (comparisons)
@@ -572,8 +572,10 @@ static int shared_expert(struct strata_forward *f, const struct strata_layer *L,
     return f->bi->mul_sigmoid(f->bc, f->ffn_out, E, f->ffn_a, 1, true, n, E);
 }
 
-// Router, host routing, the upload of the grouped routes.
-static int route(struct strata_forward *f, const struct strata_layer *L, int n)
+// Router and routing: on the device where the backend routes (route_of then holds the ids and
+// weight the weights, on_device true), else on the host with the grouped routes and weights
+// uploaded.
+static int route(struct strata_forward *f, const struct strata_layer *L, int n, bool *on_device)
 {
     const struct strata_model *m = f->m;
     const struct strata_hparams *hp = &m->hp;
@@ -581,6 +583,31 @@ static int route(struct strata_forward *f, const struct strata_layer *L, int n)
     int rc;
     const struct strata_mat *w[1] = {&L->router};
     TRY(project(f, w, &f->router_logits, 1, f->h, n));
+    const uint32_t ml = (uint32_t)L->moe_index;
+    if (f->exp_tables && !f->host_route && !m->route_exact && !L->router_b && K <= 32 && X <= 1024 &&
+        ml < m->layout.n_layers) {
+        // the backend's routing, as the resident pass routes (the same selections and weight bits,
+        // whichever tier the experts come from); the ids come back for the provider
+        if (L->exp_probs_b && !(f->tables_built[ml] & 2)) {
+            TRY(f->bi->upload(f->bc, f->probs_b + (size_t)ml * X, L->exp_probs_b, X * sizeof(float)));
+            f->tables_built[ml] |= 2;
+        }
+        const struct strata_route_params dp = {
+            .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
+            .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
+            .bias = L->exp_probs_b ? f->probs_b + (size_t)ml * X : NULL,
+        };
+        TRY(f->bi->route(f->bc, &dp, f->router_logits, n, f->route_of, f->weight));
+        TRY(f->bi->download(f->bc, f->sel, f->route_of, (size_t)n * K * sizeof(int32_t)));
+        if (f->want_trace)
+            for (int t = 0; t < n; t++)
+                memcpy(f->trace_ids + ((size_t)t * m->layout.n_layers + ml) * K, f->sel + (size_t)t * K,
+                       K * sizeof(int32_t));
+        strata_route_group(f->sel, n, K, X, &f->g);
+        *on_device = true;  // route_of holds the ids, weight the weights; the grouping is uploaded by the caller if wanted
+        return 0;
+    }
+    *on_device = false;
     TRY(f->bi->download(f->bc, f->logits_host, f->router_logits, (size_t)n * X * sizeof(float)));
     const struct strata_route_params rp = {
         .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
@@ -731,7 +758,7 @@ static int device_moe(struct strata_forward *f, const struct strata_layer *L, bo
         L->exp_down_b || L->swiglu_oai || f->want_trace || f->lookahead || K > 32 || X > 1024 ||
         ml >= m->layout.n_layers)
         return 0;
-    if (!f->tables_built[ml]) {
+    if (!(f->tables_built[ml] & 1)) {
         struct strata_experts_stats es;
         strata_provider_stats(f->experts, &es);
         if (!es.full || strata_provider_max_batch(f->experts) < (int)X) return 0;
@@ -749,7 +776,7 @@ static int device_moe(struct strata_forward *f, const struct strata_layer *L, bo
         TRY(f->bi->upload(f->bc, f->exp_tables + (size_t)ml * 3 * X, tab, 3 * X * sizeof(void *)));
         if (L->exp_probs_b)
             TRY(f->bi->upload(f->bc, f->probs_b + (size_t)ml * X, L->exp_probs_b, X * sizeof(float)));
-        f->tables_built[ml] = 1;
+        f->tables_built[ml] = 3;  // the table and the selection biases
     }
     *use = true;
     return 0;
@@ -785,6 +812,48 @@ static int moe_device(struct strata_forward *f, const struct strata_layer *L, in
     return 0;
 }
 
+// Experts of a bounded cache (host RAM or VRAM tier) from device routes, when a layer's experts of
+// the pass fit the cache at once: acquired, their device pointers put in the layer's slot table,
+// and the backend's moe op runs them, the kernels of the fully resident pass. So the output is the
+// same bits whichever tier each expert came from.
+static bool tiered_moe_ok(const struct strata_forward *f, const struct strata_layer *L)
+{
+    return f->bi->moe && !L->exp_up_b && !L->exp_gate_b && !L->exp_down_b && !L->swiglu_oai &&
+           f->g.n_used_experts <= strata_provider_max_batch(f->experts);
+}
+
+static int moe_tiered(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
+    struct strata_route_groups *g = &f->g;
+    int rc;
+    TRY(strata_provider_acquire(f->experts, ml, g->used, g->n_used_experts, f->views));
+    if (f->lookahead) rc = lookahead(f, L, n);
+    // entries of experts this pass does not use are stale and never read
+    const void **tab = f->tab_host;
+    for (int i = 0; i < g->n_used_experts; i++) {
+        const uint32_t e = g->used[i];
+        tab[e] = f->views[i].part[STRATA_EXPERT_GATE];
+        tab[X + e] = f->views[i].part[STRATA_EXPERT_UP];
+        tab[2 * X + e] = f->views[i].part[STRATA_EXPERT_DOWN];
+    }
+    if (rc == 0) rc = f->bi->upload(f->bc, f->exp_tables + (size_t)ml * 3 * X, tab, 3 * X * sizeof(void *));
+    if (rc == 0 && L->sh_down.data) rc = shared_expert(f, L, n);
+    const struct strata_moe_op op = {
+        .h = f->h, .x = f->x, .ids = f->route_of, .weight = f->weight,
+        .table = (const void *const *)(f->exp_tables + (size_t)ml * 3 * X),
+        .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down,
+        .shared = L->sh_down.data ? f->ffn_out : NULL, .n_tok = n, .k = (int)K, .n_expert = X,
+        .gate_out = f->gate_out, .up_out = f->up_out, .down_out = f->down_out,
+    };
+    if (rc == 0) rc = f->bi->moe(f->bc, &op);
+    // the kernels must be done with the views before they are released
+    if (rc == 0) rc = f->bi->sync(f->bc);
+    strata_provider_release(f->experts, ml, f->views, g->n_used_experts);
+    return rc;
+}
+
 static int moe_block(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st)
 {
     const struct strata_hparams *hp = &f->m->hp;
@@ -795,10 +864,21 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     TRY(device_moe(f, L, &dev));
     TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->ffn_norm, n, E, hp->rms_eps));
     if (dev) return moe_device(f, L, n, st, t0);
-    TRY(route(f, L, n));
+    bool routed_dev;
+    TRY(route(f, L, n, &routed_dev));
     if (f->lookahead) strata_lookahead_observe(f->lookahead, (uint32_t)L->moe_index, f->g.used, f->g.n_used_experts);
     const double t1 = strata_now();
     st->t_router += t1 - t0;
+    if (routed_dev && tiered_moe_ok(f, L)) {
+        TRY(moe_tiered(f, L, n));
+        st->t_experts += strata_now() - t1;
+        return 0;
+    }
+    if (routed_dev) {  // the grouped routes for the products below
+        const size_t b = (size_t)n * hp->n_expert_used * sizeof(int32_t);
+        TRY(f->bi->upload(f->bc, f->tok_of, f->g.tok_of, b));
+        TRY(f->bi->upload(f->bc, f->route_of, f->g.route_of, b));
+    }
     TRY(experts_block(f, L, n));
     if (L->sh_down.data) TRY(shared_expert(f, L, n));
     // weighted sum in selection order (+ the shared expert), then the residual
