@@ -1672,7 +1672,7 @@ static void test_e2e_refused(const char *arch)
 }
 
 // The VRAM expert tier: a model's logits with every expert resident in VRAM and through bounded
-// VRAM caches (a half and a quarter of the experts, with a bounded host cache behind the smaller)
+// VRAM caches (4 slots per layer, and one token's experts with a bounded host cache behind)
 // are the same bits, for a prompt in one pass, in chunks, and for decode steps: the same kernels
 // compute each expert wherever its bytes came from.
 static void test_vram_tier(const char *type_name)
@@ -1697,8 +1697,9 @@ static void test_vram_tier(const char *type_name)
         lr = xmalloc((size_t)E2E_N * nv * 4);
         lv = xmalloc((size_t)E2E_N * nv * 4);
         CHECK(e2e_eval(er, tok, E2E_N, E2E_N, lr) == 0, "%s: resident eval", name);
-        const uint64_t exp_bytes = info.expert_bytes;
-        const uint64_t div[2] = {2, 4};
+        // budgets of 4 slots and of the minimum (one token's experts) per layer, with a little slack
+        const uint64_t slot = info.expert_bytes / info.n_expert;  // one slot in every MoE layer
+        const uint64_t n_slots[2] = {4, info.n_expert_used};
         for (int b = 0; b < 2 && g_failures == f0; b++) {
             struct strata_engine_params ep = strata_engine_default_params();
             ep.model = path;
@@ -1706,23 +1707,23 @@ static void test_vram_tier(const char *type_name)
             ep.n_threads = 4;
             ep.n_ctx = 128;
             ep.n_batch = 64;
-            ep.vram_cache_bytes = exp_bytes / div[b];
-            if (b == 1) ep.host_cache_bytes = exp_bytes / 2;
+            ep.vram_cache_bytes = slot * n_slots[b] + slot / 8;
+            if (b == 1) ep.host_cache_bytes = info.expert_bytes / 2 + slot / 8;
             struct strata_engine *ev = NULL;
             if (strata_engine_open(&ev, &ep)) {
-                CHECK(0, "%s: open with %llu bytes of VRAM slots: %s", name, (unsigned long long)ep.vram_cache_bytes,
-                      strata_last_error());
+                CHECK(0, "%s: open with %llu bytes of VRAM slots (%llu per layer): %s", name,
+                      (unsigned long long)ep.vram_cache_bytes, (unsigned long long)n_slots[b], strata_last_error());
                 break;
             }
             const int chunks[3] = {E2E_N, 7, 1};
             for (int c = 0; c < 3; c++) {
                 memset(lv, 0, (size_t)E2E_N * nv * 4);
                 const bool ok = e2e_eval(ev, tok, E2E_N, chunks[c], lv) == 0;
-                CHECK(ok, "%s: eval 1/%llu in chunks of %d: %s", name, (unsigned long long)div[b], chunks[c],
-                      strata_last_error());
+                CHECK(ok, "%s: eval with %llu slots per layer in chunks of %d: %s", name,
+                      (unsigned long long)n_slots[b], chunks[c], strata_last_error());
                 CHECK(!ok || memcmp(lv, lr, (size_t)E2E_N * nv * 4) == 0,
-                      "%s: 1/%llu of the experts in VRAM, chunks of %d: max diff %.3g from resident", name,
-                      (unsigned long long)div[b], chunks[c], max_abs_diff(lv, lr, E2E_N * nv));
+                      "%s: %llu VRAM slots per layer, chunks of %d: max diff %.3g from resident", name,
+                      (unsigned long long)n_slots[b], chunks[c], max_abs_diff(lv, lr, E2E_N * nv));
             }
             struct strata_stats st;
             strata_engine_stats(ev, &st);
@@ -1730,9 +1731,9 @@ static void test_vram_tier(const char *type_name)
             CHECK(vs->present && !vs->full && vs->misses > 0 && vs->bytes_read > 0,
                   "%s: VRAM tier statistics (present %d, full %d, misses %llu, bytes %llu)", name, vs->present, vs->full,
                   (unsigned long long)vs->misses, (unsigned long long)vs->bytes_read);
-            printf("    1/%llu of the experts in VRAM: hits %llu, misses %llu, %.1f MB over PCIe\n",
-                   (unsigned long long)div[b], (unsigned long long)vs->hits, (unsigned long long)vs->misses,
-                   vs->bytes_read / 1e6);
+            printf("    %llu of %u experts per layer in VRAM: hits %llu, misses %llu, %.1f MB over PCIe\n",
+                   (unsigned long long)n_slots[b], info.n_expert, (unsigned long long)vs->hits,
+                   (unsigned long long)vs->misses, vs->bytes_read / 1e6);
             strata_engine_close(ev);
         }
     }
