@@ -143,26 +143,6 @@ if [ "${GRAPH:-1}" != 0 ] && ! late && run graph "STRATA_CUDA_GRAPH=1"; then
 fi
 
 declare -A llama_p llama_d
-if [ -n "${llama_pid:-}" ]; then
-    tw=$SECONDS; wait "$llama_pid"; echo "llama.cpp build: rc=$? (waited $((SECONDS - tw)) s)"; tail -n 2 "$out/llama_build.log"
-    lb="$ll/b/bin/llama-bench"
-    for cfg in "all:" "50:-ncmoe 24" "25:-ncmoe 36"; do
-        key=${cfg%%:*} extra=${cfg#*:}
-        if "$lb" -m "$m" -ngl 99 $extra -t 16 -p "$P" -n "$G" -r 2 -o json > "$w/llama_$key.json" 2> "$out/llama_$key.err"; then
-            read -r lp_ ld_ < <(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-p = [x["avg_ts"] for x in r if x["n_prompt"] > 0]; g = [x["avg_ts"] for x in r if x["n_gen"] > 0]
-print(round(p[0], 1), round(g[0], 2))' "$w/llama_$key.json")
-            llama_p[$key]=$lp_ llama_d[$key]=$ld_
-            row "llama.cpp cuda" "llama-bench -ngl 99 $extra -t 16 p=$P n=$G (same file, same run)" "$lp_" "$ld_" 1 yes \
-                "llama.cpp de3ff81 (the oracle npm bundle) built there with GGML_CUDA, sm_90"
-            summary+=("llama.cpp ${extra:-all in VRAM}: prompt $lp_ decode $ld_")
-        else
-            summary+=("llama.cpp $key failed: $(tail -n 1 "$out/llama_$key.err")")
-        fi
-    done
-fi
 for share in ${VRAM_SHARES-50 25}; do
     late && { summary+=("VRAM $share%: skipped (time)"); continue; }
     mib=$((exp_bytes * share / 100 / 1048576))
@@ -187,6 +167,36 @@ if [ -n "$last" ] && ! late; then
     run vprof "STRATA_CUDA_PROF=1" --gpu-cache-mib "$mib" &&
         grep '^cuda profile' "$out/vprof.err" | head -n 30
     G=$GEN_SAVE
+fi
+# llama.cpp last: the VRAM rows above compare with DEVICE.md's numbers, these rows are the same run's
+tw=$SECONDS
+while [ -n "${llama_pid:-}" ] && kill -0 "$llama_pid" 2>/dev/null && [ $((SECONDS - t0)) -lt "${LLAMA_DEADLINE_S:-440}" ]; do
+    sleep 2
+done
+if [ -n "${llama_pid:-}" ] && kill -0 "$llama_pid" 2>/dev/null; then
+    summary+=("llama.cpp: its build was not done by ${LLAMA_DEADLINE_S:-440} s; no llama.cpp rows")
+    pkill -f "cmake --build $ll/b" 2>/dev/null
+    llama_pid=
+fi
+if [ -n "${llama_pid:-}" ]; then
+    wait "$llama_pid"; echo "llama.cpp build: rc=$? (waited $((SECONDS - tw)) s)"; tail -n 2 "$out/llama_build.log"
+    lb="$ll/b/bin/llama-bench"
+    for cfg in "all:" "50:-ncmoe 24" "25:-ncmoe 36"; do
+        key=${cfg%%:*} extra=${cfg#*:}
+        if "$lb" -m "$m" -ngl 99 $extra -t 16 -p "$P" -n "$G" -r 2 -o json > "$w/llama_$key.json" 2> "$out/llama_$key.err"; then
+            read -r lp_ ld_ < <(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = [x["avg_ts"] for x in r if x["n_prompt"] > 0]; g = [x["avg_ts"] for x in r if x["n_gen"] > 0]
+print(round(p[0], 1), round(g[0], 2))' "$w/llama_$key.json")
+            llama_p[$key]=$lp_ llama_d[$key]=$ld_
+            row "llama.cpp cuda" "llama-bench -ngl 99 $extra -t 16 p=$P n=$G (same file, same run)" "$lp_" "$ld_" 1 yes \
+                "llama.cpp de3ff81 (the oracle npm bundle) built there with GGML_CUDA, sm_90"
+            summary+=("llama.cpp ${extra:-all in VRAM}: prompt $lp_ decode $ld_")
+        else
+            summary+=("llama.cpp $key failed: $(tail -n 1 "$out/llama_$key.err")")
+        fi
+    done
 fi
 if ! late; then
     "$bin/strata" run -m "$m" -p "hi" -n 2 --backend cuda --gpu-cache-mib 1 > /dev/null 2> "$out/tiny.err"
