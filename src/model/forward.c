@@ -782,6 +782,21 @@ static int device_moe(struct strata_forward *f, const struct strata_layer *L, bo
     return 0;
 }
 
+// The backend's moe op over the layer's slot table, the device routes in route_of / weight.
+static int layer_moe(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
+    const struct strata_moe_op op = {
+        .h = f->h, .x = f->x, .ids = f->route_of, .weight = f->weight,
+        .table = (const void *const *)(f->exp_tables + (size_t)ml * 3 * X),
+        .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down,
+        .shared = L->sh_down.data ? f->ffn_out : NULL, .n_tok = n, .k = (int)K, .n_expert = X,
+        .gate_out = f->gate_out, .up_out = f->up_out, .down_out = f->down_out,
+    };
+    return f->bi->moe(f->bc, &op);
+}
+
 // Router, device routing and the experts in one go (device_moe said yes).
 static int moe_device(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st,
                       double t0)
@@ -800,14 +815,7 @@ static int moe_device(struct strata_forward *f, const struct strata_layer *L, in
     const double t1 = strata_now();
     st->t_router += t1 - t0;
     if (L->sh_down.data) TRY(shared_expert(f, L, n));
-    const struct strata_moe_op op = {
-        .h = f->h, .x = f->x, .ids = f->route_of, .weight = f->weight,
-        .table = (const void *const *)(f->exp_tables + (size_t)ml * 3 * X),
-        .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down,
-        .shared = L->sh_down.data ? f->ffn_out : NULL, .n_tok = n, .k = (int)K, .n_expert = X,
-        .gate_out = f->gate_out, .up_out = f->up_out, .down_out = f->down_out,
-    };
-    TRY(f->bi->moe(f->bc, &op));
+    TRY(layer_moe(f, L, n));
     st->t_experts += strata_now() - t1;
     return 0;
 }
@@ -825,7 +833,7 @@ static bool tiered_moe_ok(const struct strata_forward *f, const struct strata_la
 static int moe_tiered(struct strata_forward *f, const struct strata_layer *L, int n)
 {
     const struct strata_hparams *hp = &f->m->hp;
-    const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
+    const uint32_t X = hp->n_expert, ml = (uint32_t)L->moe_index;
     struct strata_route_groups *g = &f->g;
     int rc;
     TRY(strata_provider_acquire(f->experts, ml, g->used, g->n_used_experts, f->views));
@@ -840,14 +848,7 @@ static int moe_tiered(struct strata_forward *f, const struct strata_layer *L, in
     }
     if (rc == 0) rc = f->bi->upload(f->bc, f->exp_tables + (size_t)ml * 3 * X, tab, 3 * X * sizeof(void *));
     if (rc == 0 && L->sh_down.data) rc = shared_expert(f, L, n);
-    const struct strata_moe_op op = {
-        .h = f->h, .x = f->x, .ids = f->route_of, .weight = f->weight,
-        .table = (const void *const *)(f->exp_tables + (size_t)ml * 3 * X),
-        .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down,
-        .shared = L->sh_down.data ? f->ffn_out : NULL, .n_tok = n, .k = (int)K, .n_expert = X,
-        .gate_out = f->gate_out, .up_out = f->up_out, .down_out = f->down_out,
-    };
-    if (rc == 0) rc = f->bi->moe(f->bc, &op);
+    if (rc == 0) rc = layer_moe(f, L, n);
     // the kernels must be done with the views before they are released
     if (rc == 0) rc = f->bi->sync(f->bc);
     strata_provider_release(f->experts, ml, f->views, g->n_used_experts);
