@@ -66,6 +66,9 @@ int strata_resident_open(struct strata_resident **out, struct strata_backend *be
             }
             rl->part[p] = be->iface->alloc(be->ctx, t->n_bytes, "routed experts");
             if (!rl->part[p]) {
+                strata_log_error("resident experts: %s memory cannot hold every routed expert (%.0f MiB); "
+                                 "--gpu-cache-mib N keeps N MiB of them there (strata run --help)",
+                                 be->iface->name, (lay->full_residency_bytes - lay->dense_bytes) / 1048576.0);
                 rc = STRATA_ENOMEM;
                 break;
             }
