@@ -25,6 +25,16 @@ done
 # The engine before the provider and the new I/O path (bounce-buffered O_DIRECT, 4 in flight,
 # LRU), built there as the baseline "base_lru_d4".
 git archive "${BASE_COMMIT:-075d342}" Makefile src | gzip >.deps/base-src.tar.gz
+# llama.cpp's source as the oracle's npm package ships it (a git bundle), for the CUDA build of
+# llama-bench there (bench/device/cuda_vram.sh LLAMA=1); models and docs left out.
+bundle=tests/oracle/node_modules/node-llama-cpp/llama/gitRelease.bundle
+if [ -f "$bundle" ] && [ ! -f .deps/llama-src.tar.xz ]; then
+    src=$(mktemp -d)
+    git clone -q "$bundle" "$src" 2>/dev/null
+    tar -C "$src" --exclude=./.git --exclude=./models --exclude=./docs --exclude=./gguf-py \
+        --exclude='./tools/server/public*' -cJf .deps/llama-src.tar.xz .
+    rm -rf "$src"
+fi
 exclude="$(git rev-parse --git-common-dir)/info/exclude"
 grep -qx '/.deps/' "$exclude" 2>/dev/null || echo '/.deps/' >>"$exclude"
 du -sh .deps
