@@ -20,7 +20,7 @@ long=$(awk 'BEGIN{s=777; for(i=0;i<1100;i++){s=(s*1103515245+12345)%2147483648; 
 res=$(parity_logits "$dir/f32.gguf" f32_long "$long" 1e-4); rc=$?
 echo "f32 1100 positions: $(echo "$res" | tail -n 1)"
 [ $rc -eq 0 ] || { echo "$res" | head -n 10; echo "FAIL f32_long"; parity_fail=1; }
-parity_check gpt-oss tiny q8_0 "--type Q8_0" q
+parity_full q8_0 && parity_check gpt-oss tiny q8_0 "--type Q8_0" q
 parity_check gpt-oss tiny mxfp4 "--type Q8_0 --type-overrides exps=MXFP4" q
 parity_streamed mxfp4 2
 exit $parity_fail

@@ -44,12 +44,12 @@ kv_case() {
     "$STRATA_BIN" eval -m "$m" --tokens "$toks" --logits-out "$dir/$name.strata.f32" -t 2 \
         --cache-type-k "$k" --cache-type-v "$v" || { echo "FAIL $name: strata eval"; parity_fail=1; return; }
     # shellcheck disable=SC2086
-    oracle_run logits.mjs --model "$m" --tokens "$toks" --out "$dir/$name.llama512.f32" --threads 2 \
+    oracle_run logits.mjs --model "$m" --tokens "$toks" --out "$dir/$name.llama512.f32" --threads 1 \
         --cache-type-k "$k" --cache-type-v "$v" $flags >/dev/null || { echo "FAIL $name: oracle"; parity_fail=1; return; }
     if [ "${KV_SELF:-0}" = 1 ]; then
         # shellcheck disable=SC2086
         ORACLE_TIMEOUT=3000 oracle_run logits.mjs --model "$m" --tokens "$toks" --out "$dir/$name.llama1.f32" \
-            --threads 2 --batch 1 --cache-type-k "$k" --cache-type-v "$v" $flags >/dev/null &&
+            --threads 1 --batch 1 --cache-type-k "$k" --cache-type-v "$v" $flags >/dev/null &&
             echo "    llama.cpp batch 1 vs 512: $(STRATA_NEAR=1e-5 node "$STRATA_ROOT/tests/compare_logits.mjs" \
                  "$dir/$name.llama1.f32" "$dir/$name.llama512.f32" "$nv" 1 | tail -n 1)"
     fi

@@ -15,7 +15,8 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 . "$STRATA_ROOT/tests/parity_lib.sh"
 types=${PARITY_LOWBIT_TYPES:-"Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K IQ4_NL IQ4_XS MXFP4 IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M"}
 for t in $types; do
-    parity_check qwen3moe tiny "$(echo "$t" | tr 'A-Z' 'a-z')" "--type $t" q
+    name=$(echo "$t" | tr 'A-Z' 'a-z')
+    parity_full "$name" && parity_check qwen3moe tiny "$name" "--type $t" q
 done
 if [ -z "${PARITY_LOWBIT_TYPES:-}" ]; then
     parity_check qwen3moe tiny dynamic "--type Q4_K --type-overrides blk\.0\.ffn_(gate|up|down)_exps=IQ1_M,blk\.1\.ffn_(gate|up)_exps=IQ2_XXS,blk\.1\.ffn_down_exps=Q2_K,blk\.2\.ffn_(gate|up|down)_exps=IQ2_XS,blk\.3\.ffn_(gate|up)_exps=IQ3_XXS,blk\.3\.ffn_down_exps=IQ4_XS,attn_(v|output)\.weight=Q6_K,token_embd=Q8_0,^output\.weight=F32" q

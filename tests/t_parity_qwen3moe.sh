@@ -15,13 +15,13 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 
 parity_check qwen3moe tiny f32  "--type F32"  1e-4
 parity_chunks f32
-parity_check qwen3moe tiny q8_0 "--type Q8_0" q
+parity_full q8_0 && parity_check qwen3moe tiny q8_0 "--type Q8_0" q
 parity_check qwen3moe tiny q4_k "--type Q4_K" q
 parity_chunks q4_k
-parity_check qwen3moe tiny q5_k "--type Q5_K" q
-parity_check qwen3moe tiny q6_k "--type Q6_K" q
-parity_check qwen3moe tiny f16  "--type F16"  1e-2 0
-parity_check qwen3moe tiny bf16 "--type BF16" q
+parity_full q5_k && parity_check qwen3moe tiny q5_k "--type Q5_K" q
+parity_full q6_k && parity_check qwen3moe tiny q6_k "--type Q6_K" q
+parity_full f16 && parity_check qwen3moe tiny f16  "--type F16"  1e-2 0
+parity_full bf16 && parity_check qwen3moe tiny bf16 "--type BF16" q
 # A dynamic-quant-like mix: Q4_K experts, Q5_K/Q6_K in some layers, Q8_0 attention, F32 head,
 # also streamed through an expert cache far below the experts' size (bit-identical logits).
 parity_check qwen3moe tiny mix "--type Q4_K --type-overrides blk\.0\.ffn_down=Q6_K,blk\.1\.ffn_(gate|up)_exps=Q5_K,attn_(q|k|v)\.weight=Q8_0,attn_output=Q6_K,^output\.weight=F32" q

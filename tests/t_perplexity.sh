@@ -33,7 +33,7 @@ for ty in F32 Q4_K; do
     js=$("$STRATA_BIN" perplexity -m "$m" -f "$dir/text.txt" --ctx 128 --chunks 4 --json -t 2 \
          --tokens-out "$dir/toks.txt") || { echo "FAIL $ty: strata perplexity"; fail=1; continue; }
     ours=$(echo "$js" | sed -n 's/.*"ppl":[^0-9]*\([0-9.e+-]*\).*/\1/p' | head -n 1)
-    oracle_run logits.mjs --model "$m" --tokens "@$dir/toks.txt" --out "$dir/l.f32" --threads 2 >/dev/null ||
+    oracle_run logits.mjs --model "$m" --tokens "@$dir/toks.txt" --out "$dir/l.f32" --threads 1 >/dev/null ||
         { echo "FAIL $ty: oracle logits"; fail=1; continue; }
     nv=$("$STRATA_BIN" inspect --json "$m" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(j.tensors.find(t=>t.name=="token_embd.weight").shape[1])})')
     theirs=$(ppl_from_logits "$dir/l.f32" "$dir/toks.txt" 128 "$nv")
