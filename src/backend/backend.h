@@ -346,6 +346,10 @@ struct strata_backend_i {
     // [n_tok][n_used], selecting exactly what model/route.c selects on the host.
     int (*route)(void *ctx, const struct strata_route_params *p, const float *logits, int n_tok, int32_t *ids,
                  float *weights);
+    // rmsnorm, as a hint that the next products reading y take activations in format next_vdt
+    // (a type's vec_dot_type): the backend may round them in the same step. Results as rmsnorm.
+    int (*rmsnorm_q)(void *ctx, float *y, size_t y_stride, const float *x, size_t x_stride, const float *w,
+                     int n_rows, uint32_t n, float eps, uint32_t next_vdt);
     int (*attention_rope)(void *ctx, const struct strata_attn_rope_op *op);
     // The routed experts of a layer from route's ids and weights (struct strata_moe_op), for a
     // layer whose experts are all resident: no host round trip, one launch group per layer.

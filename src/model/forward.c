@@ -387,14 +387,26 @@ static int project(struct strata_forward *f, const struct strata_mat *const *w, 
 
 static int attention_out(struct strata_forward *f, const struct strata_layer *L, int n, size_t qs);
 
+// RMS norm of n rows of the residual stream into y, with the hint that products of `next`'s type
+// read y next (a backend with rmsnorm_q may round them in the same step).
+static int norm_before(struct strata_forward *f, float *y, const float *w, int n, const struct strata_mat *next)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t E = hp->n_embd;
+    if (f->bi->rmsnorm_q)
+        return f->bi->rmsnorm_q(f->bc, y, E, f->x, E, w, n, E, hp->rms_eps,
+                                strata_type_traits(next->type)->vec_dot_type);
+    return f->bi->rmsnorm(f->bc, y, E, f->x, E, w, n, E, hp->rms_eps);
+}
+
 static int attention_block(struct strata_forward *f, const struct strata_layer *L, int n)
 {
     const struct strata_model *m = f->m;
     const struct strata_hparams *hp = &m->hp;
-    const uint32_t E = hp->n_embd, H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim_k, Dv = hp->head_dim_v;
+    const uint32_t H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim_k, Dv = hp->head_dim_v;
     const size_t KD = (size_t)Hkv * D, VD = (size_t)Hkv * Dv, QW = L->wq.n_out;
     int rc;
-    TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->attn_norm, n, E, hp->rms_eps));
+    TRY(norm_before(f, f->h, L->attn_norm, n, &L->wq));
     const struct strata_mat *w[3] = {&L->wq, &L->wk, &L->wv};
     float *y[3] = {f->q, f->k, f->v};
     TRY(project(f, w, y, 3, f->h, n));
@@ -804,13 +816,13 @@ static int moe_device(struct strata_forward *f, const struct strata_layer *L, in
     const struct strata_hparams *hp = &f->m->hp;
     const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
     int rc;
-    const struct strata_mat *w[1] = {&L->router};
-    TRY(project(f, w, &f->router_logits, 1, f->h, n));
     const struct strata_route_params rp = {
         .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
         .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
         .bias = L->exp_probs_b ? f->probs_b + (size_t)ml * X : NULL,
     };
+    const struct strata_mat *w[1] = {&L->router};
+    TRY(project(f, w, &f->router_logits, 1, f->h, n));
     TRY(f->bi->route(f->bc, &rp, f->router_logits, n, f->route_of, f->weight));
     const double t1 = strata_now();
     st->t_router += t1 - t0;
@@ -863,7 +875,7 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     int rc;
     bool dev;
     TRY(device_moe(f, L, &dev));
-    TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->ffn_norm, n, E, hp->rms_eps));
+    TRY(norm_before(f, f->h, L->ffn_norm, n, &L->exp_gate));
     if (dev) return moe_device(f, L, n, st, t0);
     bool routed_dev;
     TRY(route(f, L, n, &routed_dev));

@@ -83,9 +83,33 @@ static void *cuda_be_alloc(void *vctx, size_t bytes, const char *what)
 
 static int settle(struct cuda_ctx *c);
 
+// The pre block (rows rounded ahead by the step that wrote them: the attention's output, a norm
+// given the next products' format) stays valid until something may write those rows: every op
+// that writes memory drops it, except where the written range is known not to meet it.
+static void pre_drop(struct cuda_ctx *c) { c->pre_valid = false; }
+
+// Whether floats [p, p + n) meet the rows the pre block was rounded from; drops it if so.
+static void pre_clobber(struct cuda_ctx *c, const void *p, size_t bytes)
+{
+    if (!c->pre_valid) return;
+    const char *a = (const char *)c->pre.x;
+    const char *e = a + ((size_t)(c->pre.n_rows - 1) * c->pre.x_stride + c->pre.n_in) * sizeof(float);
+    if ((const char *)p < e && (const char *)p + bytes > a) c->pre_valid = false;
+}
+
+// Whether the pre block holds rows x (stride, count, width) rounded to vdt.
+static bool pre_takes(const struct cuda_ctx *c, const float *x, size_t x_stride, int n_rows, uint32_t n_in,
+                      uint32_t vdt)
+{
+    const struct act_block *pb = &c->pre;
+    return c->pre_valid && pb->x == x && pb->x_stride == x_stride && pb->n_rows == n_rows && pb->n_in == n_in &&
+           pb->vdt == vdt;
+}
+
 static void cuda_be_release(void *vctx, void *p)
 {
     struct cuda_ctx *c = vctx;
+    pre_drop(c);  // the address may come back for other rows
     if (settle(c)) strata_log_warn("cuda backend: a captured decode graph failed before a release");
     strata_cuda_free(c->cu, p);
 }
@@ -129,6 +153,7 @@ static int cuda_be_upload(void *vctx, void *dst, const void *src, size_t bytes)
 {
     struct cuda_ctx *c = vctx;
     if (bytes == 0) return 0;
+    pre_clobber(c, dst, bytes);
     if (bytes <= SMALL_UPLOAD && c->ring_host) {
         size_t off;
         int rc = ring_take(c, bytes, &off);
@@ -154,6 +179,7 @@ static int cuda_be_download(void *vctx, void *dst, const void *src, size_t bytes
 static int cuda_be_memset(void *vctx, void *dst, int value, size_t bytes)
 {
     struct cuda_ctx *c = vctx;
+    pre_clobber(c, dst, bytes);
     return strata_cuda_memset(c->cu, dst, value, bytes);
 }
 
@@ -319,16 +345,13 @@ static int round_activations(struct cuda_ctx *c, const struct strata_mm_op *ops,
     int rc = grow(c, (void **)&c->act_buf, &c->act_cap, total, "activations");
     for (int b = 0; b < n_blocks && rc == 0; b++) {
         struct act_block *ab = &c->blocks[b];
-        const struct act_block *pb = &c->pre;
-        if (c->pre_valid && ab->x == pb->x && ab->x_stride == pb->x_stride && ab->n_rows == pb->n_rows &&
-            ab->n_in == pb->n_in && ab->vdt == pb->vdt) {  // rounded by the attention that wrote it
-            ab->act = pb->act;
+        if (pre_takes(c, ab->x, ab->x_stride, ab->n_rows, ab->n_in, ab->vdt)) {  // rounded by what wrote it
+            ab->act = c->pre.act;
             continue;
         }
         strata_cuda_act_init(&ab->act, ab->vdt, ab->n_in, (uint32_t)ab->n_rows, c->act_buf + ab->offset);
         rc = strata_cuda_quantize(c->cu, ab->x, ab->x_stride, ab->n_rows, &ab->act);
     }
-    c->pre_valid = false;  // single use: only the product right after the attention takes it
     for (int i = 0; i < n_ops && rc == 0; i++) c->views[i] = act_from(&c->blocks[c->block_of[i]].act, c->row_off[i]);
     return rc;
 }
@@ -431,12 +454,18 @@ static int cuda_be_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
                 }
         rc = strata_cuda_mm_run(c->cu, &m, 1);
     }
+    for (int i = 0; i < n_ops && c->pre_valid; i++) {
+        if (ops[i].y_rows) pre_drop(c);
+        else if (ops[i].n_tok > 0)
+            pre_clobber(c, ops[i].y, ((size_t)(ops[i].n_tok - 1) * ops[i].y_stride + ops[i].w.n_out) * sizeof(float));
+    }
     return rc;
 }
 
 static int cuda_be_get_rows(void *vctx, const struct strata_mat *w, const int32_t *ids, int n, float *out)
 {
     struct cuda_ctx *c = vctx;
+    pre_drop(c);
     return strata_cuda_get_rows_dev(c->cu, w->data, w->type, w->n_in, w->row_bytes, ids, n, out);
 }
 
@@ -446,12 +475,34 @@ static int cuda_be_rmsnorm(void *vctx, float *y, size_t y_stride, const float *x
                            int n_rows, uint32_t n, float eps)
 {
     struct cuda_ctx *c = vctx;
+    pre_drop(c);
     return strata_cuda_rmsnorm(c->cu, y, y_stride, x, x_stride, w, n_rows, n, eps);
+}
+
+// The norm with its rows rounded for the next products in the same launch (the pre block, which
+// round_activations and the moe op then take instead of rounding them again).
+static int cuda_be_rmsnorm_q(void *vctx, float *y, size_t y_stride, const float *x, size_t x_stride, const float *w,
+                             int n_rows, uint32_t n, float eps, uint32_t next_vdt)
+{
+    struct cuda_ctx *c = vctx;
+    pre_drop(c);
+    const size_t bytes = next_vdt && next_vdt != STRATA_TYPE_F32 && n_rows > 0
+                             ? strata_cuda_act_bytes(next_vdt, n, (uint32_t)n_rows) : 0;
+    if (bytes == 0) return strata_cuda_rmsnorm(c->cu, y, y_stride, x, x_stride, w, n_rows, n, eps);
+    int rc = grow(c, &c->pre_buf, &c->pre_cap, bytes, "activations");
+    if (rc) return rc;
+    c->pre = (struct act_block){.x = y, .x_stride = y_stride, .n_rows = n_rows, .n_in = n, .vdt = next_vdt};
+    strata_cuda_act_init(&c->pre.act, next_vdt, n, (uint32_t)n_rows, c->pre_buf);
+    struct strata_cuda_act *acts[1] = {&c->pre.act};
+    rc = strata_cuda_rmsnorm_q(c->cu, y, y_stride, x, x_stride, w, n_rows, n, eps, acts, 1);
+    if (rc == 0) c->pre_valid = true;
+    return rc;
 }
 
 static int cuda_be_rope(void *vctx, const struct strata_rope_op *op)
 {
     struct cuda_ctx *c = vctx;
+    pre_drop(c);
     if (op->ext) {
         strata_log_error("cuda backend: RoPE with YaRN scaling or the NORM pair layout has no CUDA kernel yet "
                          "(use --backend cpu)");
@@ -609,6 +660,7 @@ static int cuda_be_deltanet(void *vctx, const struct strata_deltanet_op *op)
     const struct strata_batch *b = op->batch;
     const uint32_t nv = op->nv, d = op->d, C = 2 * op->nk * d + nv * d, K1 = op->conv_k - 1;
     int rc = 0;
+    pre_drop(c);
     for (int s = 0; s < b->n_seq && rc == 0; s++) {
         const struct strata_seq *sq = &b->seq[s];
         const size_t t0 = (size_t)sq->tok0;
@@ -632,6 +684,7 @@ static int cuda_be_deltanet(void *vctx, const struct strata_deltanet_op *op)
 static int cuda_be_swiglu(void *vctx, float *y, const float *g, const float *u, size_t n)
 {
     struct cuda_ctx *c = vctx;
+    pre_drop(c);
     // rows of 64Ki elements (the kernel's row width is 32-bit), then the rest
     const uint32_t W = 1u << 16;
     const size_t full = n / W;
@@ -644,6 +697,7 @@ static int cuda_be_swiglu(void *vctx, float *y, const float *g, const float *u, 
 static int cuda_be_add(void *vctx, float *y, const float *x, size_t x_stride, int n_rows, uint32_t n)
 {
     struct cuda_ctx *c = vctx;
+    pre_drop(c);
     if (x_stride == n) return strata_cuda_add(c->cu, y, y, x, (size_t)n_rows * n);
     return strata_cuda_add_rows(c->cu, y, n, x, x_stride, n_rows, n);
 }
@@ -652,12 +706,14 @@ static int cuda_be_mul_sigmoid(void *vctx, float *y, size_t y_stride, const floa
                                int n_rows, uint32_t n)
 {
     struct cuda_ctx *c = vctx;
+    pre_drop(c);
     return strata_cuda_mul_sigmoid(c->cu, y, y_stride, g, g_stride, g_per_row, n_rows, n);
 }
 
 static int cuda_be_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
 {
     struct cuda_ctx *c = vctx;
+    pre_drop(c);
     return strata_cuda_moe_combine_routed(c->cu, op->x, op->rows, op->route_of, op->weight, op->shared, op->n_tok,
                                           op->k, op->n);
 }
@@ -666,6 +722,8 @@ static int cuda_be_route(void *vctx, const struct strata_route_params *p, const 
                          float *weights)
 {
     struct cuda_ctx *c = vctx;
+    pre_clobber(c, ids, (size_t)n_tok * p->n_used * sizeof(int32_t));
+    pre_clobber(c, weights, (size_t)n_tok * p->n_used * sizeof(float));
     const struct strata_cuda_route r = {.logits = logits, .bias = p->bias, .n_tok = n_tok, .X = (int)p->n_expert,
                                         .K = (int)p->n_used, .sigmoid = p->sigmoid, .norm = p->norm,
                                         .scale = p->scale, .ids = ids, .weights = weights};
@@ -709,8 +767,12 @@ static int cuda_be_moe(void *vctx, const struct strata_moe_op *op)
     const size_t off_s = (bh + 255) / 256 * 256;
     int rc = grow(c, (void **)&c->act_buf, &c->act_cap, off_s + bs, "activations");
     struct strata_cuda_act ah, as;
-    if (rc == 0) rc = round_rows(c, wg, op->h, n, 0, &ah);
+    if (rc == 0) {
+        if (pre_takes(c, op->h, E, n, E, vg)) ah = c->pre.act;  // the norm rounded it
+        else rc = round_rows(c, wg, op->h, n, 0, &ah);
+    }
     if (rc) return rc;
+    pre_clobber(c, op->x, ((size_t)n * Eo) * sizeof(float));
     const void *const *tg = op->table, *const *tu = op->table + X, *const *td = op->table + 2 * (size_t)X;
     if (n <= STRATA_CUDA_MV_MAX_TOK) {
         const struct strata_cuda_mm gu = {.w_table = tg, .w2_table = tu, .w_ids = op->ids, .type = wg->type,
@@ -808,6 +870,7 @@ static const struct strata_backend_i g_cuda_iface = {
     .swiglu_oai = NULL,
     .indexer = NULL,
     .route = cuda_be_route,
+    .rmsnorm_q = cuda_be_rmsnorm_q,
     .moe = cuda_be_moe,
     .attention_rope = cuda_be_attention_rope,
     .mem_info = cuda_be_mem_info,

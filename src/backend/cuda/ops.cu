@@ -8,6 +8,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ctx.cuh"
 #include "backend/cuda/round.cuh"
+#include "backend/cuda/route.cuh"
 
 // ---- RMS norm ------------------------------------------------------------------------------------
 
@@ -71,25 +72,53 @@ __global__ void k_rmsnorm(float *y, size_t y_stride, const float *x, size_t x_st
     }
 }
 
-// The same norm, the row kept in shared memory and rounded to up to two activation formats.
+// The same norm (the same sums and products as k_rmsnorm), the row also kept in shared memory and
+// rounded to up to two activation formats.
 __global__ void k_rmsnorm_q(float *y, size_t y_stride, const float *x, size_t x_stride, const float *w, uint32_t n,
                             float eps, struct strata_cuda_act a0, struct strata_cuda_act a1, int n_act)
 {
     extern __shared__ float row[];
     __shared__ double red[32];
-    pdl_enter();
+    pdl_launch_dependents();
     const float *xr = x + (size_t)blockIdx.x * x_stride;
-    double s = 0.0;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)__fmul_rn(xr[i], xr[i]);
-    s = block_sum_d(s, red);
-    const float mean = (float)(s / n);
-    const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
-        row[i] = v;
-        if (y) y[(size_t)blockIdx.x * y_stride + i] = v;
+    if (n > RN_REG * blockDim.x) {  // long rows: two passes over x
+        pdl_wait();
+        double s = 0.0;
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)__fmul_rn(xr[i], xr[i]);
+        s = block_sum_d(s, red);
+        const float mean = (float)(s / n);
+        const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+    } else {
+        // the weights before waiting for the previous kernel, the row read once into registers
+        float wv[RN_REG], xv[RN_REG];
+#pragma unroll
+        for (int j = 0; j < RN_REG; j++) {
+            const uint32_t i = threadIdx.x + j * blockDim.x;
+            wv[j] = i < n ? w[i] : 0.0f;
+        }
+        pdl_wait();
+#pragma unroll
+        for (int j = 0; j < RN_REG; j++) {
+            const uint32_t i = threadIdx.x + j * blockDim.x;
+            xv[j] = i < n ? xr[i] : 0.0f;
+        }
+        double s = 0.0;
+#pragma unroll
+        for (int j = 0; j < RN_REG; j++)
+            if (threadIdx.x + j * blockDim.x < n) s += (double)__fmul_rn(xv[j], xv[j]);
+        s = block_sum_d(s, red);
+        const float mean = (float)(s / n);
+        const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+#pragma unroll
+        for (int j = 0; j < RN_REG; j++) {
+            const uint32_t i = threadIdx.x + j * blockDim.x;
+            if (i < n) row[i] = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
+        }
     }
     __syncthreads();
+    if (y)
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) y[(size_t)blockIdx.x * y_stride + i] = row[i];
     if (n_act > 0) quantize_row(row, a0, blockIdx.x);
     if (n_act > 1) quantize_row(row, a1, blockIdx.x);
 }
@@ -316,71 +345,14 @@ int strata_cuda_kv_store(struct strata_cuda *cu, void *k_cache, void *v_cache, b
 
 // ---- routing ---------------------------------------------------------------------------------------------
 
-// expf rounded from double: correctly rounded (bar astronomically rare cases), which is what
-// glibc's expf gives in all but a tiny fraction of inputs, so the probabilities, and the experts
-// chosen from them, are the host's.
-__device__ __forceinline__ float expf_cr(float x) { return (float)exp((double)x); }
-
-// One block of 32 threads per token; X <= 32 * 32.
+// One block of 32 threads per token; X <= 32 PER.
+template <int PER>
 __global__ void k_route(struct strata_cuda_route r)
 {
     pdl_enter();
-    __shared__ float p[1024];
     __shared__ int chosen[64];
-    const int t = blockIdx.x, lane = threadIdx.x;
-    const float *lg = r.logits + (size_t)t * r.X;
-    if (r.sigmoid) {
-        for (int e = lane; e < r.X; e += 32) p[e] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf_cr(-lg[e])));
-    } else {
-        float mx = -INFINITY;
-        for (int e = lane; e < r.X; e += 32) mx = fmaxf(mx, lg[e]);
-        mx = warp_max(mx);
-        for (int e = lane; e < r.X; e += 32) p[e] = expf_cr(__fsub_rn(lg[e], mx));
-        __syncwarp();
-        __shared__ float inv;
-        if (lane == 0) {
-            double sum = 0.0;  // in expert order, in double: the CPU's strata_softmax
-            for (int e = 0; e < r.X; e++) sum += p[e];
-            inv = (float)(1.0 / sum);
-        }
-        __syncwarp();
-        for (int e = lane; e < r.X; e += 32) p[e] = __fmul_rn(p[e], inv);
-    }
-    __syncwarp();
-    // top-k: the highest score (probability + bias), the lowest index among equal scores
-    for (int k = 0; k < r.K; k++) {
-        float best = 0.0f;
-        int bi = -1;
-        for (int e = lane; e < r.X; e += 32) {
-            bool taken = false;
-            for (int j = 0; j < k; j++) taken |= chosen[j] == e;
-            const float sc = r.bias ? __fadd_rn(p[e], r.bias[e]) : p[e];
-            if (!taken && (bi < 0 || sc > best)) best = sc, bi = e;
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (oi >= 0 && (bi < 0 || ob > best || (ob == best && oi < bi))) best = ob, bi = oi;
-        }
-        if (lane == 0) chosen[k] = bi;
-        __syncwarp();
-    }
-    if (lane == 0) {
-        float w[64];
-        float sum = 0.0f;
-        for (int k = 0; k < r.K; k++) {
-            w[k] = p[chosen[k]];
-            sum = __fadd_rn(sum, w[k]);
-        }
-        if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-        if (!r.norm) sum = 1.0f;
-        for (int k = 0; k < r.K; k++) {
-            float v = __fdiv_rn(w[k], sum);
-            if (r.scale != 0.0f && r.scale != 1.0f) v = __fmul_rn(v, r.scale);
-            r.ids[(size_t)t * r.K + k] = chosen[k];
-            r.weights[(size_t)t * r.K + k] = v;
-        }
-    }
+    __shared__ float wsel[64];
+    route_token<PER>(r, blockIdx.x, chosen, wsel, threadIdx.x);
 }
 
 int strata_cuda_route_topk(struct strata_cuda *cu, const struct strata_cuda_route *r)
@@ -390,7 +362,9 @@ int strata_cuda_route_topk(struct strata_cuda *cu, const struct strata_cuda_rout
         strata_log_error("cuda: route_topk: %d of %d experts (at most 64 of 1024)", r->K, r->X);
         return STRATA_EARG;
     }
-    CU_LAUNCH("k_route", k_route, r->n_tok, 32, 0, *r);
+    if (r->X <= 128) CU_LAUNCH("k_route", k_route<4>, r->n_tok, 32, 0, *r);
+    else if (r->X <= 256) CU_LAUNCH("k_route", k_route<8>, r->n_tok, 32, 0, *r);
+    else CU_LAUNCH("k_route", k_route<32>, r->n_tok, 32, 0, *r);
     return 0;
 }
 
