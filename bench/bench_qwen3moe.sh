@@ -15,6 +15,7 @@ LAYERS=${LAYERS:-6} TYPE=${TYPE:-Q4_K} THREADS=${THREADS:-2} PROMPT=${PROMPT:-12
 BENCH_DIR=${BENCH_DIR:-/tmp/strata-bench}
 mkdir -p "$BENCH_DIR"
 make -s -j2 build/strata build/membw
+ORACLE_AMX=${ORACLE_AMX:-1}  # llama.cpp as users run it (its AMX build on AMX CPUs)
 . tests/oracle/lib.sh
 oracle_available || { echo "bench needs the oracle: cd tests/oracle && npm ci --omit=optional"; exit 1; }
 model="$BENCH_DIR/${PRESET}-L${LAYERS}-${TYPE}.gguf"

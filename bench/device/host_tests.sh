@@ -27,5 +27,6 @@ t0=$SECONDS
 STRATA_TEST_JOBS=${JOBS:-8} timeout "${TEST_S:-520}" make test $x > "$out/test.log" 2>&1; rc=$?
 grep -E '^(PASS|FAIL|SKIP)|passed' "$out/test.log"
 echo "make test: rc=$rc in $((SECONDS - t0)) s"
-cp build/tests/logs/*.log "$out/" 2>/dev/null
+# the logs of the tests that did not pass (few files come back from a run)
+for n in $(grep -E '^FAIL' "$out/test.log" | awk '{print $2}'); do cp "build/tests/logs/$n.log" "$out/" 2>/dev/null; done
 exit $rc

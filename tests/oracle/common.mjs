@@ -9,13 +9,14 @@ import { parseArgs } from "node:util";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-// tests/oracle/node_modules when `npm ci` ran here, else $ORACLE_NODE_MODULES (a node_modules
-// folder installed elsewhere, e.g. a shared scratch install), else null.
+// $ORACLE_NODE_MODULES when it has node-llama-cpp (a node_modules folder installed elsewhere, or
+// lib.sh's copy without the AMX build on AMX CPUs), else tests/oracle/node_modules when `npm ci`
+// ran here, else null.
 export function findNodeModules() {
-    const local = path.join(here, "node_modules");
-    if (fs.existsSync(path.join(local, "node-llama-cpp", "package.json"))) return local;
     const env = process.env.ORACLE_NODE_MODULES;
     if (env && fs.existsSync(path.join(env, "node-llama-cpp", "package.json"))) return path.resolve(env);
+    const local = path.join(here, "node_modules");
+    if (fs.existsSync(path.join(local, "node-llama-cpp", "package.json"))) return local;
     return null;
 }
 
