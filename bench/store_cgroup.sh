@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Expert store under a memory cgroup (v1, root): a qwen3-30b-a3b-shaped model with 6 layers,
 # limits of 50% and 25% of the file size (memory.limit_in_bytes counts the page cache).
-# Per limit, in one run: (a) strata, expert cache inside the limit, io_uring + O_DIRECT;
+# Per limit, in one run: (a) strata bounded with --mem-mib LIMIT (the expert cache is what the
+# engine derives), io_uring + O_DIRECT; (a') the same with --cache-mib from the formula below;
 # (b) strata with the minimum cache, pread through the OS page cache ("trust the OS");
 # (c) llama.cpp (node-llama-cpp, mmap, CPU). Decode tok/s, bytes read per token, hit rate, the
 # byte floor (resident bytes / memory GB/s + bytes read / disk GB/s) and the ratios; one row per
@@ -241,6 +242,8 @@ for pct in ${LIMITS:-50 25}; do
     cache=$(( (lim - dense) / 1048576 - 130 ))
     [ $cache -ge "$min_cache" ] || cache=$min_cache
     for rep in $(seq "$reps"); do
+        # the whole process bounded by the limit itself (--mem-mib: strata derives its expert cache)
+        strata_row $pct $lim "mem-bound" --mem-mib $((lim / 1048576)) --io uring
         strata_row $pct $lim "cache-in-limit" --cache-mib $cache --io uring
         strata_row $pct $lim "page-cache" --cache-mib "$min_cache" --io pread
         [ -z "${PREFETCH:-}" ] || strata_row $pct $lim "cache-in-limit" --cache-mib $cache --io uring --prefetch "$PREFETCH"
