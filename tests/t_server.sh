@@ -33,6 +33,37 @@ expect() {
     fi
 }
 
+# While the model loads (held back by the test hook STRATA_SERVE_LOAD_GATE until its file goes),
+# the port is open: /health says loading and the generation endpoints answer 503 in each API's
+# error shape; once loaded, 200.
+touch "$dir/gate"
+STRATA_SERVE_LOAD_GATE="$dir/gate" "$STRATA_BIN" serve --port 0 -m "$dir/m.gguf" -t 2 >"$dir/load.log" 2>&1 &
+SRV_PID=$!
+U=""
+for i in $(seq 300); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$dir/load.log" 2>/dev/null | grep -o '[0-9]*$' || true)
+    [ -n "$port" ] && { U="http://127.0.0.1:$port"; break; }
+    sleep 0.1
+done
+[ -n "$U" ] || { echo "FAIL server did not listen: $(tail -n 5 "$dir/load.log")"; exit 1; }
+expect "503 health while loading" 503 '^\{"status":"loading"\}$' "$U/health"
+expect "503 openai chat while loading" 503 '"error":\{"message":"the model is still loading","type":"server_error"' \
+    "$U/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":1}'
+expect "503 openai completions while loading" 503 '"type":"server_error"' "$U/v1/completions" -d '{"prompt":"x","max_tokens":1}'
+expect "503 anthropic while loading" 503 '^\{"type":"error","error":\{"type":"overloaded_error","message":"the model is still loading"\}\}$' \
+    "$U/v1/messages" -d '{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}]}'
+expect "models while loading" 200 '"object":"list"' "$U/v1/models"
+rm -f "$dir/gate"
+for i in $(seq 600); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/health")" = 200 ] && break
+    sleep 0.1
+done
+expect "health once loaded" 200 '^\{"status":"ok"\}$' "$U/health"
+expect "openai once loaded" 200 '"completion_tokens":1' "$U/v1/completions" -d '{"prompt":"x","max_tokens":1}'
+expect "anthropic once loaded" 200 '"output_tokens":1' \
+    "$U/v1/messages" -d '{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}]}'
+srv_stop || { echo "FAIL loading server exit"; fail=1; }
+
 # A server with a small body limit and no queue: 413 and 429.
 srv_start "$dir/small.log" -m "$dir/m.gguf" -t 2 --parallel 1 --queue 0 --max-body 64 || exit 1
 U=$SRV_URL

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/api.h"
 #include "util/log.h"
@@ -488,6 +489,11 @@ int srv_main(const struct srv_config *cfg)
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     fprintf(stderr, "strata serve: listening on http://%s:%u (loading %s)\n", cfg->host,
             di ? (unsigned)di->port : (unsigned)cfg->port, cfg->model_path);
+
+    // Test hook: STRATA_SERVE_LOAD_GATE=PATH holds the load back while PATH exists (60 s at most),
+    // so that tests see the loading state for as long as they need, whatever the machine's speed.
+    const char *gate = getenv("STRATA_SERVE_LOAD_GATE");
+    for (int i = 0; gate && *gate && i < 6000 && access(gate, F_OK) == 0; i++) nanosleep(&(struct timespec){0, 10000000}, NULL);
 
     struct srv_sched *s = NULL;
     double t0 = strata_now();
