@@ -61,7 +61,8 @@ struct strata_forward {
     struct strata_route_groups g; // count/first [X], tok_of/route_of [B*K], used [X]
     struct strata_expert_view *views;  // [X]
     uint64_t *order_scratch;      // [X] strata_expert_pass_order
-    struct strata_mm_op *ops;     // [2X] the expert products of one group
+    struct strata_mm_op *ops;     // [n_ops] the expert products of one group, the heads of a pass
+    int n_ops;
     int32_t *trace_ids;           // [B][n_moe][K]
     int32_t *ids_host, *pos_host; // [B]
     struct strata_seq *seqs;      // [B]
@@ -313,7 +314,8 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->g.used = host_zalloc(X * sizeof(uint32_t), &rc);
     f->views = host_zalloc(X * sizeof *f->views, &rc);
     f->order_scratch = host_zalloc(X * sizeof *f->order_scratch, &rc);
-    f->ops = host_zalloc((2 * X > hp->n_head ? 2 * X : hp->n_head) * sizeof *f->ops, &rc);
+    f->n_ops = 2 * X > hp->n_head ? 2 * (int)X : (int)hp->n_head;
+    f->ops = host_zalloc((size_t)f->n_ops * sizeof *f->ops, &rc);
     f->trace_ids = host_zalloc(B * (m->layout.n_layers ? m->layout.n_layers : 1) * K * sizeof(int32_t), &rc);
     f->ids_host = host_zalloc(B * sizeof(int32_t), &rc);
     f->pos_host = host_zalloc(B * sizeof(int32_t), &rc);
@@ -903,15 +905,35 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
 }
 
 // The final norm and the output head for the rows that want logits: straight into the caller's
-// array when the backend's memory is the host's, else LOGIT_ROWS at a time through the logits
-// scratch and a download.
+// arrays when the backend's memory is the host's, every sequence's rows in one product call (one
+// op each, on the same matrix: the backend reads it once for all of them, which is most of a
+// decode step's head when several sessions decode together); else LOGIT_ROWS at a time through
+// the logits scratch and a download.
 static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq)
 {
     const struct strata_model *m = f->m;
     const struct strata_hparams *hp = &m->hp;
     const uint32_t E = hp->n_embd, V = hp->n_vocab;
-    const int group = f->bi->host_memory ? f->max_tok : f->max_tok < LOGIT_ROWS ? f->max_tok : LOGIT_ROWS;
+    const int group = f->max_tok < LOGIT_ROWS ? f->max_tok : LOGIT_ROWS;
     int rc;
+    if (f->bi->host_memory) {
+        int no = 0, row = 0;
+        for (int s = 0; s < n_seq; s++) {
+            const struct strata_fwd_seq *sq = &seqs[s];
+            if (!sq->logits) continue;
+            const int first = sq->all_logits ? 0 : sq->n_tok - 1, nr = sq->n_tok - first;
+            TRY(f->bi->rmsnorm(f->bc, f->h + (size_t)row * E, E, f->x + (size_t)(f->seqs[s].tok0 + first) * E, E,
+                               m->output_norm, nr, E, hp->rms_eps));
+            f->ops[no++] = (struct strata_mm_op){m->output, f->h + (size_t)row * E, E, nr, NULL, nr, sq->logits, V,
+                                                 NULL, NULL};
+            row += nr;
+            if (no == f->n_ops) {
+                TRY(f->bi->mm(f->bc, f->ops, no));
+                no = row = 0;
+            }
+        }
+        return no ? f->bi->mm(f->bc, f->ops, no) : 0;
+    }
     for (int s = 0; s < n_seq; s++) {
         const struct strata_fwd_seq *sq = &seqs[s];
         if (!sq->logits) continue;
@@ -921,9 +943,8 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
             const int nr = sq->n_tok - r0 < group ? sq->n_tok - r0 : group;
             TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x + (size_t)(tok0 + r0) * E, E, m->output_norm, nr, E, hp->rms_eps));
             const struct strata_mat *w[1] = {&m->output};
-            float *dst = sq->logits + (size_t)(r0 - first) * V;
-            TRY(project(f, w, f->bi->host_memory ? &dst : &f->logits, 1, f->h, nr));
-            if (!f->bi->host_memory) TRY(f->bi->download(f->bc, dst, f->logits, (size_t)nr * V * sizeof(float)));
+            TRY(project(f, w, &f->logits, 1, f->h, nr));
+            TRY(f->bi->download(f->bc, sq->logits + (size_t)(r0 - first) * V, f->logits, (size_t)nr * V * sizeof(float)));
         }
     }
     return 0;
