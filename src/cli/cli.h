@@ -63,8 +63,11 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
                     const struct cli_report_opts *r, double seconds);
 void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_engine_params *p,
                        const struct cli_report_opts *r);
-// The "kv_cache" object of --json (types, bytes now, bytes per position) for a session's stats.
+// The "kv_cache" object of --json for a session's stats: types, bytes in use now (the cache takes
+// memory as the context fills), bytes per position of context, the context and its bytes when
+// full (what --mem-mib provisions); and the same as one line of text.
 void cli_kv_json(cJSON *js, struct strata_engine *e, const struct strata_stats *st);
+void cli_kv_summary(FILE *out, struct strata_engine *e, const struct strata_stats *st);
 
 int cli_sim(int argc, char **argv);
 int cli_plan(int argc, char **argv);

@@ -219,12 +219,12 @@ static void print_summary(const struct run_opts *o, struct strata_engine *e, int
     fprintf(stderr,
             "\nprompt: %d tokens in %.2f s (%.1f tok/s)   generated: %d tokens, %.2f tok/s%s\n"
             "time: attention %.2f s, linear attention %.2f s, routing %.2f s, experts %.2f s, head %.2f s   "
-            "peak memory %.0f MiB (dense %.0f MiB, experts %.0f MiB, KV cache %.1f MiB %s/%s, %.0f bytes/token)\n",
+            "peak memory %.0f MiB (dense %.0f MiB, experts %.0f MiB)\n",
             n_prompt, r->t_prompt, prompt_tps, r->n_generated, gen_tps,
             r->stop == STRATA_STOP_EOG ? " (stopped at end of generation)" : "", st->t_attn, st->t_linear_attn,
             st->t_router, st->t_experts, st->t_head, peak_rss_mib(), info.dense_bytes / 1048576.0,
-            info.expert_bytes / 1048576.0, st->kv_bytes / 1048576.0, info.cache_type_k, info.cache_type_v,
-            (double)info.kv_bytes_per_token);
+            info.expert_bytes / 1048576.0);
+    cli_kv_summary(stderr, e, st);
     cli_store_summary(stderr, e, &o->ep, &o->ro);
 }
 
@@ -368,8 +368,12 @@ int cli_eval(int argc, char **argv)
             cJSON_Delete(root);
             if (txt) printf("%s\n", txt);
             free(txt);
-        } else if (rc == 0 && (ro.stats_layers || ep.host_cache_bytes)) {
-            cli_store_summary(stderr, e, &ep, &ro);
+        } else if (rc == 0) {
+            fprintf(stderr, "eval: %d tokens in %.2f s, peak memory %.0f MiB\n", n, t_eval, peak_rss_mib());
+            struct strata_stats sst;
+            strata_session_stats(s, &sst);
+            cli_kv_summary(stderr, e, &sst);
+            if (ro.stats_layers || ep.host_cache_bytes) cli_store_summary(stderr, e, &ep, &ro);
         }
     }
     free(logits);

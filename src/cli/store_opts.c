@@ -237,6 +237,17 @@ void cli_kv_json(cJSON *js, struct strata_engine *e, const struct strata_stats *
     cJSON_AddStringToObject(o, "type_v", info.cache_type_v);
     cJSON_AddNumberToObject(o, "bytes", (double)st->kv_bytes);
     cJSON_AddNumberToObject(o, "bytes_per_token", (double)info.kv_bytes_per_token);
+    cJSON_AddNumberToObject(o, "ctx", info.n_ctx);
+    cJSON_AddNumberToObject(o, "ctx_bytes", (double)info.kv_bytes_per_token * info.n_ctx);
+}
+
+void cli_kv_summary(FILE *out, struct strata_engine *e, const struct strata_stats *st)
+{
+    struct strata_model_info info;
+    strata_engine_info(e, &info);
+    fprintf(out, "KV cache: %.1f MiB in use of %.1f MiB at the context of %d (%s/%s, %.0f bytes per context token)\n",
+            st->kv_bytes / 1048576.0, (double)info.kv_bytes_per_token * info.n_ctx / 1048576.0, info.n_ctx,
+            info.cache_type_k, info.cache_type_v, (double)info.kv_bytes_per_token);
 }
 
 void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_engine_params *p,

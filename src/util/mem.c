@@ -1,10 +1,14 @@
 // Huge-page-backed anonymous mappings for big buffers, aligned malloc for small ones.
 #include "util/mem.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include "strata.h"
 
 #define HUGE_BYTES ((size_t)2 << 20)
 
@@ -41,4 +45,29 @@ void strata_big_free(void *p, size_t bytes)
         return;
     }
     munmap(p, (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES);
+}
+
+void *strata_reserve_pages(size_t bytes)
+{
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+int strata_commit_pages(void *p, size_t off, size_t len)
+{
+    if (!len) return 0;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + off) & ~(page - 1), b = (uintptr_t)p + off + len;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) != 0 && (errno == ENOMEM || errno == EFAULT))
+        return STRATA_ENOMEM;
+#else
+    (void)a, (void)b;
+#endif
+    return 0;
+}
+
+void strata_release_pages(void *p, size_t bytes)
+{
+    if (p) munmap(p, bytes ? bytes : 1);
 }

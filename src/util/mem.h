@@ -15,4 +15,17 @@ void strata_big_free(void *p, size_t bytes);
 // NULL on failure (not logged).
 void *strata_zalloc_aligned(size_t bytes);
 
+// Address space for a buffer that fills from its start and grows (a KV cache sized for the whole
+// context): an anonymous mapping of `bytes` (page-aligned, reads zero) that takes memory only
+// where it is written or committed. Huge pages as the system's default for anonymous memory (no
+// advice), so a commit stays near what was asked for. NULL on failure (not logged).
+void *strata_reserve_pages(size_t bytes);
+// Back [p + off, p + off + len) with memory now (zeroed pages; page-rounded), so that a block is
+// paid for in one call instead of a fault per page, and a failure is STRATA_ENOMEM here rather
+// than a kill at the first write. 0, or STRATA_ENOMEM. Where the kernel cannot prefault (before
+// Linux 5.14) it returns 0 and the pages come at their first write.
+int strata_commit_pages(void *p, size_t off, size_t len);
+// p and bytes as given to / returned by strata_reserve_pages. NULL is fine.
+void strata_release_pages(void *p, size_t bytes);
+
 #endif

@@ -347,13 +347,40 @@ static int cpu_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
 // A sequence's cache: typed and in blocks (kv.h, read by the tiled attention) when every attention
 // op on it is plain and a type is not F32, else F32 rows for the ggml-order attention with its
 // options (attn.h).
+// The rows are address space for the whole context that takes memory as positions fill: blocks
+// of STRATA_KV_BLOCK positions of every layer are committed before they are first written, so the
+// resident cache follows the filled context (--mem-mib still provisions the full context).
 struct cpu_kv {
     bool typed;
     struct strata_kv_cache c;        // typed
     float *k, *v;                    // rows: [n_layers][n_ctx][n_head_kv * head_dim_k / _v]; v NULL
-    size_t bytes;                    //   without a V cache (latent_kv)
-    int n_ctx;
+    size_t k_map, v_map;             //   without a V cache (latent_kv); mapping lengths
+    size_t k_pos, v_pos;             // bytes of one position of one layer
+    int n_layers, n_ctx;
+    int n_commit;                    // positions [0, n_commit) committed in every layer
 };
+
+// Commit the blocks of positions [0, n_pos) of every layer that are not yet.
+static int kv_rows_commit(struct cpu_kv *kv, int n_pos)
+{
+    if (n_pos <= kv->n_commit) return 0;
+    int want = (n_pos + STRATA_KV_BLOCK - 1) / STRATA_KV_BLOCK * STRATA_KV_BLOCK;
+    if (want > kv->n_ctx) want = kv->n_ctx;
+    const size_t from = (size_t)kv->n_commit, len = (size_t)(want - kv->n_commit);
+    int rc = 0;
+    for (int l = 0; l < kv->n_layers && rc == 0; l++) {
+        const size_t row0 = (size_t)l * kv->n_ctx + from;
+        rc = strata_commit_pages(kv->k, row0 * kv->k_pos, len * kv->k_pos);
+        if (rc == 0 && kv->v) rc = strata_commit_pages(kv->v, row0 * kv->v_pos, len * kv->v_pos);
+    }
+    if (rc) {
+        strata_log_error("kv: out of memory for KV positions %d..%d (%zu bytes)", kv->n_commit, want - 1,
+                         len * (kv->k_pos + kv->v_pos) * (size_t)kv->n_layers);
+        return rc;
+    }
+    kv->n_commit = want;
+    return 0;
+}
 
 static int cpu_kv_create(void *vctx, const struct strata_kv_params *p, void **out)
 {
@@ -377,19 +404,21 @@ static int cpu_kv_create(void *vctx, const struct strata_kv_params *p, void **ou
                               p->k_type, p->v_type, c->k);
         if (rc == STRATA_EARG) rc = STRATA_EUNSUP;
     } else {
-        const size_t rows = (size_t)p->n_layers * (size_t)p->n_ctx * p->n_head_kv;
-        const size_t kb = rows * p->head_dim_k * sizeof(float), vb = rows * p->head_dim_v * sizeof(float);
-        kv->k = strata_zalloc_aligned(kb ? kb : 64);
-        kv->v = vb ? strata_zalloc_aligned(vb) : NULL;
-        kv->bytes = kb + vb;
-        if (!kv->k || (vb && !kv->v)) {
-            strata_log_error("kv_create: out of memory for a KV cache of %zu bytes", kb + vb);
+        kv->n_layers = (int)p->n_layers;
+        kv->k_pos = (size_t)p->n_head_kv * p->head_dim_k * sizeof(float);
+        kv->v_pos = (size_t)p->n_head_kv * p->head_dim_v * sizeof(float);
+        const size_t rows = (size_t)p->n_layers * (size_t)p->n_ctx;
+        kv->k_map = rows * kv->k_pos, kv->v_map = rows * kv->v_pos;
+        kv->k = strata_reserve_pages(kv->k_map);
+        kv->v = kv->v_map ? strata_reserve_pages(kv->v_map) : NULL;
+        if (!kv->k || (kv->v_map && !kv->v)) {
+            strata_log_error("kv_create: no address space for a KV cache of %zu bytes", kv->k_map + kv->v_map);
             rc = STRATA_ENOMEM;
         }
     }
     if (rc) {
-        free(kv->k);
-        free(kv->v);
+        strata_release_pages(kv->k, kv->k_map);
+        strata_release_pages(kv->v, kv->v_map);
         free(kv);
         return rc;
     }
@@ -403,8 +432,8 @@ static void cpu_kv_free(void *vctx, void *vkv)
     struct cpu_kv *kv = vkv;
     if (!kv) return;
     if (kv->typed) strata_kv_free(&kv->c);
-    free(kv->k);
-    free(kv->v);
+    strata_release_pages(kv->k, kv->k_map);
+    strata_release_pages(kv->v, kv->v_map);
     free(kv);
 }
 
@@ -412,7 +441,9 @@ static size_t cpu_kv_bytes(void *vctx, const void *vkv)
 {
     (void)vctx;
     const struct cpu_kv *kv = vkv;
-    return !kv ? 0 : kv->typed ? strata_kv_bytes(&kv->c) : kv->bytes;
+    if (!kv) return 0;
+    if (kv->typed) return strata_kv_bytes(&kv->c);
+    return (size_t)kv->n_commit * (size_t)kv->n_layers * (kv->k_pos + (kv->v ? kv->v_pos : 0));
 }
 
 // ---- attention ---------------------------------------------------------------------------------
@@ -582,8 +613,10 @@ static int cpu_attention(void *vctx, const struct strata_attn_op *op)
     const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = (size_t)op->n_head_kv * op->head_dim_v;
     for (int s = 0; s < b->n_seq; s++) {
         const struct strata_seq *sq = &b->seq[s];
-        const struct cpu_kv *kv = sq->kv;
+        struct cpu_kv *kv = sq->kv;
         STRATA_ASSERT(!kv->typed && sq->pos0 + sq->n_tok <= sq->n_ctx && sq->n_ctx <= c->att_ctx);
+        int rc = kv_rows_commit(kv, sq->pos0 + sq->n_tok);
+        if (rc) return rc;
         float *kc = kv->k + (size_t)op->kv_slot * sq->n_ctx * KD;
         float *vc = op->latent_kv ? NULL : kv->v + (size_t)op->kv_slot * sq->n_ctx * VD;
         for (int t = sq->tok0; t < sq->tok0 + sq->n_tok; t++) {
