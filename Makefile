@@ -168,6 +168,10 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
+# The engine side of serve's concurrency, per phase (bench/batch_decode.c).
+$(BUILD)/batch_decode: bench/batch_decode.c $(BUILD)/libstrata.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libstrata.a $(LDLIBS)
+
 $(BUILD)/membw: bench/membw.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -march=x86-64-v2 -pthread -o $@ $<
