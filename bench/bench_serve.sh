@@ -38,7 +38,7 @@ warm=("Warm up the cache first" "Then measure one stream" "Then several at once"
 export STRATA_BIN="$PWD/build/strata"
 trap 'if [ -n "${SRV_PID:-}" ]; then kill -KILL "$SRV_PID" 2>/dev/null || true; fi' EXIT
 # Expert bytes read from the file, tokens generated and seconds in forward passes so far, from /metrics.
-counters() { curl -s "$SRV_URL/metrics" | awk '/^strata_expert_read_bytes_total\{tier="ram"\}/ {b=$2} /^strata_generated_tokens_total/ {t=$2} /^strata_forward_seconds_total/ {f=$2} END {print b, t, f}'; }
+counters() { curl -s "$SRV_URL/metrics" | awk '/^strata_expert_read_bytes_total\{tier="ram"\}/ {b=$2} /^strata_generated_tokens_total/ {t=$2} /^strata_forward_seconds_total/ {f=$2} /^strata_decode_seconds_total/ {d=$2} END {print b, t, f, d}'; }
 # CPU ticks of the server: "TOTAL tid:ticks ..." (threads alive now; the total also holds those
 # that ended, i.e. the connection threads of finished requests).
 cpu() {
@@ -61,12 +61,16 @@ http_share() {
         printf "%.2f", (t1 > t0 ? 100 * (t1 - t0 - live) / (t1 - t0) : 0) }'
 }
 # Bytes read per generated token between two counters() outputs (prompts included).
-per_token() { echo "$1 $2" | awk '{printf "%.0f", ($4-$1)/($5-$2)}'; }
+per_token() { echo "$1 $2" | awk '{printf "%.0f", ($5-$1)/($6-$2)}'; }
 # The request's wall time at the client beyond the server's forward passes in the same interval,
 # in % of those: what the HTTP path, the scheduler and the client add, measured at one moment
 # (the wall-clock rates of run and serve, taken seconds apart, carry the machine's noise).
-beyond_fwd() { echo "$1 $2 $3" | awk '{printf "%.2f", 100 * ($7/($6-$3) - 1)}'; }
-run_dec=(); one_dec=(); agg_dec=(); one_bpt=(); agg_bpt=(); same_dec=(); same_bpt=(); http_cpu=(); beyond=()
+beyond_fwd() { echo "$1 $2 $3" | awk '{printf "%.2f", 100 * ($9/($7-$3) - 1)}'; }
+# The same for the decode alone: the time from the first token to the last at the client against
+# the server's passes that carried a decode token (those same GEN - 1 passes): what serving adds
+# to each generated token, the analogue of run's decode rate.
+beyond_dec() { echo "$1 $2 $3" | awk '{printf "%.2f", 100 * ($9/($8-$4) - 1)}'; }
+run_dec=(); one_dec=(); agg_dec=(); one_bpt=(); agg_bpt=(); same_dec=(); same_bpt=(); http_cpu=(); beyond=(); beyond_d=()
 for r in $(seq "$REPS"); do
     out=$(build/strata run -m "$model" -p "${prompts[0]}" -n "$GEN" --temp 0 --ignore-eos --json -t "$THREADS" \
           --cache-mib "$CACHE_MIB" 2>/dev/null)
@@ -82,6 +86,7 @@ for r in $(seq "$REPS"); do
     c1=$(counters)
     http_cpu+=("$(http_share "$p0" "$p1")")
     beyond+=("$(beyond_fwd "$c0" "$c1" "$(echo "$one" | json 'j.wall_s')")")
+    beyond_d+=("$(beyond_dec "$c0" "$c1" "$(echo "$one" | json '(j.per_stream[0].tokens - 1) / j.per_stream[0].decode_tok_s')")")
     many=$(node bench/serve_client.mjs "$SRV_URL" "$STREAMS" "$GEN" "${prompts[@]}")
     c2=$(counters)
     same=$(node bench/serve_client.mjs "$SRV_URL" "$STREAMS" "$GEN" "${prompts[0]}")
@@ -96,7 +101,7 @@ for r in $(seq "$REPS"); do
     one_dec+=("$(echo "$one" | json 'j.per_stream[0].decode_tok_s')")
     agg_dec+=("$(echo "$many" | json 'j.aggregate_decode_tok_s')")
     echo "rep $r: run ${run_dec[-1]} tok/s, serve 1 stream ${one_dec[-1]}, $STREAMS streams ${agg_dec[-1]} (aggregate);" \
-         "same prompt x$STREAMS ${same_dec[-1]}; HTTP threads ${http_cpu[-1]}% of the server's CPU; request wall time beyond forward passes ${beyond[-1]}%; expert bytes read per token: 1 stream ${one_bpt[-1]}," \
+         "same prompt x$STREAMS ${same_dec[-1]}; HTTP threads ${http_cpu[-1]}% of the server's CPU; request wall time beyond forward passes ${beyond[-1]}%, decode ${beyond_d[-1]}%; expert bytes read per token: 1 stream ${one_bpt[-1]}," \
          "$STREAMS streams ${agg_bpt[-1]}, same prompt ${same_bpt[-1]}"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -104,15 +109,15 @@ m_run=$(median "${run_dec[@]}") m_one=$(median "${one_dec[@]}") m_agg=$(median "
 b_one=$(median "${one_bpt[@]}") b_agg=$(median "${agg_bpt[@]}")
 m_same=$(median "${same_dec[@]}") b_same=$(median "${same_bpt[@]}")
 ratio_same=$(awk -v a="$m_same" -v b="$m_one" 'BEGIN{printf "%.2f", a/b}')
-m_http=$(median "${http_cpu[@]}") m_beyond=$(median "${beyond[@]}")
+m_http=$(median "${http_cpu[@]}") m_beyond=$(median "${beyond[@]}") m_beyond_d=$(median "${beyond_d[@]}")
 overhead=$(awk -v a="$m_run" -v b="$m_one" 'BEGIN{printf "%.1f", (a/b-1)*100}')
 ratio=$(awk -v a="$m_agg" -v b="$m_one" 'BEGIN{printf "%.2f", a/b}')
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "median decode: run $m_run tok/s, serve 1 stream $m_one (wall-clock overhead $overhead%; HTTP threads $m_http% of the server's CPU; request wall time beyond the forward passes $m_beyond%), $STREAMS streams $m_agg aggregate (${ratio}x one stream); the same prompt $STREAMS times $m_same (${ratio_same}x); expert bytes read per generated token $b_one (1 stream) vs $b_agg ($STREAMS streams) vs $b_same (same prompt); load $load"
+echo "median decode: run $m_run tok/s, serve 1 stream $m_one (wall-clock overhead $overhead%; HTTP threads $m_http% of the server's CPU; request wall time beyond the forward passes $m_beyond%, decode time $m_beyond_d%), $STREAMS streams $m_agg aggregate (${ratio}x one stream); the same prompt $STREAMS times $m_same (${ratio_same}x); expert bytes read per generated token $b_one (1 stream) vs $b_agg ($STREAMS streams) vs $b_same (same prompt); load $load"
 commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo +dirty)
 machine="$(nproc)c-$(awk '/MemTotal/{printf "%dG", $2/1048576+0.5}' /proc/meminfo)-$(grep -q avx512f /proc/cpuinfo && echo avx512f || echo avx2)"
 flags="-t $THREADS --cache-mib $CACHE_MIB of $expert_mib gen=$GEN median-of-$REPS"
-for row in "strata run|$m_run||one stream" "strata serve|$m_one|$b_one|one stream over HTTP, overhead vs run $overhead% (wall clock), HTTP threads $m_http% of the server's CPU, request wall time at the client $m_beyond% beyond the server's forward passes" \
+for row in "strata run|$m_run||one stream" "strata serve|$m_one|$b_one|one stream over HTTP, overhead vs run $overhead% (wall clock), HTTP threads $m_http% of the server's CPU, request wall time at the client $m_beyond% beyond the server's forward passes, its decode (first to last token) $m_beyond_d% beyond the decode passes" \
            "strata serve x$STREAMS|$m_agg|$b_agg|aggregate of $STREAMS concurrent streams, ${ratio}x one stream" \
            "strata serve x$STREAMS same|$m_same|$b_same|aggregate of $STREAMS concurrent streams of one prompt (the same experts: reads fully shared), ${ratio_same}x one stream"; do
     IFS='|' read -r engine dec bpt what <<<"$row"

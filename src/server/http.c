@@ -155,6 +155,7 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
                    "# TYPE strata_generated_tokens_total counter\nstrata_generated_tokens_total %llu\n"
                    "# TYPE strata_forward_passes_total counter\nstrata_forward_passes_total %llu\n"
                    "# TYPE strata_forward_seconds_total counter\nstrata_forward_seconds_total %.6f\n"
+                   "# TYPE strata_decode_seconds_total counter\nstrata_decode_seconds_total %.6f\n"
                    "# TYPE strata_decode_tokens_per_second gauge\nstrata_decode_tokens_per_second %.3f\n"
                    "# TYPE strata_requests_active gauge\nstrata_requests_active %d\n"
                    "# TYPE strata_queue_depth gauge\nstrata_queue_depth %d\n"
@@ -162,7 +163,7 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
                    (unsigned long long)atomic_load(&ctx->disconnects), (unsigned long long)st.requests,
                    (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens,
                    (unsigned long long)st.generated_tokens, (unsigned long long)st.forward_passes,
-                   st.busy_s, st.decode_s > 0 ? st.generated_tokens / st.decode_s : 0.0, st.active,
+                   st.busy_s, st.decode_s, st.decode_s > 0 ? st.generated_tokens / st.decode_s : 0.0, st.active,
                    st.queued, (unsigned long long)st.kv_bytes);
     static const char *const tier_name[STRATA_TIER_COUNT] = {"ram", "vram"};
     static const char *const metric[] = {"hits_total", "misses_total", "evictions_total", "read_bytes_total",
