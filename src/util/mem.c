@@ -22,7 +22,12 @@ void *strata_zalloc_aligned(size_t bytes)
 
 void *strata_big_alloc(size_t bytes)
 {
-    if (bytes < HUGE_BYTES) return strata_zalloc_aligned(bytes);
+    if (bytes < HUGE_BYTES) {  // page-aligned (O_DIRECT reads land in the expert slab)
+        void *p = NULL;
+        if (posix_memalign(&p, 4096, bytes ? bytes : 64)) return NULL;
+        memset(p, 0, bytes ? bytes : 64);
+        return p;
+    }
     // Over-map by one huge page and trim, so the buffer starts on a 2 MiB boundary and the
     // kernel can back it with huge pages from the first byte.
     size_t len = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;

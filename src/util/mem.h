@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-// NULL on failure (not logged: the caller names what it was for). Aligned to at least 64 bytes
-// (2 MiB for requests of 2 MiB and more).
+// NULL on failure (not logged: the caller names what it was for). Aligned to a page (2 MiB for
+// requests of 2 MiB and more).
 void *strata_big_alloc(size_t bytes);
 // bytes must be the size given to strata_big_alloc. NULL is fine.
 void strata_big_free(void *p, size_t bytes);
