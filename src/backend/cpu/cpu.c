@@ -51,6 +51,11 @@ struct cpu_ctx {
     uint32_t row_cap;
     int32_t *tok_seq;                // [tok_cap] sequence of each token of the pass
     int tok_cap;
+    float *idx_h;                    // [idx_d][idx_d] the indexer's Walsh-Hadamard matrix
+    size_t idx_h_cap;
+    uint32_t idx_d;
+    float *idx_scratch;              // the indexer's per-thread scores and heaps (ops_ext.h)
+    size_t idx_scratch_cap;
     const struct strata_batch *batch;
 };
 
@@ -282,6 +287,35 @@ static int cpu_swiglu_oai(void *ctx, float *y, const float *g, const float *u, s
 {
     (void)ctx;
     strata_swiglu_oai(y, g, u, (uint32_t)n, alpha, limit);
+    return 0;
+}
+
+static int cpu_layernorm(void *vctx, float *y, const float *x, const float *w, const float *b, int n_rows, uint32_t n,
+                         float eps)
+{
+    struct cpu_ctx *c = vctx;
+    const int vl = strata_isa_lanes(c->k->isa);
+    for (int r = 0; r < n_rows; r++) strata_layernorm(y + (size_t)r * n, x + (size_t)r * n, w, b, n, eps, vl);
+    return 0;
+}
+
+// The indexer's Hadamard matrix is built on the first call with its d and its scratch grows with
+// the longest sequence of a pass (both once per session shape, not per token).
+static int cpu_indexer(void *vctx, const struct strata_indexer_op *op)
+{
+    struct cpu_ctx *c = vctx;
+    int max_ctx = 0, rc;
+    for (int s = 0; s < op->batch->n_seq; s++)
+        if (op->batch->seq[s].n_ctx > max_ctx) max_ctx = op->batch->seq[s].n_ctx;
+    if (op->d != c->idx_d) {
+        if ((rc = grow((void **)&c->idx_h, &c->idx_h_cap, (size_t)op->d * op->d * sizeof(float), "indexer matrix")))
+            return rc;
+        strata_hadamard_init(c->idx_h, op->d);
+        c->idx_d = op->d;
+    }
+    const size_t want = strata_cpu_indexer_scratch(strata_pool_size(c->pool), max_ctx, op->top_k, op->d);
+    if ((rc = grow((void **)&c->idx_scratch, &c->idx_scratch_cap, want * sizeof(float), "indexer scores"))) return rc;
+    strata_cpu_indexer(c->pool, c->k->isa, op, c->idx_h, c->idx_scratch);
     return 0;
 }
 
@@ -651,6 +685,8 @@ static void cpu_free(void *vctx)
     free(c->fa_round);
     free(c->row);
     free(c->tok_seq);
+    free(c->idx_h);
+    free(c->idx_scratch);
     free(c);
 }
 
@@ -682,11 +718,11 @@ static const struct strata_backend_i g_cpu_iface = {
     .add = cpu_add,
     .mul_sigmoid = cpu_mul_sigmoid,
     .moe_combine = cpu_moe_combine,
-    // the ops of the architectures not in the forward pass yet, and device routing: not offered
+    // the ops of deepseek2 / deepseek32 / glm-dsa / gpt-oss; device routing: not offered
     .copy = cpu_copy_rows,
-    .layernorm = NULL,
+    .layernorm = cpu_layernorm,
     .swiglu_oai = cpu_swiglu_oai,
-    .indexer = NULL,
+    .indexer = cpu_indexer,
     .route = NULL,
 };
 
