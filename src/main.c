@@ -83,6 +83,7 @@ static void synth_usage(FILE *out)
             "  --type-overrides R=T,...  per-tensor types by extended regex on the name, first match wins\n"
             "  --layers N             fewer layers than the preset\n"
             "  --experts N            fewer experts per layer than the preset\n"
+            "  --indexer-top-k N      the sparse-attention indexer's top-k (deepseek32, glm-dsa)\n"
             "  --vocab N              vocabulary size of the built-in tokenizer\n"
             "  --tokenizer FILE       embed a Hugging Face tokenizer.json\n"
             "  --chat-template FILE   jinja template file or tokenizer_config.json\n"
@@ -103,6 +104,7 @@ static int cmd_synth(int argc, char **argv)
         {"vocab", required_argument, 0, 'v'},     {"tokenizer", required_argument, 0, 'k'},
         {"chat-template", required_argument, 0, 'c'}, {"list", no_argument, 0, 'L'},
         {"no-progress", no_argument, 0, 'N'},     {"help", no_argument, 0, 'h'},
+        {"indexer-top-k", required_argument, 0, 'K'},
         {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -123,6 +125,7 @@ static int cmd_synth(int argc, char **argv)
         case 'O': o.type_overrides = optarg; break;
         case 'l': if (cli_parse_int(optarg, "--layers", 1, 4096, &o.n_layer)) return 2; break;
         case 'e': if (cli_parse_int(optarg, "--experts", 1, 65536, &o.n_expert)) return 2; break;
+        case 'K': if (cli_parse_int(optarg, "--indexer-top-k", 1, 1 << 20, &o.idx_top_k)) return 2; break;
         case 'v': if (cli_parse_int(optarg, "--vocab", 260, 1 << 22, &o.n_vocab)) return 2; break;
         case 'k': o.tokenizer_json = optarg; break;
         case 'c': o.chat_template = optarg; break;

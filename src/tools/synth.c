@@ -676,6 +676,16 @@ int strata_synth(const struct strata_synth_opts *o)
             strata_log_error("synth: no preset '%s' for %s (see strata synth --list)", o->preset, o->arch);
         return STRATA_EARG;
     }
+    struct preset custom;
+    if (o->idx_top_k > 0) {  // a small top-k makes short test sequences sparse
+        if (!p->idx_n_head) {
+            strata_log_error("synth: --indexer-top-k: %s has no sparse-attention indexer", o->arch);
+            return STRATA_EARG;
+        }
+        custom = *p;
+        custom.idx_top_k = (uint32_t)o->idx_top_k;
+        p = &custom;
+    }
     uint32_t n_layer = o->n_layer > 0 ? (uint32_t)o->n_layer : p->n_layer;
     uint32_t n_expert = o->n_expert > 0 ? (uint32_t)o->n_expert : p->n_expert;
     if (n_expert < p->n_expert_used) {

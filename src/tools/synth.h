@@ -15,6 +15,7 @@ struct strata_synth_opts {
     const char *type_overrides;  // "REGEX=T,REGEX=T" applied in order, first match wins; NULL
     int n_layer;                 // 0: the preset's
     int n_expert;                // 0: the preset's
+    int idx_top_k;               // the indexer's top-k (deepseek32, glm-dsa); 0: the preset's
     int n_vocab;                 // 0: the preset's (ignored with a tokenizer file)
     const char *tokenizer_json;  // HF tokenizer.json to embed; NULL: built-in small BPE vocab
     const char *chat_template;   // jinja text file or tokenizer_config.json; NULL
