@@ -52,7 +52,7 @@ tests=()
 for t in "$build"/tests/test_*; do [ -x "$t" ] && [ -f "$t" ] && tests+=("$t"); done
 for t in tests/t_*.sh; do [ -f "$t" ] && tests+=("$t"); done
 # Known long tests, longest first: the order when this build folder has no timings yet.
-long="t_parity_lowbit t_parity_qwen3moe t_mem_bound t_parity_qwen3next t_parity_glm4moe t_parity_deepseek2"
+long="t_parity_lowbit t_parity_qwen3moe t_mem_bound t_parity_dsa t_parity_qwen3next t_parity_glm4moe t_parity_deepseek2"
 declare -A path=()
 order=()
 for t in "${tests[@]}"; do

@@ -138,7 +138,8 @@ struct strata_attn_op {
                              // value is the row's first head_dim_v floats: no V cache, v unused
     uint32_t n_swa;          // sliding window: a token at p sees positions c with p - c < n_swa (0: all)
     const float *sinks;      // [n_head] sink logits joining each head's softmax (gpt-oss), or NULL
-    const uint8_t *visible;  // [n_tok][n_ctx] 0 hides a position (the indexer's top-k), or NULL
+    const uint8_t *visible;  // token t's row at visible + t * visible_stride: 0 hides a position
+    size_t visible_stride;   //   (the indexer's top-k), or NULL; stride 0: the token's sequence's n_ctx
     uint32_t next_vdt;       // hint: the very next op is an mm of `out` rows in this activation
                              // format (0: unknown); a backend may round them while it writes them
 };
@@ -165,14 +166,18 @@ struct strata_attn_rope_op {
 // sequence's indexer cache (idx_slot) at the tokens' positions; then per token t at position p
 // and cached position c <= p: score = sum over heads h (in order) of relu(q[t][h] . k(c)) * w[t][h]
 // (the accumulation fused), and visible[t][c] = 1 for the top_k highest scores (all when p < top_k;
-// equal scores at the boundary kept as std::partial_sort's heap keeps them), 0 elsewhere.
+// equal scores at the boundary kept as std::partial_sort's heap keeps them), 0 elsewhere (up to
+// the sequence's n_ctx). The weights are first multiplied by w_scale (ggml_scale: one float
+// product each) unless it is 0.
 struct strata_indexer_op {
     const struct strata_batch *batch;
     uint32_t idx_slot;
     float *q;                // [n_tok][n_head][d], roped; overwritten with its Hadamard product
     float *k;                // [n_tok][d], normed and roped; likewise
-    const float *w;          // [n_tok][n_head] head weights, already scaled by 1/sqrt(d * n_head)
-    uint8_t *visible;        // [n_tok][n_ctx] out
+    float *w;                // [n_tok][n_head] head weights; overwritten with w * w_scale
+    float w_scale;           // llama.cpp's 1/sqrt(d * n_head); 0: w is already scaled
+    uint8_t *visible;        // out: token t's row at visible + t * visible_stride
+    size_t visible_stride;   // 0: the token's sequence's n_ctx
     uint32_t n_head, d, top_k;
 };
 

@@ -45,6 +45,9 @@ struct strata_forward {
     float *ffn_out;               // [B][E] shared expert output
     float *dn_qkv, *dn_z, *dn_ba, *dn_core, *dn_work;  // delta-net [B][C], [B][nv*d], [B][2nv], [B][nv*d], work
     float *mla_qa, *mla_qb, *mla_vb; // MLA: [B][QL] q rank, [B][H*(nope+R)] queries, [B][H*Vh] values
+    float *idx_q, *idx_k, *idx_w;    // indexer: [B][IH*ID] queries, [B][ID] keys, [B][IH] head weights
+    uint8_t *visible;                // indexer: [B][vis_ctx] the top-k mask of the last block computing it
+    size_t vis_ctx;                  //   (its rows' stride: the longest context reserved)
     float *route_scratch;         // host [2X] (model/routing.c)
     int route_vl;                 // lanes of the ggml build routing follows: a softmax over 16 or
                                   // more experts sums them in groups of it (the AVX-512 builds: 16)
@@ -94,6 +97,13 @@ static size_t ssm_floats(const struct strata_model *m)
     return (size_t)m->n_rs_layers * hp->ssm_dt_rank * hp->ssm_d_state * hp->ssm_d_state;
 }
 
+// The indexer key cache of a sequence: ID floats per position per block computing its own top-k
+// (llama.cpp keeps them in the K type, which is F32 for these models here).
+static size_t idx_floats(const struct strata_model *m, int n_ctx)
+{
+    return (size_t)m->n_idx_layers * (size_t)n_ctx * m->hp.idx_head_dim;
+}
+
 static float *be_floats(struct strata_backend *be, size_t n, const char *what, int *rc)
 {
     if (*rc) return NULL;
@@ -124,7 +134,8 @@ uint64_t strata_seq_kv_bytes_per_token(const struct strata_model *m, uint32_t k_
 {
     const struct strata_kv_params p = kv_params(m, 1, k_type, v_type);
     return (uint64_t)p.n_layers * p.n_head_kv *
-           (strata_type_row_bytes(k_type, p.head_dim_k) + (p.head_dim_v ? strata_type_row_bytes(v_type, p.head_dim_v) : 0));
+               (strata_type_row_bytes(k_type, p.head_dim_k) + (p.head_dim_v ? strata_type_row_bytes(v_type, p.head_dim_v) : 0)) +
+           idx_floats(m, 1) * sizeof(float);
 }
 
 uint64_t strata_seq_state_bytes(const struct strata_model *m, int n_ctx, uint32_t k_type, uint32_t v_type)
@@ -154,6 +165,7 @@ int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_mode
         st->conv = be_floats(m->be, conv_floats(m), "delta-net state", &rc);
         st->ssm = be_floats(m->be, ssm_floats(m), "delta-net state", &rc);
     }
+    if (m->n_idx_layers) st->idx_cache = be_floats(m->be, idx_floats(m, n_ctx), "indexer key cache", &rc);
     if (rc) strata_seq_state_free(st, m);
     return rc;
 }
@@ -161,7 +173,7 @@ int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_mode
 void strata_seq_state_free(struct strata_seq_state *st, const struct strata_model *m)
 {
     if (st->kv) m->be->iface->kv_free(m->be->ctx, st->kv);
-    float *bufs[] = {st->conv, st->ssm};
+    float *bufs[] = {st->conv, st->ssm, st->idx_cache};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) m->be->iface->release(m->be->ctx, bufs[i]);
     memset(st, 0, sizeof *st);
@@ -169,7 +181,8 @@ void strata_seq_state_free(struct strata_seq_state *st, const struct strata_mode
 
 uint64_t strata_seq_state_kv_bytes(const struct strata_seq_state *st, const struct strata_model *m)
 {
-    return st->kv ? m->be->iface->kv_bytes(m->be->ctx, st->kv) : 0;
+    return (st->kv ? m->be->iface->kv_bytes(m->be->ctx, st->kv) : 0) +
+           (st->idx_cache ? idx_floats(m, st->n_ctx) * sizeof(float) : 0);
 }
 
 int strata_seq_state_reset(struct strata_seq_state *st, const struct strata_model *m)
@@ -222,6 +235,13 @@ int strata_forward_reserve_ctx(struct strata_forward *f, int max_ctx)
         .max_ctx = max_ctx,
     };
     int rc = f->bi->reserve(f->bc, &r);
+    if (rc == 0 && m->n_idx_layers && (size_t)max_ctx > f->vis_ctx) {  // the indexer's mask rows
+        uint8_t *vis = f->bi->alloc(f->bc, (size_t)f->max_tok * (size_t)max_ctx, "indexer mask");
+        if (!vis) return STRATA_ENOMEM;
+        if (f->visible) f->bi->release(f->bc, f->visible);
+        f->visible = vis;
+        f->vis_ctx = (size_t)max_ctx;
+    }
     if (rc == 0) f->max_ctx = max_ctx;
     return rc;
 }
@@ -235,7 +255,9 @@ static int check_ops(const struct strata_model *m)
         const struct strata_layer *L = &m->layers[l];
         const char *missing = L->swiglu_oai && !bi->swiglu_oai ? "the clamped SwiGLU (swiglu_oai)"
                               : L->mla && !bi->copy            ? "the row copy of multi-head latent attention"
-                                                               : NULL;
+                              : L->idx_slot >= 0 && !bi->layernorm ? "the LayerNorm of the sparse-attention indexer"
+                              : L->idx_slot >= 0 && !bi->indexer   ? "sparse-attention indexer (indexer)"
+                                                                   : NULL;
         if (missing) {
             strata_log_error("forward_create: the %s backend cannot run %s yet: it has no %s op (use --backend cpu)",
                              bi->name, strata_arch_name(m->hp.arch), missing);
@@ -295,6 +317,12 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
         f->mla_qb = scratch(f, B * H * (NOPE + R) * fl, "MLA activations", &rc);
         f->mla_vb = scratch(f, B * H * hp->head_dim_v_mla * fl, "MLA activations", &rc);
     }
+    if (m->n_idx_layers) {
+        const size_t IH = hp->idx_n_head, ID = hp->idx_head_dim;
+        f->idx_q = scratch(f, B * IH * ID * fl, "indexer activations", &rc);
+        f->idx_k = scratch(f, B * ID * fl, "indexer activations", &rc);
+        f->idx_w = scratch(f, B * IH * fl, "indexer activations", &rc);
+    }
     f->route_scratch = host_zalloc(2 * X * fl, &rc);
     f->route_vl = 16;
     const size_t lrows = B < LOGIT_ROWS ? B : LOGIT_ROWS;
@@ -344,6 +372,7 @@ void strata_forward_free(struct strata_forward *f)
 {
     if (!f) return;
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
+    if (f->visible) f->bi->release(f->bc, f->visible);
     void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->order_scratch, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
                     f->tables_built, (void *)f->tab_host};
@@ -467,6 +496,34 @@ static int attention_out(struct strata_forward *f, const struct strata_layer *L,
     return f->bi->add(f->bc, f->x, f->o, E, n, E);
 }
 
+// The sparse-attention indexer of a block that computes its own top-k (deepseek32, glm-dsa), as
+// llama.cpp's lightning indexer: queries from the normed q low-rank activation (f->mla_qa), the
+// key LayerNorm-ed, both rotated on their first R dims, then the backend's indexer op (Hadamard
+// products, the key cache, scores and the top-k mask into f->visible, which the blocks that reuse
+// it read until the next block computing its own).
+static int indexer(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_model *m = f->m;
+    const struct strata_hparams *hp = &m->hp;
+    const uint32_t IH = hp->idx_n_head, ID = hp->idx_head_dim, R = hp->n_rot;
+    int rc;
+    const struct strata_mat *wq[1] = {&L->idx.wq_b};
+    TRY(project(f, wq, &f->idx_q, 1, f->mla_qa, n));
+    TRY(f->bi->layernorm(f->bc, f->idx_k, f->idx_k, L->idx.k_norm, L->idx.k_norm_b, n, ID, hp->norm_eps));
+    const struct strata_rope_op rq = {.x = f->idx_q, .tok_stride = (size_t)IH * ID, .head_stride = ID, .n_tok = n,
+                                      .n_head = IH, .pos = f->pos, .n_rot = R, .ext = &m->idx_rope};
+    TRY(f->bi->rope(f->bc, &rq));
+    const struct strata_rope_op rk = {.x = f->idx_k, .tok_stride = ID, .head_stride = ID, .n_tok = n, .n_head = 1,
+                                      .pos = f->pos, .n_rot = R, .ext = &m->idx_rope};
+    TRY(f->bi->rope(f->bc, &rk));
+    const struct strata_indexer_op op = {
+        .batch = &f->batch, .idx_slot = (uint32_t)L->idx_slot, .q = f->idx_q, .k = f->idx_k, .w = f->idx_w,
+        .w_scale = 1.0f / sqrtf((float)(ID * IH)), .visible = f->visible, .visible_stride = f->vis_ctx,
+        .n_head = IH, .d = ID, .top_k = hp->idx_top_k,
+    };
+    return f->bi->indexer(f->bc, &op);
+}
+
 // Multi-head latent attention (deepseek2 family), as llama.cpp's absorbed form: the latent and the
 // shared rope key are cached ([KVL | R] per position, f->k holds the pass's rows), each head's
 // no-rope query goes through its attn_k_b matrix into latent space, the heads attend with the
@@ -481,10 +538,12 @@ static int mla_attention_block(struct strata_forward *f, const struct strata_lay
     const size_t QB = (size_t)H * (NOPE + R), QA = (size_t)H * (KVL + R), KR = (size_t)KVL + R;
     int rc;
     TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->attn_norm, n, E, hp->rms_eps));
-    const struct strata_mat *wa[2] = {&w->wq_a, &w->wkv_a};
-    float *ya[2] = {f->mla_qa, f->k};
-    TRY(project(f, wa, ya, 2, f->h, n));
+    // the indexer's key and head weights read the same normed input
+    const struct strata_mat *wa[4] = {&w->wq_a, &w->wkv_a, &L->idx.wk, &L->idx.proj};
+    float *ya[4] = {f->mla_qa, f->k, f->idx_k, f->idx_w};
+    TRY(project(f, wa, ya, L->idx_slot >= 0 ? 4 : 2, f->h, n));
     TRY(f->bi->rmsnorm(f->bc, f->mla_qa, QL, f->mla_qa, QL, w->q_a_norm, n, QL, hp->rms_eps));
+    if (L->idx_slot >= 0) TRY(indexer(f, L, n));
     TRY(f->bi->rmsnorm(f->bc, f->k, KR, f->k, KR, w->kv_a_norm, n, KVL, hp->rms_eps));
     const struct strata_rope_op rk = {.x = f->k + KVL, .tok_stride = KR, .n_tok = n, .n_head = 1, .pos = f->pos,
                                       .n_rot = R, .ext = &m->rope_ext};
@@ -509,7 +568,7 @@ static int mla_attention_block(struct strata_forward *f, const struct strata_lay
         .batch = &f->batch, .kv_slot = (uint32_t)L->kv_slot,
         .q = f->q, .q_tok_stride = QA, .q_head_stride = KR, .k = f->k, .v = NULL, .out = f->attn,
         .n_head = H, .n_head_kv = 1, .head_dim_k = (uint32_t)KR, .head_dim_v = KVL, .scale = m->kq_scale,
-        .latent_kv = true,
+        .latent_kv = true, .visible = L->sparse ? f->visible : NULL, .visible_stride = f->vis_ctx,
     };
     TRY(f->bi->attention(f->bc, &ao));
     for (uint32_t h = 0; h < H; h++) {
@@ -965,7 +1024,8 @@ int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
                       sq->state->n_ctx <= f->max_ctx);
         f->seqs[s] = (struct strata_seq){.tok0 = n, .n_tok = sq->n_tok, .pos0 = sq->pos0, .n_ctx = sq->state->n_ctx,
                                          .kv = sq->state->kv,
-                                         .conv = sq->state->conv, .ssm = sq->state->ssm};
+                                         .conv = sq->state->conv, .ssm = sq->state->ssm,
+                                         .idx_cache = sq->state->idx_cache};
         for (int t = 0; t < sq->n_tok; t++) {
             f->ids_host[n + t] = sq->tokens[t];
             f->pos_host[n + t] = sq->pos0 + t;

@@ -263,14 +263,10 @@ static int load_arch(struct strata_model *m)
     case STRATA_ARCH_GLM4MOE: return strata_glm4moe_load(m);
     case STRATA_ARCH_QWEN3NEXT:
     case STRATA_ARCH_QWEN35MOE: return strata_qwen3next_load(m);
-    case STRATA_ARCH_DEEPSEEK2: return strata_deepseek2_load(m);
-    case STRATA_ARCH_GPT_OSS: return strata_gpt_oss_load(m);
+    case STRATA_ARCH_DEEPSEEK2:
     case STRATA_ARCH_DEEPSEEK32:
-    case STRATA_ARCH_GLM_DSA:
-        // synth, inspect and plan know them; running them waits for the shared forward pass
-        strata_log_error("model_load: %s: running %s is not supported yet (inspect and plan are)", m->file->path,
-                         strata_arch_name(m->hp.arch));
-        return STRATA_EUNSUP;
+    case STRATA_ARCH_GLM_DSA: return strata_deepseek2_load(m);
+    case STRATA_ARCH_GPT_OSS: return strata_gpt_oss_load(m);
     case STRATA_ARCH_COUNT: break;
     }
     return STRATA_EUNSUP;

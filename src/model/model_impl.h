@@ -45,10 +45,23 @@ struct strata_mla_layer {
     struct strata_mat wv_b;       // H matrices [Vh][KVL] (value expansion)
 };
 
+// Sparse-attention indexer weights (deepseek32, glm-dsa) of a block that computes its own top-k:
+// IH heads of ID dims, QL the q rank.
+struct strata_indexer_layer {
+    struct strata_mat wq_b;       // [IH*ID][QL] indexer.attn_q_b, on the normed q low-rank activation
+    struct strata_mat wk;         // [ID][E] indexer.attn_k
+    const float *k_norm, *k_norm_b; // [ID] LayerNorm weight and bias of the key, or NULL (glm-dsa)
+    struct strata_mat proj;       // [IH][E] indexer.proj: the heads' weights
+};
+
 struct strata_layer {
     const float *attn_norm;       // [E]
     bool mla;                     // attention is MLA (weights in .mla; wo is [E][H*Vh])
     struct strata_mla_layer mla_w;
+    bool sparse;                  // the attention sees only the indexer's top-k positions
+    int32_t idx_slot;             // the block's slot in the indexer key cache when it computes its own
+                                  // top-k (weights in .idx); -1: it reuses the last block's mask
+    struct strata_indexer_layer idx;
     struct strata_mat wq;         // [H*D][E]; [H*2D][E] when q_gated
     struct strata_mat wk, wv;     // [Hkv*D][E]
     struct strata_mat wo;         // [E][H*D]
@@ -96,11 +109,13 @@ struct strata_model {
     struct strata_layer *layers;  // [n_layer]
     uint32_t n_kv_layers;         // layers with a KV cache (full attention)
     uint32_t n_rs_layers;         // delta-net layers (recurrent state)
+    uint32_t n_idx_layers;        // blocks computing their own indexer top-k (indexer key cache)
     uint32_t max_act_dim;         // widest input of any product (sizes activation scratch)
     uint32_t max_q_dim;           // widest query projection (gated ones give query and gate)
     bool rope_mrope;              // interleaved M-RoPE sections (hp.rope_sections) apply
     bool rope_ext_on;             // RoPE through rope_ext (pair layout, YaRN) instead of plain NeoX
     struct strata_rope_ext rope_ext;
+    struct strata_rope_ext idx_rope;  // the indexer's RoPE (glm-dsa NORM, deepseek32 NEOX pairs)
     float kq_scale;               // attention scale (MLA: with YaRN's mscale), 0: 1/sqrt(head_dim_k)
     bool route_exact;             // routing through model/routing.c (groups, softmax after top-k)
     uint64_t dense_bytes;

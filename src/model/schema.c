@@ -221,6 +221,27 @@ static int qwen3next_schema(struct strata_schema *s, const struct strata_hparams
     return rc;
 }
 
+// The sparse-attention indexer of block l (deepseek32, glm-dsa): every tensor optional in
+// glm-dsa as llama.cpp loads them (its blocks that reuse the last top-k need none; the loader
+// asks for the products in the blocks that compute their own), required in deepseek32.
+static int indexer_tensors(struct strata_schema *s, const struct strata_hparams *hp, uint32_t l)
+{
+    const uint64_t E = hp->n_embd, QL = hp->q_lora_rank, IH = hp->idx_n_head, ID = hp->idx_head_dim;
+    const bool opt = hp->arch == STRATA_ARCH_GLM_DSA;
+    const size_t first = s->n;
+    char n[96];
+    int rc;
+    if ((rc = strata_schema_add(s, NM("indexer.k_norm.weight"), true, 1.0f, 0.1f, 1, ID, 1, 1)) ||
+        (rc = strata_schema_add(s, NM("indexer.k_norm.bias"), true, 0.0f, 0.1f, 1, ID, 1, 1)) ||
+        (rc = strata_schema_add(s, NM("indexer.proj.weight"), false, 0.0f, 1.0f / sqrtf((float)E), 2, E, IH, 1)) ||
+        (rc = strata_schema_add(s, NM("indexer.attn_k.weight"), false, 0.0f, 1.0f / sqrtf((float)E), 2, E, ID, 1)) ||
+        (rc = strata_schema_add(s, NM("indexer.attn_q_b.weight"), false, 0.0f, 1.0f / sqrtf((float)QL), 2, QL, IH * ID,
+                                1)))
+        return rc;
+    for (size_t i = first; opt && i < s->n; i++) s->items[i].optional = true;
+    return 0;
+}
+
 // deepseek2 (loader: model/deepseek2.c): MLA attention (q low-rank pair, kv projection to the
 // latent and a shared rope key, per-head absorption attn_k_b [nope, KVL, H] and expansion
 // attn_v_b [KVL, Vh, H]), then the GLM/DeepSeek FFN half (selection bias optional, as llama.cpp).
@@ -245,6 +266,7 @@ static int deepseek2_schema(struct strata_schema *s, const struct strata_hparams
                                     E, 1)) ||
             (rc = strata_schema_add(s, NM("ffn_norm.weight"), true, 1.0f, 0.1f, 1, E, 1, 1)))
             break;
+        if (hp->idx_n_head && (rc = indexer_tensors(s, hp, l))) break;
         if ((rc = strata_schema_glm_ffn(s, l, E, hp->n_layer_dense_lead, hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp,
                                         hp->n_expert, hp->n_layer)))
             break;
@@ -293,7 +315,9 @@ int strata_schema_build(const struct strata_hparams *hp, const struct strata_sch
         case STRATA_ARCH_GLM4MOE: rc = glm4moe_schema(s, hp, o); break;
         case STRATA_ARCH_QWEN3NEXT:
         case STRATA_ARCH_QWEN35MOE: rc = qwen3next_schema(s, hp); break;
-        case STRATA_ARCH_DEEPSEEK2: rc = deepseek2_schema(s, hp); break;
+        case STRATA_ARCH_DEEPSEEK2:
+        case STRATA_ARCH_DEEPSEEK32:
+        case STRATA_ARCH_GLM_DSA: rc = deepseek2_schema(s, hp); break;
         case STRATA_ARCH_GPT_OSS: rc = gpt_oss_schema(s, hp); break;
         default:
             strata_log_error("schema: no tensor schema for %s yet", strata_arch_name(hp->arch));

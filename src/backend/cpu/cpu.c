@@ -517,7 +517,8 @@ static void attn_worker(void *arg, int ith, int nth)
             .scores = scores,
             .out = op->out + (size_t)t * H * Dv + (size_t)h * Dv,
             .kv_start = op->n_swa && n_kv > (int)op->n_swa ? n_kv - (int)op->n_swa : 0,
-            .visible = op->visible ? op->visible + (size_t)t * sq->n_ctx : NULL,
+            .visible = op->visible ? op->visible + (size_t)t * (op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx)
+                                   : NULL,
             .sink = op->sinks ? op->sinks + h : NULL,
         };
         strata_attn_head(j->c->k->isa, &aq);

@@ -209,6 +209,8 @@ static void indexer_rotate(void *arg, int ith, int nth)
             memcpy(k, tmp, d * sizeof *tmp);
             const struct strata_seq *sq = seq_of(op->batch, t);
             memcpy(idx_keys(op, sq) + (size_t)op->batch->pos[t] * d, k, d * sizeof *k);
+            if (op->w_scale != 0.0f)
+                for (uint32_t h = 0; h < op->n_head; h++) op->w[(size_t)t * op->n_head + h] *= op->w_scale;
         }
     }
 }
@@ -226,7 +228,7 @@ static void indexer_select(void *arg, int ith, int nth)
             const struct strata_seq *sq = seq_of(op->batch, t);
             const int n_kv = op->batch->pos[t] + 1;
             int32_t *heap = (int32_t *)(score + sq->n_ctx);
-            uint8_t *vis = op->visible + (size_t)t * sq->n_ctx;
+            uint8_t *vis = op->visible + (size_t)t * (op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx);
             strata_indexer_scores_isa(j->isa, score, op->q + (size_t)t * op->n_head * op->d, op->w + (size_t)t * op->n_head,
                                       op->n_head, op->d, idx_keys(op, sq), op->d, n_kv);
             strata_top_k_mask(vis, score, n_kv, (int)op->top_k, heap);
