@@ -82,7 +82,9 @@ static int count_passes(void *user, const int32_t *ids, int n_tok, uint32_t n_la
 }
 
 // Alone, then two threads at once, then both in strata_eval_batch: the same bits.
-static void test_sessions(const char *model, uint64_t cache_bytes, const char *label)
+// ctx1: the second session's context (0: the engine's), so that sequences of different lengths
+// share passes.
+static void test_sessions(const char *model, uint64_t cache_bytes, const char *label, int ctx1)
 {
     const int before = g_failures;
     struct strata_engine_params p = strata_engine_default_params();
@@ -100,7 +102,8 @@ static void test_sessions(const char *model, uint64_t cache_bytes, const char *l
     float *ref = calloc(2 * per, sizeof(float)), *got = calloc(2 * per, sizeof(float));
     struct strata_session *s[2] = {NULL, NULL};
     for (int i = 0; i < 2; i++) {
-        CHECK(strata_session_create(&s[i], e, NULL) == 0, "%s: session_create", label);
+        const struct strata_session_params sp = {.n_ctx = i ? ctx1 : 0};
+        CHECK(strata_session_create(&s[i], e, &sp) == 0, "%s: session_create", label);
         CHECK(run_sequence(s[i], i, ref + i * per, V) == 0, "%s: alone %d: %s", label, i, strata_engine_errmsg(e));
     }
 
@@ -312,26 +315,34 @@ static void test_truncate(const char *moe, const char *next)
     case_result("truncate = fresh evaluation; recurrent models refuse", before);
 }
 
-static int synth(const char *arch, const char *path)
+static int synth(const char *arch, const char *preset, int idx_top_k, const char *path)
 {
-    struct strata_synth_opts o = {.arch = arch, .preset = "tiny", .out_path = path, .seed = 5, .type = -1};
+    struct strata_synth_opts o = {.arch = arch, .preset = preset, .out_path = path, .seed = 5, .type = -1,
+                                  .idx_top_k = idx_top_k};
     return strata_synth(&o);
 }
 
 int main(void)
 {
     if (!mkdtemp(g_dir)) return 1;
-    char moe[256], next[256];
+    char moe[256], next[256], dsa[256];
     snprintf(moe, sizeof moe, "%s/qwen3moe.gguf", g_dir);
     snprintf(next, sizeof next, "%s/qwen3next.gguf", g_dir);
-    if (synth("qwen3moe", moe) || synth("qwen3next", next)) return 1;
-    test_sessions(moe, 0, "qwen3moe: concurrent and batched sessions = alone");
-    test_sessions(moe, 3u << 20, "qwen3moe, 3 MiB expert cache: concurrent and batched sessions = alone");
-    test_sessions(next, 0, "qwen3next: concurrent and batched sessions = alone");
+    snprintf(dsa, sizeof dsa, "%s/glm-dsa.gguf", g_dir);
+    // glm-dsa with GLM-5.2's shared indexer blocks and a top-8: the 27 positions are sparse from 8
+    if (synth("qwen3moe", "tiny", 0, moe) || synth("qwen3next", "tiny", 0, next) ||
+        synth("glm-dsa", "tiny-5.2", 8, dsa))
+        return 1;
+    test_sessions(moe, 0, "qwen3moe: concurrent and batched sessions = alone", 0);
+    test_sessions(moe, 3u << 20, "qwen3moe, 3 MiB expert cache: concurrent and batched sessions = alone", 0);
+    test_sessions(next, 0, "qwen3next: concurrent and batched sessions = alone", 0);
+    test_sessions(dsa, 0, "glm-dsa (indexer top-8), contexts of 64 and the engine's: concurrent and batched = alone",
+                  64);
     test_generate(moe);
     test_truncate(moe, next);
     unlink(moe);
     unlink(next);
+    unlink(dsa);
     rmdir(g_dir);
     printf("%s\n", g_failures ? "FAIL" : "ok");
     return g_failures ? 1 : 0;
