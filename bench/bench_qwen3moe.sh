@@ -5,21 +5,24 @@
 # RAM-bandwidth floor; strata's time share of the attention blocks (full and linear); a row per
 # engine in results.tsv.
 #   bench/bench_qwen3moe.sh [ARCH=qwen3moe] [PRESET=qwen3-30b-a3b] [LAYERS=6] [TYPE=Q4_K]
-#                           [THREADS=2] [PROMPT=128] [GEN=64] [REPS=3]
+#                           [THREADS=2] [PROMPT=128] [GEN=64] [REPS=3] [EXPERTS=N]
+# EXPERTS (default: the preset's) cuts the experts per layer so that a 256-expert shape fits
+# (a token reads its k experts whatever the count).
 # The model goes to $BENCH_DIR (default /tmp/strata-bench). Needs the oracle (tests/oracle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ARCH=${ARCH:-qwen3moe} PRESET=${PRESET:-qwen3-30b-a3b}
 export ARCH
-LAYERS=${LAYERS:-6} TYPE=${TYPE:-Q4_K} THREADS=${THREADS:-2} PROMPT=${PROMPT:-128} GEN=${GEN:-64} REPS=${REPS:-3}
+LAYERS=${LAYERS:-6} EXPERTS=${EXPERTS:-} TYPE=${TYPE:-Q4_K} THREADS=${THREADS:-2} PROMPT=${PROMPT:-128} GEN=${GEN:-64} REPS=${REPS:-3}
 BENCH_DIR=${BENCH_DIR:-/tmp/strata-bench}
 mkdir -p "$BENCH_DIR"
 make -s -j2 build/strata build/membw
 ORACLE_AMX=${ORACLE_AMX:-1}  # llama.cpp as users run it (its AMX build on AMX CPUs)
 . tests/oracle/lib.sh
 oracle_available || { echo "bench needs the oracle: cd tests/oracle && npm ci --omit=optional"; exit 1; }
-model="$BENCH_DIR/${PRESET}-L${LAYERS}-${TYPE}.gguf"
-[ -f "$model" ] || build/strata synth --arch "$ARCH" --preset "$PRESET" --layers "$LAYERS" --type "$TYPE" -o "$model"
+model="$BENCH_DIR/${PRESET}-L${LAYERS}${EXPERTS:+-E$EXPERTS}-${TYPE}.gguf"
+[ -f "$model" ] || build/strata synth --arch "$ARCH" --preset "$PRESET" --layers "$LAYERS" ${EXPERTS:+--experts "$EXPERTS"} \
+    --type "$TYPE" -o "$model"
 # prompt ids below the vocabulary (DeepSeek-V3's has 129,280 tokens; the ids stay those of earlier
 # rows wherever the vocabulary holds 150,000)
 n_vocab=$(build/strata inspect --json "$model" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{
@@ -27,12 +30,14 @@ n_vocab=$(build/strata inspect --json "$model" | node -e 'let s="";process.stdin
 ids=$(awk -v n="$PROMPT" -v v="$n_vocab" 'BEGIN{m=v<150000?v:150000; s=4242; for(i=0;i<n;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%m}}')
 echo "$ids" > "$BENCH_DIR/prompt.ids"
 membw=$(build/membw "$THREADS" | awk -F= -v t="$THREADS" '$0 ~ "threads="t" " {print $3}')
-# Bytes one decoded token reads: every dense tensor but the embedding table (one row), and k
-# expert triplets per layer.
+# Bytes one decoded token reads: every dense tensor but the embedding table (one row) and the
+# nextn (MTP) blocks after the trunk (neither engine runs them), and k expert triplets per layer.
 bytes=$(build/strata inspect --json "$model" | node -e '
 let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);
  const k=j.metadata[process.env.ARCH+".expert_used_count"];
- let b=0; for(const t of j.tensors){ if(/_exps\./.test(t.name)||t.name==="token_embd.weight") continue; b+=t.bytes; }
+ const trunk=j.metadata[process.env.ARCH+".block_count"]-(j.metadata[process.env.ARCH+".nextn_predict_layers"]||0);
+ let b=0; for(const t of j.tensors){ const m=/^blk\.(\d+)\./.exec(t.name);
+  if(/_exps\./.test(t.name)||t.name==="token_embd.weight"||(m&&+m[1]>=trunk)) continue; b+=t.bytes; }
  for(const l of j.totals.expert_triplets) b+=k*l.triplet_bytes;
  console.log(b);})')
 best() { sort -g | tail -n 1; }
