@@ -357,9 +357,9 @@ static void test_indexer_op(void)
     for (int i = 0; i < 2 * 2 * NCTX * DI; i++) ref_cache[i] = cache[i] = frand(1.0f);  // earlier keys
     for (int t = 0; t < n; t++) pos[t] = t < NA ? N0 + t : t - NA;
     // sequence caches [2 slots][NCTX][DI] each; the op runs on slot 1
-    const struct strata_seq seqs[2] = {{.tok0 = 0, .n_tok = NA, .pos0 = N0, .n_ctx = NCTX, .idx_cache = cache},
-                                       {.tok0 = NA, .n_tok = NB, .pos0 = 0, .n_ctx = NCTX,
-                                        .idx_cache = cache + 2 * NCTX * DI}};
+    const struct strata_seq seqs[2] = {{.tok0 = 0, .n_tok = NA, .pos0 = N0, .n_ctx = NCTX},
+                                       {.tok0 = NA, .n_tok = NB, .pos0 = 0, .n_ctx = NCTX}};
+    float *const keys[2] = {cache + NCTX * DI, cache + 3 * NCTX * DI};  // slot 1 of each
     const struct strata_batch b = {.n_tok = n, .n_seq = 2, .seq = seqs, .pos = pos};
     static float q0[n * IH * DI], k0[n * DI];
     memcpy(q0, q, sizeof q);
@@ -371,7 +371,7 @@ static void test_indexer_op(void)
     float *scratch = malloc(sizeof(float) * strata_cpu_indexer_scratch(2, NCTX, TOPK, DI));
     const struct strata_indexer_op op = {.batch = &b, .idx_slot = 1, .q = q, .k = k, .w = w, .visible = vis,
                                          .n_head = IH, .d = DI, .top_k = TOPK};
-    if (pool) strata_cpu_indexer(pool, isa, &op, hm, scratch);
+    if (pool) strata_cpu_indexer(pool, isa, &op, keys, hm, scratch);
     // reference: keys of the whole pass stored first, then each token's scores
     for (int t = 0; t < n; t++) {
         float *c = ref_cache + (t < NA ? 0 : 2 * NCTX * DI) + (size_t)NCTX * DI;

@@ -70,7 +70,6 @@ struct strata_seq {
     void *kv;                // its KV cache (kv_create), or NULL without attention layers
     float *conv;             // delta-net conv history [n_rs_layers][K - 1][C], oldest row first
     float *ssm;              // delta-net state [n_rs_layers][nv][d key][d value]
-    float *idx_cache;        // sparse-attention indexer keys [n_idx_layers][n_ctx][idx_head_dim], or NULL
 };
 
 // The tokens of one forward pass: sequences in row order, each one's tokens contiguous.
@@ -163,7 +162,8 @@ struct strata_attn_rope_op {
 // The sparse-attention indexer of every token of the pass (deepseek32, glm-dsa): q and k are
 // multiplied by the d x d Walsh-Hadamard matrix (entries +-1/sqrt(d); ggml's sgemm order for the
 // n_head query rows of a token, ggml_vec_dot_f32's for its one key row), the keys stored in the
-// sequence's indexer cache (idx_slot) at the tokens' positions; then per token t at position p
+// indexer layer idx_slot of the sequence's KV cache (strata_kv_params' idx_layers) at the tokens'
+// positions; then per token t at position p
 // and cached position c <= p: score = sum over heads h (in order) of relu(q[t][h] . k(c)) * w[t][h]
 // (the accumulation fused), and visible[t][c] = 1 for the top_k highest scores (all when p < top_k;
 // equal scores at the boundary kept as std::partial_sort's heap keeps them), 0 elsewhere (up to
@@ -228,6 +228,9 @@ struct strata_kv_params {
     int n_ctx;               // positions it may hold
     uint32_t k_type, v_type; // enum strata_type: F32, F16, BF16 or Q8_0
     bool plain;              // no attention op on it uses latent_kv, n_swa, sinks or visible
+    uint32_t idx_layers, idx_dim; // the indexer's keys: idx_layers layers of idx_dim F32 per position
+                             // (the blocks computing their own top-k), grown with the positions
+                             // as the attention's (0: none)
 };
 
 // Largest work the engine will ask of the backend, so it can size its scratch up front. May be

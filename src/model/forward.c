@@ -97,13 +97,6 @@ static size_t ssm_floats(const struct strata_model *m)
     return (size_t)m->n_rs_layers * hp->ssm_dt_rank * hp->ssm_d_state * hp->ssm_d_state;
 }
 
-// The indexer key cache of a sequence: ID floats per position per block computing its own top-k
-// (llama.cpp keeps them in the K type, which is F32 for these models here).
-static size_t idx_floats(const struct strata_model *m, int n_ctx)
-{
-    return (size_t)m->n_idx_layers * (size_t)n_ctx * m->hp.idx_head_dim;
-}
-
 static float *be_floats(struct strata_backend *be, size_t n, const char *what, int *rc)
 {
     if (*rc) return NULL;
@@ -127,6 +120,8 @@ static struct strata_kv_params kv_params(const struct strata_model *m, int n_ctx
         // MLA caches the latent in the key rows and reads its values there: no V cache
         .head_dim_v = m->hp.kv_lora_rank ? 0 : m->hp.head_dim_v,
         .n_ctx = n_ctx, .k_type = k_type, .v_type = v_type, .plain = plain,
+        // the indexer's keys, F32 (llama.cpp's K type, which the CPU's latent caches take only)
+        .idx_layers = m->n_idx_layers, .idx_dim = m->n_idx_layers ? m->hp.idx_head_dim : 0,
     };
 }
 
@@ -135,7 +130,7 @@ uint64_t strata_seq_kv_bytes_per_token(const struct strata_model *m, uint32_t k_
     const struct strata_kv_params p = kv_params(m, 1, k_type, v_type);
     return (uint64_t)p.n_layers * p.n_head_kv *
                (strata_type_row_bytes(k_type, p.head_dim_k) + (p.head_dim_v ? strata_type_row_bytes(v_type, p.head_dim_v) : 0)) +
-           idx_floats(m, 1) * sizeof(float);
+           (uint64_t)p.idx_layers * p.idx_dim * sizeof(float);
 }
 
 uint64_t strata_seq_state_bytes(const struct strata_model *m, int n_ctx, uint32_t k_type, uint32_t v_type)
@@ -165,7 +160,6 @@ int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_mode
         st->conv = be_floats(m->be, conv_floats(m), "delta-net state", &rc);
         st->ssm = be_floats(m->be, ssm_floats(m), "delta-net state", &rc);
     }
-    if (m->n_idx_layers) st->idx_cache = be_floats(m->be, idx_floats(m, n_ctx), "indexer key cache", &rc);
     if (rc) strata_seq_state_free(st, m);
     return rc;
 }
@@ -173,7 +167,7 @@ int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_mode
 void strata_seq_state_free(struct strata_seq_state *st, const struct strata_model *m)
 {
     if (st->kv) m->be->iface->kv_free(m->be->ctx, st->kv);
-    float *bufs[] = {st->conv, st->ssm, st->idx_cache};
+    float *bufs[] = {st->conv, st->ssm};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) m->be->iface->release(m->be->ctx, bufs[i]);
     memset(st, 0, sizeof *st);
@@ -181,8 +175,7 @@ void strata_seq_state_free(struct strata_seq_state *st, const struct strata_mode
 
 uint64_t strata_seq_state_kv_bytes(const struct strata_seq_state *st, const struct strata_model *m)
 {
-    return (st->kv ? m->be->iface->kv_bytes(m->be->ctx, st->kv) : 0) +
-           (st->idx_cache ? idx_floats(m, st->n_ctx) * sizeof(float) : 0);
+    return st->kv ? m->be->iface->kv_bytes(m->be->ctx, st->kv) : 0;
 }
 
 int strata_seq_state_reset(struct strata_seq_state *st, const struct strata_model *m)
@@ -1024,8 +1017,7 @@ int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
                       sq->state->n_ctx <= f->max_ctx);
         f->seqs[s] = (struct strata_seq){.tok0 = n, .n_tok = sq->n_tok, .pos0 = sq->pos0, .n_ctx = sq->state->n_ctx,
                                          .kv = sq->state->kv,
-                                         .conv = sq->state->conv, .ssm = sq->state->ssm,
-                                         .idx_cache = sq->state->idx_cache};
+                                         .conv = sq->state->conv, .ssm = sq->state->ssm};
         for (int t = 0; t < sq->n_tok; t++) {
             f->ids_host[n + t] = sq->tokens[t];
             f->pos_host[n + t] = sq->pos0 + t;

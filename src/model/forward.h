@@ -30,7 +30,6 @@ struct strata_model;
 struct strata_seq_state {
     void *kv;                   // the backend's KV cache (kv_create), NULL without attention layers
     float *conv, *ssm;          // delta-net conv history and state (NULL without delta-net blocks)
-    float *idx_cache;           // sparse-attention indexer keys (NULL without an indexer)
     int n_ctx;
 };
 

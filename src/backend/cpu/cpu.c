@@ -56,6 +56,8 @@ struct cpu_ctx {
     uint32_t idx_d;
     float *idx_scratch;              // the indexer's per-thread scores and heaps (ops_ext.h)
     size_t idx_scratch_cap;
+    float **idx_keys;                // [n_seq] each sequence's rows of one indexer layer
+    size_t idx_keys_cap;
     const struct strata_batch *batch;
 };
 
@@ -299,26 +301,6 @@ static int cpu_layernorm(void *vctx, float *y, const float *x, const float *w, c
     return 0;
 }
 
-// The indexer's Hadamard matrix is built on the first call with its d and its scratch grows with
-// the longest sequence of a pass (both once per session shape, not per token).
-static int cpu_indexer(void *vctx, const struct strata_indexer_op *op)
-{
-    struct cpu_ctx *c = vctx;
-    int max_ctx = 0, rc;
-    for (int s = 0; s < op->batch->n_seq; s++)
-        if (op->batch->seq[s].n_ctx > max_ctx) max_ctx = op->batch->seq[s].n_ctx;
-    if (op->d != c->idx_d) {
-        if ((rc = grow((void **)&c->idx_h, &c->idx_h_cap, (size_t)op->d * op->d * sizeof(float), "indexer matrix")))
-            return rc;
-        strata_hadamard_init(c->idx_h, op->d);
-        c->idx_d = op->d;
-    }
-    const size_t want = strata_cpu_indexer_scratch(strata_pool_size(c->pool), max_ctx, op->top_k, op->d);
-    if ((rc = grow((void **)&c->idx_scratch, &c->idx_scratch_cap, want * sizeof(float), "indexer scores"))) return rc;
-    strata_cpu_indexer(c->pool, c->k->isa, op, c->idx_h, c->idx_scratch);
-    return 0;
-}
-
 static int cpu_swiglu(void *ctx, float *y, const float *g, const float *u, size_t n)
 {
     (void)ctx;
@@ -390,7 +372,9 @@ struct cpu_kv {
     float *k, *v;                    // rows: [n_layers][n_ctx][n_head_kv * head_dim_k / _v]; v NULL
     size_t k_map, v_map;             //   without a V cache (latent_kv); mapping lengths
     size_t k_pos, v_pos;             // bytes of one position of one layer
-    int n_layers, n_ctx;
+    float *ik;                       // the indexer's keys [n_ik_layers][n_ctx][idx_dim], or NULL
+    size_t ik_map, ik_pos;
+    int n_layers, n_ik_layers, n_ctx;
     int n_commit;                    // positions [0, n_commit) committed in every layer
 };
 
@@ -407,9 +391,11 @@ static int kv_rows_commit(struct cpu_kv *kv, int n_pos)
         rc = strata_commit_pages(kv->k, row0 * kv->k_pos, len * kv->k_pos);
         if (rc == 0 && kv->v) rc = strata_commit_pages(kv->v, row0 * kv->v_pos, len * kv->v_pos);
     }
+    for (int l = 0; l < kv->n_ik_layers && rc == 0; l++)
+        rc = strata_commit_pages(kv->ik, ((size_t)l * kv->n_ctx + from) * kv->ik_pos, len * kv->ik_pos);
     if (rc) {
         strata_log_error("kv: out of memory for KV positions %d..%d (%zu bytes)", kv->n_commit, want - 1,
-                         len * (kv->k_pos + kv->v_pos) * (size_t)kv->n_layers);
+                         len * ((kv->k_pos + kv->v_pos) * (size_t)kv->n_layers + kv->ik_pos * (size_t)kv->n_ik_layers));
         return rc;
     }
     kv->n_commit = want;
@@ -445,14 +431,20 @@ static int cpu_kv_create(void *vctx, const struct strata_kv_params *p, void **ou
         kv->k_map = rows * kv->k_pos, kv->v_map = rows * kv->v_pos;
         kv->k = strata_reserve_pages(kv->k_map);
         kv->v = kv->v_map ? strata_reserve_pages(kv->v_map) : NULL;
-        if (!kv->k || (kv->v_map && !kv->v)) {
-            strata_log_error("kv_create: no address space for a KV cache of %zu bytes", kv->k_map + kv->v_map);
+        kv->n_ik_layers = (int)p->idx_layers;
+        kv->ik_pos = (size_t)p->idx_dim * sizeof(float);
+        kv->ik_map = (size_t)p->idx_layers * (size_t)p->n_ctx * kv->ik_pos;
+        kv->ik = kv->ik_map ? strata_reserve_pages(kv->ik_map) : NULL;
+        if (!kv->k || (kv->v_map && !kv->v) || (kv->ik_map && !kv->ik)) {
+            strata_log_error("kv_create: no address space for a KV cache of %zu bytes",
+                             kv->k_map + kv->v_map + kv->ik_map);
             rc = STRATA_ENOMEM;
         }
     }
     if (rc) {
         strata_release_pages(kv->k, kv->k_map);
         strata_release_pages(kv->v, kv->v_map);
+        strata_release_pages(kv->ik, kv->ik_map);
         free(kv);
         return rc;
     }
@@ -468,6 +460,7 @@ static void cpu_kv_free(void *vctx, void *vkv)
     if (kv->typed) strata_kv_free(&kv->c);
     strata_release_pages(kv->k, kv->k_map);
     strata_release_pages(kv->v, kv->v_map);
+    strata_release_pages(kv->ik, kv->ik_map);
     free(kv);
 }
 
@@ -477,7 +470,38 @@ static size_t cpu_kv_bytes(void *vctx, const void *vkv)
     const struct cpu_kv *kv = vkv;
     if (!kv) return 0;
     if (kv->typed) return strata_kv_bytes(&kv->c);
-    return (size_t)kv->n_commit * (size_t)kv->n_layers * (kv->k_pos + (kv->v ? kv->v_pos : 0));
+    return (size_t)kv->n_commit *
+           ((size_t)kv->n_layers * (kv->k_pos + (kv->v ? kv->v_pos : 0)) + (size_t)kv->n_ik_layers * kv->ik_pos);
+}
+
+// The indexer's Hadamard matrix is built on the first call with its d and its scratch grows with
+// the longest sequence of a pass (both once per session shape, not per token); its keys live in
+// each sequence's KV cache, committed with the attention's positions.
+static int cpu_indexer(void *vctx, const struct strata_indexer_op *op)
+{
+    struct cpu_ctx *c = vctx;
+    int max_ctx = 0, rc;
+    for (int s = 0; s < op->batch->n_seq; s++)
+        if (op->batch->seq[s].n_ctx > max_ctx) max_ctx = op->batch->seq[s].n_ctx;
+    if (op->d != c->idx_d) {
+        if ((rc = grow((void **)&c->idx_h, &c->idx_h_cap, (size_t)op->d * op->d * sizeof(float), "indexer matrix")))
+            return rc;
+        strata_hadamard_init(c->idx_h, op->d);
+        c->idx_d = op->d;
+    }
+    const size_t want = strata_cpu_indexer_scratch(strata_pool_size(c->pool), max_ctx, op->top_k, op->d);
+    if ((rc = grow((void **)&c->idx_scratch, &c->idx_scratch_cap, want * sizeof(float), "indexer scores")) ||
+        (rc = grow((void **)&c->idx_keys, &c->idx_keys_cap, (size_t)op->batch->n_seq * sizeof(float *), "indexer keys")))
+        return rc;
+    for (int s = 0; s < op->batch->n_seq; s++) {
+        const struct strata_seq *sq = &op->batch->seq[s];
+        struct cpu_kv *kv = sq->kv;
+        STRATA_ASSERT(kv && !kv->typed && op->idx_slot < (uint32_t)kv->n_ik_layers && op->d * sizeof(float) == kv->ik_pos);
+        if ((rc = kv_rows_commit(kv, sq->pos0 + sq->n_tok))) return rc;
+        c->idx_keys[s] = kv->ik + (size_t)op->idx_slot * kv->n_ctx * op->d;
+    }
+    strata_cpu_indexer(c->pool, c->k->isa, op, c->idx_keys, c->idx_h, c->idx_scratch);
+    return 0;
 }
 
 // ---- attention ---------------------------------------------------------------------------------
@@ -686,6 +710,7 @@ static void cpu_free(void *vctx)
     free(c->fa_round);
     free(c->row);
     free(c->tok_seq);
+    free(c->idx_keys);
     free(c->idx_h);
     free(c->idx_scratch);
     free(c);

@@ -168,6 +168,7 @@ void strata_top_k_mask(uint8_t *sel, const float *score, int n, int top_k, int32
 
 struct indexer_job {
     const struct strata_indexer_op *op;
+    float *const *keys;
     enum strata_isa isa;
     const float *hadamard;
     float *scratch;
@@ -175,18 +176,13 @@ struct indexer_job {
     atomic_int next;
 };
 
-// The sequence of token t of the pass.
-static const struct strata_seq *seq_of(const struct strata_batch *b, int t)
+// The sequence of token t of the pass (its index in the batch).
+static int seq_of(const struct strata_batch *b, int t)
 {
     for (int s = 0; s < b->n_seq; s++)
-        if (t >= b->seq[s].tok0 && t < b->seq[s].tok0 + b->seq[s].n_tok) return &b->seq[s];
+        if (t >= b->seq[s].tok0 && t < b->seq[s].tok0 + b->seq[s].n_tok) return s;
     STRATA_ASSERT(!"token outside every sequence of the pass");
-    return NULL;
-}
-
-static float *idx_keys(const struct strata_indexer_op *op, const struct strata_seq *sq)
-{
-    return sq->idx_cache + (size_t)op->idx_slot * (size_t)sq->n_ctx * op->d;
+    return 0;
 }
 
 // Hadamard products of every token's query heads and key, the key stored at its position.
@@ -207,8 +203,7 @@ static void indexer_rotate(void *arg, int ith, int nth)
             }
             strata_hadamard_apply_isa(j->isa, tmp, k, j->hadamard, d, 1);
             memcpy(k, tmp, d * sizeof *tmp);
-            const struct strata_seq *sq = seq_of(op->batch, t);
-            memcpy(idx_keys(op, sq) + (size_t)op->batch->pos[t] * d, k, d * sizeof *k);
+            memcpy(j->keys[seq_of(op->batch, t)] + (size_t)op->batch->pos[t] * d, k, d * sizeof *k);
             if (op->w_scale != 0.0f)
                 for (uint32_t h = 0; h < op->n_head; h++) op->w[(size_t)t * op->n_head + h] *= op->w_scale;
         }
@@ -225,12 +220,13 @@ static void indexer_select(void *arg, int ith, int nth)
     int t0, t1;
     while (strata_chunk_next(&j->next, op->batch->n_tok, 1, &t0, &t1)) {
         for (int t = t0; t < t1; t++) {
-            const struct strata_seq *sq = seq_of(op->batch, t);
+            const int s = seq_of(op->batch, t);
+            const struct strata_seq *sq = &op->batch->seq[s];
             const int n_kv = op->batch->pos[t] + 1;
             int32_t *heap = (int32_t *)(score + sq->n_ctx);
             uint8_t *vis = op->visible + (size_t)t * (op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx);
             strata_indexer_scores_isa(j->isa, score, op->q + (size_t)t * op->n_head * op->d, op->w + (size_t)t * op->n_head,
-                                      op->n_head, op->d, idx_keys(op, sq), op->d, n_kv);
+                                      op->n_head, op->d, j->keys[s], op->d, n_kv);
             strata_top_k_mask(vis, score, n_kv, (int)op->top_k, heap);
             memset(vis + n_kv, 0, (size_t)(sq->n_ctx - n_kv));
         }
@@ -243,12 +239,12 @@ size_t strata_cpu_indexer_scratch(int n_threads, int n_ctx, uint32_t top_k, uint
 }
 
 void strata_cpu_indexer(struct strata_pool *pool, enum strata_isa isa, const struct strata_indexer_op *op,
-                        const float *hadamard, float *scratch)
+                        float *const *keys, const float *hadamard, float *scratch)
 {
     int max_ctx = 0;
     for (int s = 0; s < op->batch->n_seq; s++)
         if (op->batch->seq[s].n_ctx > max_ctx) max_ctx = op->batch->seq[s].n_ctx;
-    struct indexer_job j = {.op = op, .isa = isa, .hadamard = hadamard, .scratch = scratch,
+    struct indexer_job j = {.op = op, .keys = keys, .isa = isa, .hadamard = hadamard, .scratch = scratch,
                             .per_thread = (size_t)max_ctx + op->top_k + op->d};
     atomic_init(&j.next, 0);
     strata_pool_run(pool, indexer_rotate, &j);

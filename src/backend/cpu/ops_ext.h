@@ -72,7 +72,8 @@ size_t strata_cpu_indexer_scratch(int n_threads, int n_ctx, uint32_t top_k, uint
 // The backend's indexer op (backend.h) on the CPU: the Hadamard products and the key store for
 // every token, then each token's scores and top-k mask, both spread over the pool's threads.
 // hadamard: [d][d] from strata_hadamard_init.
+// keys[s]: sequence s's rows of this indexer layer, [n_ctx][d], committed up to its last position.
 void strata_cpu_indexer(struct strata_pool *pool, enum strata_isa isa, const struct strata_indexer_op *op,
-                        const float *hadamard, float *scratch);
+                        float *const *keys, const float *hadamard, float *scratch);
 
 #endif
