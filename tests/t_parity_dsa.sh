@@ -8,9 +8,9 @@
 # already mask (16 positions), and the 1,100-position one masks 97% of the context at its end.
 # The quantized checks run parity_lib.sh's sequences of 8 tokens, so their models take a top-4
 # (`synth --indexer-top-k 4`): half of those positions are masked there too.
-# Teacher-forced logits and 32 greedy tokens (tolerances: parity_lib.sh) in F32, Q8_0 and Q4_K,
-# prompt chunks of 1, 7 and 48 bit-identical, 1,100 positions at F32, and the Q4_K models
-# streamed through an expert cache below their experts' size, bit-identical.
+# Teacher-forced logits and 32 greedy tokens (tolerances: parity_lib.sh) in F32, Q8_0, Q4_K and a
+# low-bit mix, prompt chunks of 1, 7 and 48 bit-identical, 1,100 positions at F32, and the
+# quantized models streamed through an expert cache below their experts' size, bit-identical.
 set -u
 . "$STRATA_ROOT/tests/oracle/lib.sh"
 oracle_available || exit 77
@@ -40,4 +40,10 @@ parity_full glm_q8_0 && parity_check glm-dsa tiny glm_q8_0 "--type Q8_0 --indexe
 parity_full glm52_q8_0 && parity_check glm-dsa tiny-5.2 glm52_q8_0 "--type Q8_0 --indexer-top-k 4" q
 parity_check glm-dsa tiny-5.2 glm52_q4_k "--type Q4_K --indexer-top-k 4" q
 parity_streamed glm52_q4_k 2
+# shaped like a dynamic low-bit release of GLM-5 (IQ1_M / IQ2_XXS / IQ2_XS experts, a Q2_K down
+# projection, Q4_K attention and indexer, Q8_0 embeddings, Q6_K head), streamed at 1 MiB
+if parity_full glm52_lowbit; then
+    parity_check glm-dsa tiny-5.2 glm52_lowbit "--type Q4_K --indexer-top-k 4 --type-overrides blk\.1\.ffn_(gate|up|down)_exps=IQ1_M,blk\.2\.ffn_(gate|up)_exps=IQ2_XXS,blk\.2\.ffn_down_exps=Q2_K,blk\.3\.ffn_(gate|up|down)_exps=IQ2_XS,token_embd=Q8_0,^output\.weight=Q6_K" q
+    parity_streamed glm52_lowbit 1
+fi
 exit $parity_fail
