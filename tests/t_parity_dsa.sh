@@ -18,12 +18,22 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 . "$STRATA_ROOT/tests/parity_lib.sh"
 
 long=$(awk 'BEGIN{s=777; for(i=0;i<1100;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%1021}}')
-# parity_long NAME: the 1,100-position sequence on $dir/NAME.gguf at F32.
+# parity_long NAME [b1]: the 1,100-position sequence on $dir/NAME.gguf at F32; with b1, then
+# token by token (decode: the indexer splits each token's positions over the threads; 40 s here)
+# bit-identical to it.
 parity_long() {
     local res rc
     res=$(parity_logits "$dir/$1.gguf" "$1_long" "$long" 1e-4); rc=$?
     echo "$1 1100 positions: $(echo "$res" | tail -n 1)"
     [ $rc -eq 0 ] || { echo "$res" | head -n 10; echo "FAIL $1 long"; parity_fail=1; }
+    [ "${2:-}" = b1 ] || return 0
+    "$STRATA_BIN" eval -m "$dir/$1.gguf" --tokens "$long" --logits-out "$dir/$1_long.b1.f32" -t 2 -b 1 ||
+        { echo "FAIL $1: strata eval -b 1"; parity_fail=1; return; }
+    if cmp -s "$dir/$1_long.strata.f32" "$dir/$1_long.b1.f32"; then
+        echo "$1 1100 positions one at a time: logits identical"
+    else
+        echo "FAIL $1: 1100 positions one at a time differ from the prompt chunks"; parity_fail=1
+    fi
 }
 
 parity_check deepseek32 tiny ds32_f32 "--type F32" 1e-4
@@ -32,7 +42,7 @@ parity_long ds32_f32
 parity_check glm-dsa tiny glm_f32 "--type F32" 1e-4
 parity_check glm-dsa tiny-5.2 glm52_f32 "--type F32" 1e-4
 parity_chunks glm52_f32
-parity_long glm52_f32
+parity_long glm52_f32 b1
 parity_full ds32_q8_0 && parity_check deepseek32 tiny ds32_q8_0 "--type Q8_0 --indexer-top-k 4" q
 parity_check deepseek32 tiny ds32_q4_k "--type Q4_K --indexer-top-k 4" q
 parity_streamed ds32_q4_k 2

@@ -396,6 +396,57 @@ static void test_indexer_op(void)
     case_result("indexer op: keys stored per sequence before scoring, masks of a two-sequence pass", f0);
 }
 
+// The indexer op at decode (fewer tokens than threads: the positions are split over the threads):
+// two sequences of different contexts, one token each past several chunks of positions, on a pool
+// of 3 threads, against the portable primitives.
+static void test_indexer_op_decode(void)
+{
+    const int f0 = g_failures;
+    enum { IH = 4, DI = 128, C0 = 1100, C1 = 800, TOPK = 64, n = 2 };
+    static float q[n * IH * DI], k[n * DI], w[n * IH], cache0[C0 * DI], cache1[C1 * DI];
+    static float hm[DI * DI], qr[IH * DI], sc[C0];
+    static uint8_t vis[n * C0], rvis[C0];
+    int32_t pos[n] = {1000, 700}, heap[TOPK];
+    strata_hadamard_init(hm, DI);
+    for (int i = 0; i < n * IH * DI; i++) q[i] = frand(1.0f);
+    for (int i = 0; i < n * DI; i++) k[i] = frand(1.0f);
+    for (int i = 0; i < n * IH; i++) w[i] = frand(1.0f);
+    for (int i = 0; i < C0 * DI; i++) cache0[i] = frand(1.0f);
+    for (int i = 0; i < C1 * DI; i++) cache1[i] = frand(1.0f);
+    static float q0[n * IH * DI], w0[n * IH];
+    memcpy(q0, q, sizeof q);
+    memcpy(w0, w, sizeof w);
+    const struct strata_seq seqs[2] = {{.tok0 = 0, .n_tok = 1, .pos0 = pos[0], .n_ctx = C0},
+                                       {.tok0 = 1, .n_tok = 1, .pos0 = pos[1], .n_ctx = C1}};
+    float *const keys[2] = {cache0, cache1};
+    const struct strata_batch b = {.n_tok = n, .n_seq = 2, .seq = seqs, .pos = pos};
+    struct strata_pool *pool = NULL;
+    CHECK(strata_pool_create(&pool, 3) == 0, "pool");
+    const enum strata_isa isa = strata_isa_detect() == STRATA_ISA_AVX512 ? STRATA_ISA_AVX512 : STRATA_ISA_AVX2;
+    const int vl = isa == STRATA_ISA_AVX512 ? 16 : 8;
+    float *scratch = malloc(sizeof(float) * strata_cpu_indexer_scratch(3, C0, TOPK, DI));
+    const float ws = 0.0625f;
+    const struct strata_indexer_op op = {.batch = &b, .idx_slot = 0, .q = q, .k = k, .w = w, .w_scale = ws,
+                                         .visible = vis, .visible_stride = C0, .n_head = IH, .d = DI, .top_k = TOPK};
+    if (pool) strata_cpu_indexer(pool, isa, &op, keys, hm, scratch);
+    for (int t = 0; t < n && pool; t++) {
+        const float *c = keys[t];
+        float wt[IH];
+        for (int h = 0; h < IH; h++) {
+            strata_hadamard_apply(qr + h * DI, q0 + (t * IH + h) * DI, hm, DI, IH, vl);
+            wt[h] = w0[t * IH + h] * ws;
+        }
+        CHECK(memcmp(wt, w + t * IH, sizeof wt) == 0, "token %d: scaled weights differ", t);
+        strata_indexer_scores(sc, qr, wt, IH, DI, c, DI, pos[t] + 1, vl);
+        memset(rvis, 0, sizeof rvis);
+        strata_top_k_mask(rvis, sc, pos[t] + 1, TOPK, heap);
+        CHECK(memcmp(rvis, vis + t * C0, t ? C1 : C0) == 0, "token %d (position %d): mask differs", t, pos[t]);
+    }
+    strata_pool_free(pool);
+    free(scratch);
+    case_result("indexer op at decode: positions split over 3 threads, sequences of 1,100 and 800 positions", f0);
+}
+
 // ---- routing --------------------------------------------------------------------------------
 
 // Reference in double: the same rules, as the model cards state them.
@@ -527,6 +578,7 @@ int main(void)
     test_small_ops();
     test_indexer();
     test_indexer_op();
+    test_indexer_op_decode();
     test_routing();
     printf("%s (%d failed checks)\n", g_failures ? "FAIL" : "ok", g_failures);
     return g_failures ? 1 : 0;

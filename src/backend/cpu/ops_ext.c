@@ -173,8 +173,11 @@ struct indexer_job {
     const float *hadamard;
     float *scratch;
     size_t per_thread;
+    int n_chunk;             // split mode: position chunks per token (0: one token per work item)
     atomic_int next;
 };
+
+#define IDX_CHUNK 256        // positions of one work item in split mode
 
 // The sequence of token t of the pass (its index in the batch).
 static int seq_of(const struct strata_batch *b, int t)
@@ -233,6 +236,46 @@ static void indexer_select(void *arg, int ith, int nth)
     }
 }
 
+// Fewer tokens than threads (decode): the scores of each token's positions in chunks spread over
+// the threads (a position's score is computed alone, so the bits are those of one pass), into the
+// token's own slot of the scratch ...
+static void indexer_score_split(void *arg, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    struct indexer_job *j = arg;
+    const struct strata_indexer_op *op = j->op;
+    int i0, i1;
+    while (strata_chunk_next(&j->next, op->batch->n_tok * j->n_chunk, 1, &i0, &i1)) {
+        for (int i = i0; i < i1; i++) {
+            const int t = i / j->n_chunk, c0 = (i % j->n_chunk) * IDX_CHUNK, n_kv = op->batch->pos[t] + 1;
+            if (c0 >= n_kv) continue;
+            const int n = n_kv - c0 < IDX_CHUNK ? n_kv - c0 : IDX_CHUNK;
+            strata_indexer_scores_isa(j->isa, j->scratch + (size_t)t * j->per_thread + c0,
+                                      op->q + (size_t)t * op->n_head * op->d, op->w + (size_t)t * op->n_head, op->n_head,
+                                      op->d, j->keys[seq_of(op->batch, t)] + (size_t)c0 * op->d, op->d, n);
+        }
+    }
+}
+
+// ... then each token's top-k mask from its slot.
+static void indexer_mask_split(void *arg, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    struct indexer_job *j = arg;
+    const struct strata_indexer_op *op = j->op;
+    int t0, t1;
+    while (strata_chunk_next(&j->next, op->batch->n_tok, 1, &t0, &t1)) {
+        for (int t = t0; t < t1; t++) {
+            const struct strata_seq *sq = &op->batch->seq[seq_of(op->batch, t)];
+            const int n_kv = op->batch->pos[t] + 1;
+            float *score = j->scratch + (size_t)t * j->per_thread;
+            uint8_t *vis = op->visible + (size_t)t * (op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx);
+            strata_top_k_mask(vis, score, n_kv, (int)op->top_k, (int32_t *)(score + sq->n_ctx));
+            memset(vis + n_kv, 0, (size_t)(sq->n_ctx - n_kv));
+        }
+    }
+}
+
 size_t strata_cpu_indexer_scratch(int n_threads, int n_ctx, uint32_t top_k, uint32_t d)
 {
     return (size_t)n_threads * ((size_t)n_ctx + top_k + d);
@@ -249,5 +292,17 @@ void strata_cpu_indexer(struct strata_pool *pool, enum strata_isa isa, const str
     atomic_init(&j.next, 0);
     strata_pool_run(pool, indexer_rotate, &j);
     atomic_store(&j.next, 0);
+    int max_kv = 0;
+    for (int t = 0; t < op->batch->n_tok; t++)
+        if (op->batch->pos[t] + 1 > max_kv) max_kv = op->batch->pos[t] + 1;
+    // fewer tokens than threads (each token's slot fits the scratch of one thread): split the
+    // positions when there are enough of them to share
+    if (op->batch->n_tok < strata_pool_size(pool) && max_kv > IDX_CHUNK) {
+        j.n_chunk = (max_kv + IDX_CHUNK - 1) / IDX_CHUNK;
+        strata_pool_run(pool, indexer_score_split, &j);
+        atomic_store(&j.next, 0);
+        strata_pool_run(pool, indexer_mask_split, &j);
+        return;
+    }
     strata_pool_run(pool, indexer_select, &j);
 }
