@@ -54,6 +54,11 @@ enum strata_io_engine { STRATA_IO_PREAD, STRATA_IO_URING, STRATA_IO_COUNT };
 // Which expert a cache miss replaces: the least frequently used so far (ties: least recently),
 // or the least recently used.
 enum strata_cache_policy { STRATA_POLICY_LFU, STRATA_POLICY_LRU, STRATA_POLICY_COUNT };
+// What a GPU does with a routed expert its VRAM tier misses (passes of up to 8 tokens; larger
+// passes always copy): copy it over PCIe (the output is then the same bits at every VRAM budget),
+// compute it on the CPU from the host copy (CPU rounding rules), or split the misses between the
+// two as a cost model measured on the run says ends first (auto, the default).
+enum strata_gpu_miss { STRATA_GPU_MISS_AUTO, STRATA_GPU_MISS_COPY, STRATA_GPU_MISS_CPU, STRATA_GPU_MISS_COUNT };
 // Element type of the KV cache's keys or values (llama.cpp's --cache-type-k / --cache-type-v
 // names: f32, f16, bf16, q8_0). F16, BF16 and Q8_0 round each key and value as llama.cpp's copy
 // into its cache rounds them, and the query is rounded to the key type's dot format as llama.cpp
@@ -82,6 +87,7 @@ struct strata_engine_params {
     int io_threads;                // pread threads / io_uring queue depth (0: 4)
     bool cache_classes;            // one slot size class per distinct expert size (else uniform)
     enum strata_cache_policy cache_policy;
+    enum strata_gpu_miss gpu_miss; // VRAM tier misses: auto (default), copy, cpu
     int prefetch_ahead;            // router lookahead prefetch: guess the experts of the next N MoE
                                    // layers and read the missing ones while a layer computes (0: off)
     int prefetch_k;                // prefetch a token's first k guesses (0: all of its top-k)
@@ -144,6 +150,12 @@ struct strata_expert_stats {
     uint64_t io_buffer_bytes;      // I/O buffers beside the slots
     int io_depth;                  // reads in flight at most
     bool io_direct;                // reads bypass the page cache
+    // VRAM tier with --gpu-miss cpu|auto: misses computed on the CPU from the host copy instead
+    uint64_t cpu_experts;          // expert-passes computed on the CPU (counted in misses)
+    uint64_t cpu_pairs;            // token-expert pairs among them
+    uint64_t miss_copied;          // misses the split copied
+    double cpu_s;                  // wall time of the CPU's expert products
+    double cpu_gbps, pcie_gbps;    // the cost model's measured rates (GB/s of expert bytes)
 };
 
 struct strata_stats {

@@ -1708,6 +1708,7 @@ static void test_vram_tier(const char *type_name)
             ep.n_ctx = 128;
             ep.n_batch = 64;
             ep.vram_cache_bytes = slot * (n_slots[b] + 1);  // a slot of slack: classes and alignment
+            ep.gpu_miss = STRATA_GPU_MISS_COPY;             // every expert on the GPU's kernels
             if (b == 1) ep.host_cache_bytes = info.expert_bytes / 2 + slot / 8;
             struct strata_engine *ev = NULL;
             if (strata_engine_open(&ev, &ep)) {
@@ -1734,6 +1735,50 @@ static void test_vram_tier(const char *type_name)
             printf("    %llu of %u experts per layer in VRAM: hits %llu, misses %llu, %.1f MB over PCIe\n",
                    (unsigned long long)n_slots[b], info.n_expert, (unsigned long long)vs->hits,
                    (unsigned long long)vs->misses, vs->bytes_read / 1e6);
+            strata_engine_close(ev);
+        }
+        // Misses computed on the CPU (--gpu-miss cpu, and the cost model's split): decode-sized
+        // passes (chunks of 1 and 7) follow the CPU's rounding for those experts, so the logits are
+        // judged as the CUDA backend's against the CPU's; a prompt in one pass copies as before.
+        const enum strata_gpu_miss modes[2] = {STRATA_GPU_MISS_CPU, STRATA_GPU_MISS_AUTO};
+        for (int m = 0; m < 2 && g_failures == f0; m++) {
+            struct strata_engine_params ep = strata_engine_default_params();
+            ep.model = path;
+            ep.backend = STRATA_BACKEND_CUDA;
+            ep.n_threads = 4;
+            ep.n_ctx = 128;
+            ep.n_batch = 64;
+            ep.vram_cache_bytes = slot * 5;
+            ep.gpu_miss = modes[m];
+            struct strata_engine *ev = NULL;
+            if (strata_engine_open(&ev, &ep)) {
+                CHECK(0, "%s: open with misses on the CPU (mode %d): %s", name, (int)modes[m], strata_last_error());
+                break;
+            }
+            const int chunks[3] = {1, 7, E2E_N};
+            for (int c = 0; c < 3; c++) {
+                memset(lv, 0, (size_t)E2E_N * nv * 4);
+                const bool ok = e2e_eval(ev, tok, E2E_N, chunks[c], lv) == 0;
+                CHECK(ok, "%s: eval with misses on the CPU (mode %d), chunks of %d: %s", name, (int)modes[m], chunks[c],
+                      strata_last_error());
+                char what[192];
+                snprintf(what, sizeof what, "%s, misses %s, chunks of %d", name,
+                         modes[m] == STRATA_GPU_MISS_CPU ? "on the CPU" : "split", chunks[c]);
+                if (ok && chunks[c] == E2E_N)
+                    CHECK(memcmp(lv, lr, (size_t)E2E_N * nv * 4) == 0, "%s: a prompt pass copies: max diff %.3g", what,
+                          max_abs_diff(lv, lr, E2E_N * nv));
+                else if (ok)
+                    e2e_judge(what, lv, lr, E2E_N, nv, true);
+            }
+            struct strata_stats st;
+            strata_engine_stats(ev, &st);
+            const struct strata_expert_stats *vs = &st.experts[STRATA_TIER_VRAM];
+            printf("    misses %s: %llu experts on the CPU (%llu rows, %.3f s, %.1f GB/s), %llu copied (%.1f GB/s)\n",
+                   modes[m] == STRATA_GPU_MISS_CPU ? "on the CPU" : "split", (unsigned long long)vs->cpu_experts,
+                   (unsigned long long)vs->cpu_pairs, vs->cpu_s, vs->cpu_gbps, (unsigned long long)vs->miss_copied,
+                   vs->pcie_gbps);
+            CHECK(vs->cpu_experts > 0 || modes[m] == STRATA_GPU_MISS_AUTO, "%s: no expert computed on the CPU", name);
+            CHECK(vs->cpu_experts + vs->miss_copied > 0, "%s: no miss split", name);
             strata_engine_close(ev);
         }
     }

@@ -203,6 +203,60 @@ static void test_basic(struct strata_gguf_file *f, const struct strata_expert_la
     case_result("vram: views, hits, misses, LRU evictions, bytes over PCIe", before);
 }
 
+// acquire_ready pins only what is READY (never waits, never copies), says where the others stand,
+// and its pins hold against evictions; note_cpu counts misses served by the CPU.
+static void test_ready(struct strata_gguf_file *f, const struct strata_expert_layout *lay, const struct ref *ref)
+{
+    const int before = g_failures;
+    struct tier t;
+    CHECK(tier_open(&t, f, lay, 0, 4, STRATA_POLICY_LRU, 0) == 0, "open");
+    struct strata_expert_view v[4], r[4];
+    uint32_t ids[2] = {5, 6};
+    CHECK(strata_provider_acquire(t.p, 2, ids, 2, v) == 0, "acquire 5, 6");
+    strata_provider_release(t.p, 2, v, 2);
+    const int copies0 = atomic_load(&t.dev.copies);
+    uint32_t want[4] = {6, 11, 5, 12};
+    uint8_t state[4];
+    memset(r, 0, sizeof r);
+    CHECK(strata_vram_acquire_ready(t.vram, 2, want, 4, r, state) == 2, "two ready");
+    CHECK(state[0] == STRATA_VRAM_READY && state[2] == STRATA_VRAM_READY && state[1] == STRATA_VRAM_ABSENT &&
+              state[3] == STRATA_VRAM_ABSENT,
+          "states %d %d %d %d", state[0], state[1], state[2], state[3]);
+    CHECK(view_ok(ref, 2, 6, &r[0]) && view_ok(ref, 2, 5, &r[2]), "ready views hold the bytes");
+    CHECK(r[1].part[0] == NULL && r[3].part[0] == NULL, "absent ones untouched");
+    CHECK(atomic_load(&t.dev.copies) == copies0, "nothing copied");
+    // the two pinned ones survive a full layer's worth of new experts
+    uint32_t fill[2] = {20, 21};
+    CHECK(strata_provider_acquire(t.p, 2, fill, 2, v) == 0, "two more");
+    strata_provider_release(t.p, 2, v, 2);
+    uint32_t more[2] = {22, 23};
+    CHECK(strata_provider_acquire(t.p, 2, more, 2, v) == 0, "two more again (evicting 20, 21, not the pinned)");
+    strata_provider_release(t.p, 2, v, 2);
+    CHECK(view_ok(ref, 2, 6, &r[0]) && view_ok(ref, 2, 5, &r[2]), "pinned views still hold the bytes");
+    const struct strata_expert_view held[2] = {r[0], r[2]};
+    strata_provider_release(t.p, 2, held, 2);
+    // a queued prefetch reads as FILLING until it lands (the copy gate closed)
+    gate(&t.dev, true);
+    uint32_t pf[1] = {30};
+    CHECK(strata_provider_prefetch(t.p, 2, pf, 1) == 0, "prefetch 30");
+    CHECK(strata_vram_acquire_ready(t.vram, 2, pf, 1, r, state) == 0 && state[0] == STRATA_VRAM_FILLING,
+          "30 filling: %d", state[0]);
+    gate(&t.dev, false);
+    struct strata_experts_stats s0, s1;
+    strata_provider_stats(t.p, &s0);
+    uint32_t cpu[2] = {11, 12};
+    strata_vram_note_cpu(t.vram, 2, cpu, 2);
+    strata_provider_stats(t.p, &s1);
+    struct strata_vram_extra x;
+    strata_vram_extra_stats(t.vram, &x);
+    CHECK(s1.misses == s0.misses + 2 && s1.hits == s0.hits && x.cpu_experts == 2, "CPU misses counted: %llu -> %llu, %llu",
+          (unsigned long long)s0.misses, (unsigned long long)s1.misses, (unsigned long long)x.cpu_experts);
+    CHECK(x.copy_bytes == (uint64_t)x.copies * lay->layers[2].triplet_bytes, "copy bytes %llu for %llu copies",
+          (unsigned long long)x.copy_bytes, (unsigned long long)x.copies);
+    tier_close(&t);
+    case_result("vram: acquire_ready pins only ready experts, note_cpu counts CPU misses", before);
+}
+
 static void test_lfu(struct strata_gguf_file *f, const struct strata_expert_layout *lay)
 {
     const int before = g_failures;
@@ -466,6 +520,7 @@ int main(void)
         }
     test_basic(f, &lay, &ref);
     test_lfu(f, &lay);
+    test_ready(f, &lay, &ref);
     test_pins(f, &lay, &ref);
     test_join(f, &lay, &ref);
     test_fault(f, &lay, &ref);

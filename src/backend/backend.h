@@ -267,6 +267,8 @@ struct strata_moe_op {
     int n_tok, k;
     uint32_t n_expert;
     float *gate_out, *up_out, *down_out;  // scratch [n_tok * k][gate.n_out] twice, [n_tok * k][down.n_out]
+    bool sparse;             // table entries of selected experts may be NULL: those experts add
+                             // nothing (computed elsewhere); only for n_tok <= the backend's moe_sparse_tok
 };
 
 // Device memory of a GPU backend (mem_info).
@@ -280,6 +282,7 @@ struct strata_backend_i {
     const char *name;        // "cpu", "cuda"
     bool host_memory;        // backend memory is the process's own: ops may take host buffers (the
                              // forward pass then writes logits straight into the caller's array)
+    int moe_sparse_tok;      // most tokens of a moe op with a sparse table (0: never sparse)
     bool mm_add;             // mm honours strata_mm_op.add (the output projection adds the residual
                              // in its epilogue instead of a separate add)
     void (*free)(void *ctx);

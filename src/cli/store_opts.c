@@ -1,6 +1,6 @@
 // Engine options shared by run, eval and serve (--mem-mib, --cache-mib, --cache-classes,
 // --cache-policy, --io, --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out,
-// --backend, --gpu, --gpu-cache-mib, --cache-type-k, --cache-type-v) and the store's part of the
+// --backend, --gpu, --gpu-cache-mib, --gpu-miss, --cache-type-k, --cache-type-v) and the store's part of the
 // JSON output and the human summary.
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +32,10 @@ const char *const cli_store_usage =
     "  --gpu-cache-mib N|full  VRAM for routed experts with --backend cuda (default full: all\n"
     "                        uploaded at load); N: a cache of VRAM slots filled from the host cache\n"
     "                        (--cache-mib) over PCIe, the file behind it\n"
+    "  --gpu-miss auto|copy|cpu  an expert the VRAM cache misses in decode (passes of up to 8\n"
+    "                        tokens): copy it over PCIe (output identical at every budget), compute\n"
+    "                        it on the CPU from the host copy, or split the misses between the two\n"
+    "                        as measured rates say ends first (auto, the default)\n"
     "  --gpu N               GPU index for --backend cuda (default 0)\n"
     "  --cache-type-k T      KV cache type of keys: f32 (default), f16, bf16, q8_0 (llama.cpp's\n"
     "                        default is f16); a sliding window, sinks or MLA take f32 only\n"
@@ -39,6 +43,7 @@ const char *const cli_store_usage =
 
 static const char *const g_io_names[STRATA_IO_COUNT] = {"pread", "uring"};
 static const char *const g_policy_names[STRATA_POLICY_COUNT] = {"lfu", "lru"};
+static const char *const g_miss_names[STRATA_GPU_MISS_COUNT] = {"auto", "copy", "cpu"};
 
 int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, struct cli_report_opts *r)
 {
@@ -132,6 +137,14 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
         }
         return 0;
     case CLI_OPT_GPU: return cli_parse_int(arg, "--gpu", 0, 1024, &p->gpu);
+    case CLI_OPT_GPU_MISS:
+        for (int m = 0; m < STRATA_GPU_MISS_COUNT; m++)
+            if (strcmp(arg, g_miss_names[m]) == 0) {
+                p->gpu_miss = (enum strata_gpu_miss)m;
+                return 0;
+            }
+        fprintf(stderr, "strata: --gpu-miss: '%s' is not auto, copy or cpu\n", arg);
+        return 1;
     default: return 1;
     }
 }
@@ -182,6 +195,13 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
     if (tier == STRATA_TIER_VRAM && !st->full) {  // the VRAM tier over the host store
         cJSON_AddNumberToObject(o, "pcie_bytes", (double)st->bytes_read);
         cJSON_AddNumberToObject(o, "copy_wait_s", st->io_wait_s);
+        cJSON_AddStringToObject(o, "miss", g_miss_names[p->gpu_miss]);
+        cJSON_AddNumberToObject(o, "cpu_experts", (double)st->cpu_experts);
+        cJSON_AddNumberToObject(o, "cpu_pairs", (double)st->cpu_pairs);
+        cJSON_AddNumberToObject(o, "cpu_s", st->cpu_s);
+        cJSON_AddNumberToObject(o, "miss_copied", (double)st->miss_copied);
+        cJSON_AddNumberToObject(o, "cpu_gbs", st->cpu_gbps);
+        cJSON_AddNumberToObject(o, "pcie_gbs", st->pcie_gbps);
         const struct strata_expert_stats *h = &all.experts[STRATA_TIER_HOST];
         const uint64_t ha = h->hits + h->misses;
         cJSON *ho = cJSON_AddObjectToObject(o, "host");
@@ -268,6 +288,11 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
                 acc ? 100.0 * (double)st->hits / (double)acc : 100.0, (unsigned long long)st->hits,
                 (unsigned long long)st->misses, (unsigned long long)st->evictions, st->bytes_read / 1048576.0,
                 st->io_wait_s);
+    if (tier == STRATA_TIER_VRAM && !st->full && st->cpu_experts + st->miss_copied)
+        fprintf(out, "experts: misses (--gpu-miss %s): %llu computed on the CPU (%llu token rows, %.2f s, %.1f GB/s), "
+                     "%llu copied (%.1f GB/s)\n",
+                g_miss_names[p->gpu_miss], (unsigned long long)st->cpu_experts, (unsigned long long)st->cpu_pairs,
+                st->cpu_s, st->cpu_gbps, (unsigned long long)st->miss_copied, st->pcie_gbps);
     if (all.vram_total_bytes)
         fprintf(out, "vram: %.0f MiB used (peak %.0f MiB) of %.0f MiB\n", all.vram_used_bytes / 1048576.0,
                 all.vram_peak_bytes / 1048576.0, all.vram_total_bytes / 1048576.0);

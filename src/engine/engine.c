@@ -68,7 +68,7 @@ static int check_params(const struct strata_engine_params *p)
     }
     if ((unsigned)p->backend >= STRATA_BACKEND_COUNT || (unsigned)p->io >= STRATA_IO_COUNT ||
         (unsigned)p->cache_policy >= STRATA_POLICY_COUNT || (unsigned)p->cache_type_k >= STRATA_KV_COUNT ||
-        (unsigned)p->cache_type_v >= STRATA_KV_COUNT) {
+        (unsigned)p->cache_type_v >= STRATA_KV_COUNT || (unsigned)p->gpu_miss >= STRATA_GPU_MISS_COUNT) {
         strata_log_error("engine_open: backend %d / io %d / cache policy %d / KV types %d, %d out of range",
                          (int)p->backend, (int)p->io, (int)p->cache_policy, (int)p->cache_type_k,
                          (int)p->cache_type_v);
@@ -161,6 +161,8 @@ static void close_parts(struct strata_engine *e)
     strata_tokenizer_free(e->tok);
     strata_vram_close(e->vram);
     strata_vram_dev_close(&e->vdev);
+    if (e->cpu_be.iface) strata_backend_close(&e->cpu_be);
+    e->cpu_be = (struct strata_backend){0};
     strata_store_close(e->store);
     strata_resident_close(e->resident);
     strata_model_free(e->m);
@@ -231,6 +233,10 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
         if ((rc = strata_vram_open(&e->vram, e->vdev, strata_store_provider(e->store), lay, hp->n_expert_used, &vc)))
             return rc;
         e->experts = strata_vram_provider(e->vram);
+        if (p->gpu_miss != STRATA_GPU_MISS_COPY) {  // the CPU computes misses (all, or its share)
+            const struct strata_backend_params cp = {STRATA_BACKEND_CPU, p->n_threads, 0};
+            if ((rc = strata_backend_open(&e->cpu_be, &cp))) return rc;
+        }
         strata_log_info("vram experts: %.1f MiB of VRAM slots (%u per layer of %u) over a host cache of %.1f MiB",
                         strata_vram_slot_bytes(e->vram) / 1048576.0, vplan.n_slots, lay->n_expert,
                         strata_store_resident_bytes(e->store) / 1048576.0);
@@ -239,6 +245,9 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
         e->experts = strata_resident_provider(e->resident);
     }
     strata_forward_set_experts(e->fwd, e->experts);
+    if (e->cpu_be.iface &&
+        (rc = strata_forward_set_gpu_miss(e->fwd, e->vram, strata_store_provider(e->store), &e->cpu_be, p->gpu_miss)))
+        return rc;
     if ((rc = check_memory_bound(e))) return rc;
     return strata_forward_set_prefetch(e->fwd, p->prefetch_ahead, (uint32_t)p->prefetch_k);
 }
@@ -358,6 +367,17 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
             .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes, .slot_bytes = x.slot_bytes_total,
             .io_depth = x.io_depth,
         };
+        struct strata_gpu_miss_stats ms;
+        pthread_mutex_lock(&e->pass_mu);
+        strata_forward_gpu_miss_stats(e->fwd, &ms);
+        pthread_mutex_unlock(&e->pass_mu);
+        struct strata_expert_stats *vs = &st->experts[STRATA_TIER_VRAM];
+        vs->cpu_experts = ms.cpu_experts;
+        vs->cpu_pairs = ms.cpu_pairs;
+        vs->miss_copied = ms.copied;
+        vs->cpu_s = ms.cpu_s;
+        vs->cpu_gbps = ms.cpu_experts && ms.s_cpu > 0 ? 1 / ms.s_cpu : 0;
+        vs->pcie_gbps = ms.copied && ms.s_pcie > 0 ? 1 / ms.s_pcie : 0;
         strata_provider_stats(strata_store_provider(e->store), &x);
     }
     st->experts[STRATA_TIER_HOST] = (struct strata_expert_stats){

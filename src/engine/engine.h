@@ -33,6 +33,8 @@ struct strata_engine {
     struct strata_resident *resident;    // every expert in backend memory (a GPU backend), or NULL
     struct strata_vram *vram;            // the VRAM tier over the store (--gpu-cache-mib N), or NULL
     struct strata_vram_dev vdev;         // its device (copy stream, the store's slab page-locked)
+    struct strata_backend cpu_be;        // the CPU backend computing the tier's misses (--gpu-miss
+                                         // cpu|auto), or zeroes
     struct strata_expert_provider experts;
     struct strata_tokenizer *tok;
     struct strata_forward *fwd;

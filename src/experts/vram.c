@@ -78,7 +78,7 @@ struct strata_vram {
     struct queue dq, lq;         // demand, low
     int batch;
     uint64_t tick;
-    uint64_t joined, copies, batches;
+    uint64_t joined, copies, batches, cpu_experts, copy_bytes;
     double io_wait_s, copy_s, host_s;
     // the copy thread's batch
     uint32_t *b_ids;
@@ -236,6 +236,7 @@ static void *copy_main(void *arg)
             if (rc == 0) {
                 sl->state = V_READY;
                 v->copies++;
+                v->copy_bytes += el->triplet_bytes;
             } else {
                 c->st.bytes_read -= el->triplet_bytes;  // counted when claimed, never copied
                 if (sl->ref == 0) {
@@ -401,6 +402,51 @@ static int vram_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struc
         pthread_mutex_unlock(&v->mu);
         return 0;
     }
+}
+
+int strata_vram_acquire_ready(struct strata_vram *v, uint32_t l, const uint32_t *ids, int n,
+                              struct strata_expert_view *views, uint8_t *state)
+{
+    int rc = vcheck(v, "acquire_ready", l, ids, n, (int)v->lay->n_expert);
+    if (rc) return rc;
+    struct vlayer *c = &v->lc[l];
+    int got = 0;
+    pthread_mutex_lock(&v->mu);
+    for (int i = 0; i < n; i++) {
+        const int32_t s = c->expert_slot[ids[i]];
+        state[i] = s < 0 ? STRATA_VRAM_ABSENT : c->slots[s].state == V_READY ? STRATA_VRAM_READY : STRATA_VRAM_FILLING;
+        if (state[i] != STRATA_VRAM_READY) continue;
+        struct vslot *sl = &c->slots[s];
+        sl->ref++;
+        if (sl->fetched) {
+            sl->fetched = false;
+            c->st.misses++;
+            c->st.fetched++;
+        } else {
+            c->st.hits++;
+        }
+        if (sl->unused_prefetch) {
+            sl->unused_prefetch = false;
+            c->st.prefetch_used++;
+        }
+        sl->last_use = ++v->tick;
+        c->freq[ids[i]]++;
+        vfill_view(v, l, s, &views[i]);
+        got++;
+    }
+    pthread_mutex_unlock(&v->mu);
+    return got;
+}
+
+void strata_vram_note_cpu(struct strata_vram *v, uint32_t l, const uint32_t *ids, int n)
+{
+    if (vcheck(v, "note_cpu", l, ids, n, (int)v->lay->n_expert)) return;
+    struct vlayer *c = &v->lc[l];
+    pthread_mutex_lock(&v->mu);
+    for (int i = 0; i < n; i++) c->freq[ids[i]]++;
+    c->st.misses += (uint64_t)n;
+    v->cpu_experts += (uint64_t)n;
+    pthread_mutex_unlock(&v->mu);
 }
 
 // fetch (the caller's next acquire: demand priority, counted as misses when acquired) or
@@ -644,6 +690,6 @@ uint64_t strata_vram_slot_bytes(const struct strata_vram *v) { return v ? v->pla
 void strata_vram_extra_stats(struct strata_vram *v, struct strata_vram_extra *out)
 {
     pthread_mutex_lock(&v->mu);
-    *out = (struct strata_vram_extra){v->copies, v->batches, v->copy_s, v->host_s};
+    *out = (struct strata_vram_extra){v->copies, v->batches, v->copy_s, v->host_s, v->cpu_experts, v->copy_bytes};
     pthread_mutex_unlock(&v->mu);
 }

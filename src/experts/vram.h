@@ -54,6 +54,8 @@ struct strata_vram_extra {
     uint64_t batches;                // copy batches (one wait each)
     double copy_s;                   // wall time the copy thread waited for its copies to land
     double host_s;                   // wall time it waited for the host provider (reads from disk)
+    uint64_t cpu_experts;            // misses computed on the CPU instead (strata_vram_note_cpu)
+    uint64_t copy_bytes;             // bytes of the experts copied (copy_bytes / copy_s: the PCIe rate)
 };
 
 struct strata_vram;
@@ -69,5 +71,19 @@ void strata_vram_close(struct strata_vram *v);
 struct strata_expert_provider strata_vram_provider(struct strata_vram *v);
 uint64_t strata_vram_slot_bytes(const struct strata_vram *v);   // device memory of the slots
 void strata_vram_extra_stats(struct strata_vram *v, struct strata_vram_extra *out);
+
+// Where an expert of a layer stands in the tier (strata_vram_acquire_ready).
+enum { STRATA_VRAM_ABSENT, STRATA_VRAM_FILLING, STRATA_VRAM_READY };
+
+// Pin those of ids[0..n) that are READY and give their views (views[i] for state[i] READY; the
+// others' views untouched), counted as hits (or as fetched misses); never waits, never claims a
+// slot or starts a copy. state[i] says where each one stands. Release the pinned ones as views of
+// an acquire. Returns how many it pinned, or negative (bad arguments). For the caller that serves
+// the others another way (a copy through acquire, or the CPU: strata_vram_note_cpu).
+int strata_vram_acquire_ready(struct strata_vram *v, uint32_t moe_layer, const uint32_t *ids, int n,
+                              struct strata_expert_view *views, uint8_t *state);
+// Count ids[0..n) as misses of the layer served without VRAM (computed on the CPU from the host
+// copy): misses, the policy's use counts, and cpu_experts.
+void strata_vram_note_cpu(struct strata_vram *v, uint32_t moe_layer, const uint32_t *ids, int n);
 
 #endif

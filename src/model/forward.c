@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "experts/lookahead.h"
 #include "experts/provider.h"
+#include "experts/vram.h"
 #include "model/model_impl.h"
 #include "model/route.h"
 #include "model/routing.h"
@@ -78,6 +79,20 @@ struct strata_forward {
     float *probs_b;               // backend [n_moe][X] selection biases
     uint8_t *tables_built;        // host [n_moe]: bit 0 the expert table, bit 1 the selection biases
     const void **tab_host;        // host [3][X] one layer's table on its way up
+    // VRAM misses computed on the CPU (strata_forward_set_gpu_miss)
+    struct strata_vram *vram;     // the tier (NULL: every miss is copied)
+    struct strata_expert_provider host;  // the host store behind it
+    struct strata_backend *cpu;   // the CPU backend that computes them
+    enum strata_gpu_miss miss_mode;
+    float *cpu_sum_dev;           // backend [B][E] their weighted sums
+    float *c_h, *c_gate, *c_up, *c_down, *c_sum, *c_w;  // host [Bs][E], [Bs*K][F] x2, [Bs*K][E], [Bs][E], [B][K]
+    int32_t *c_pack;              // host [2][B][K]: ids, then weight bits (one download)
+    uint8_t *c_state, *c_where;   // host [X]: per used expert / per expert id
+    uint32_t *c_hit, *c_copy, *c_cpu;  // host [X]
+    struct strata_expert_view *c_views, *c_hviews;  // host [X]
+    struct strata_mm_op *c_ops;   // host [2X]
+    double s_cpu, s_pcie;         // measured seconds per expert byte: on the CPU (per token), over PCIe
+    struct strata_gpu_miss_stats miss_st;
     bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
     bool separate_rope;           // STRATA_SEPARATE_ROPE=1: no attention_rope (comparisons)
 };
@@ -323,8 +338,9 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->ids = scratch(f, B * sizeof(int32_t), "token ids", &rc);
     f->pos = scratch(f, B * sizeof(int32_t), "positions", &rc);
     f->tok_of = scratch(f, B * K * sizeof(int32_t), "routes", &rc);
-    f->route_of = scratch(f, B * K * sizeof(int32_t), "routes", &rc);
-    f->weight = scratch(f, B * K * fl, "routes", &rc);
+    // ids then weights, one allocation: one download brings both (strata_forward_set_gpu_miss)
+    f->route_of = scratch(f, 2 * B * K * sizeof(int32_t), "routes", &rc);
+    f->weight = f->route_of ? (float *)(f->route_of + B * K) : NULL;
     f->logits_host = host_zalloc(B * X * fl, &rc);
     f->sel = host_zalloc(B * K * sizeof(int32_t), &rc);
     f->selw = host_zalloc(B * K * fl, &rc);
@@ -368,7 +384,9 @@ void strata_forward_free(struct strata_forward *f)
     if (f->visible) f->bi->release(f->bc, f->visible);
     void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->order_scratch, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
-                    f->tables_built, (void *)f->tab_host};
+                    f->tables_built, (void *)f->tab_host, f->c_h, f->c_gate, f->c_up, f->c_down, f->c_sum,
+                    f->c_w, f->c_pack, f->c_state, f->c_where, f->c_hit, f->c_copy, f->c_cpu, f->c_views,
+                    f->c_hviews, f->c_ops};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     strata_lookahead_close(f->lookahead);
     free(f);
@@ -392,6 +410,55 @@ void strata_forward_lookahead_stats(const struct strata_forward *f, uint32_t moe
 {
     if (f->lookahead) strata_lookahead_get_stats(f->lookahead, moe_layer, st);
     else memset(st, 0, sizeof *st);
+}
+
+int strata_forward_set_gpu_miss(struct strata_forward *f, struct strata_vram *vram, struct strata_expert_provider host,
+                                struct strata_backend *cpu, enum strata_gpu_miss mode)
+{
+    f->vram = NULL;
+    if (!vram || mode == STRATA_GPU_MISS_COPY) return 0;
+    const struct strata_hparams *hp = &f->m->hp;
+    const int bs = f->max_tok < f->bi->moe_sparse_tok ? f->max_tok : f->bi->moe_sparse_tok;
+    if (bs <= 0 || !f->exp_tables || !cpu) return 0;  // the backend has no sparse moe op: copies only
+    const size_t B = (size_t)f->max_tok, Bs = (size_t)bs, E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used,
+                 X = hp->n_expert, fl = sizeof(float);
+    int rc = 0;
+    if (!f->c_h) {
+        f->cpu_sum_dev = scratch(f, Bs * E * fl, "CPU experts' sums", &rc);
+        f->c_h = host_zalloc(Bs * E * fl, &rc);
+        f->c_gate = host_zalloc(Bs * K * F * fl, &rc);
+        f->c_up = host_zalloc(Bs * K * F * fl, &rc);
+        f->c_down = host_zalloc(Bs * K * E * fl, &rc);
+        f->c_sum = host_zalloc(Bs * E * fl, &rc);
+        f->c_w = host_zalloc(B * K * fl, &rc);
+        f->c_pack = host_zalloc(2 * B * K * sizeof(int32_t), &rc);
+        f->c_state = host_zalloc(X, &rc);
+        f->c_where = host_zalloc(X, &rc);
+        f->c_hit = host_zalloc(X * sizeof(uint32_t), &rc);
+        f->c_copy = host_zalloc(X * sizeof(uint32_t), &rc);
+        f->c_cpu = host_zalloc(X * sizeof(uint32_t), &rc);
+        f->c_views = host_zalloc(2 * X * sizeof *f->c_views, &rc);
+        f->c_hviews = host_zalloc(X * sizeof *f->c_hviews, &rc);
+        f->c_ops = host_zalloc(2 * X * sizeof *f->c_ops, &rc);
+        if (rc) return rc;
+        uint32_t n_in = hp->n_embd > hp->n_ff_exp ? hp->n_embd : hp->n_ff_exp;
+        const struct strata_backend_reserve r = {.max_tok = bs, .max_rows = bs * (int)K, .max_n_in = n_in, .max_ctx = 1};
+        if ((rc = cpu->iface->reserve(cpu->ctx, &r))) return rc;
+    }
+    f->vram = vram;
+    f->host = host;
+    f->cpu = cpu;
+    f->miss_mode = mode;
+    f->s_cpu = 1 / 20e9;   // priors until the run measures them
+    f->s_pcie = 1 / 25e9;
+    return 0;
+}
+
+void strata_forward_gpu_miss_stats(const struct strata_forward *f, struct strata_gpu_miss_stats *out)
+{
+    *out = f->miss_st;
+    out->s_cpu = f->s_cpu * 1e9;
+    out->s_pcie = f->s_pcie * 1e9;
 }
 
 int strata_forward_max_tok(const struct strata_forward *f) { return f->max_tok; }
@@ -641,6 +708,12 @@ static int shared_expert(struct strata_forward *f, const struct strata_layer *L,
 // Router and routing: on the device where the backend routes (route_of then holds the ids and
 // weight the weights, on_device true), else on the host with the grouped routes and weights
 // uploaded.
+// Whether a pass of n tokens may split a VRAM tier's misses between copies and the CPU.
+static bool split_ok(const struct strata_forward *f, int n)
+{
+    return f->vram && f->miss_mode != STRATA_GPU_MISS_COPY && n <= f->bi->moe_sparse_tok;
+}
+
 static int route(struct strata_forward *f, const struct strata_layer *L, int n, bool *on_device)
 {
     const struct strata_model *m = f->m;
@@ -664,7 +737,14 @@ static int route(struct strata_forward *f, const struct strata_layer *L, int n, 
             .bias = L->exp_probs_b ? f->probs_b + (size_t)ml * X : NULL,
         };
         TRY(f->bi->route(f->bc, &dp, f->router_logits, n, f->route_of, f->weight));
-        TRY(f->bi->download(f->bc, f->sel, f->route_of, (size_t)n * K * sizeof(int32_t)));
+        if (split_ok(f, n)) {  // the weights too, for experts the CPU may compute
+            const size_t BK = (size_t)f->max_tok * K;
+            TRY(f->bi->download(f->bc, f->c_pack, f->route_of, (BK + (size_t)n * K) * sizeof(int32_t)));
+            memcpy(f->sel, f->c_pack, (size_t)n * K * sizeof(int32_t));
+            memcpy(f->c_w, f->c_pack + BK, (size_t)n * K * sizeof(float));
+        } else {
+            TRY(f->bi->download(f->bc, f->sel, f->route_of, (size_t)n * K * sizeof(int32_t)));
+        }
         if (f->want_trace)
             for (int t = 0; t < n; t++)
                 memcpy(f->trace_ids + ((size_t)t * m->layout.n_layers + ml) * K, f->sel + (size_t)t * K,
@@ -921,6 +1001,213 @@ static int moe_tiered(struct strata_forward *f, const struct strata_layer *L, in
     return rc;
 }
 
+// ---- VRAM misses computed on the CPU --------------------------------------------------------------
+
+// The products of the CPU's experts c_cpu[0..nc) for their tokens (rows of c_h), their weighted
+// sums per token in selection order into c_sum. The host views are held only here.
+static int cpu_experts(struct strata_forward *f, const struct strata_layer *L, int n, int nc)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
+    const struct strata_route_groups *g = &f->g;
+    const struct strata_backend_i *ci = f->cpu->iface;
+    void *cc = f->cpu->ctx;
+    int rc;
+    TRY(strata_provider_acquire(f->host, ml, f->c_cpu, nc, f->c_hviews));
+    int no = 0;
+    for (int i = 0; i < nc; i++) {
+        const uint32_t e = f->c_cpu[i];
+        const int first = g->first[e], cnt = g->count[e];
+        struct strata_mat wg = L->exp_gate, wu = L->exp_up;
+        wg.data = f->c_hviews[i].part[STRATA_EXPERT_GATE];
+        wu.data = f->c_hviews[i].part[STRATA_EXPERT_UP];
+        f->c_ops[no++] = (struct strata_mm_op){wg, f->c_h, E, n, g->tok_of + first, cnt, f->c_gate + (size_t)first * F, F, NULL, NULL};
+        f->c_ops[no++] = (struct strata_mm_op){wu, f->c_h, E, n, g->tok_of + first, cnt, f->c_up + (size_t)first * F, F, NULL, NULL};
+    }
+    rc = ci->mm(cc, f->c_ops, no);
+    for (int i = 0; i < nc && rc == 0; i++) {
+        const uint32_t e = f->c_cpu[i];
+        const size_t first = (size_t)g->first[e];
+        rc = ci->swiglu(cc, f->c_gate + first * F, f->c_gate + first * F, f->c_up + first * F, (size_t)g->count[e] * F);
+    }
+    no = 0;
+    for (int i = 0; i < nc && rc == 0; i++) {
+        const uint32_t e = f->c_cpu[i];
+        const int first = g->first[e], cnt = g->count[e];
+        struct strata_mat wd = L->exp_down;
+        wd.data = f->c_hviews[i].part[STRATA_EXPERT_DOWN];
+        f->c_ops[no++] = (struct strata_mm_op){wd, f->c_gate + (size_t)first * F, F, cnt, NULL, cnt,
+                                               f->c_down + (size_t)first * E, E, NULL, NULL};
+    }
+    if (rc == 0) rc = ci->mm(cc, f->c_ops, no);
+    strata_provider_release(f->host, ml, f->c_hviews, nc);
+    if (rc) return rc;
+    for (int t = 0; t < n; t++) {
+        float *sum = f->c_sum + (size_t)t * E;
+        bool any = false;
+        for (uint32_t k = 0; k < K; k++) {
+            const int32_t e = f->sel[(size_t)t * K + k];
+            if (f->c_where[e] != 3) continue;
+            const float w = f->c_w[(size_t)t * K + k];
+            const float *d = f->c_down + (size_t)g->route_of[(size_t)t * K + k] * E;
+            if (!any)
+                for (uint32_t i = 0; i < E; i++) sum[i] = w * d[i];
+            else
+                for (uint32_t i = 0; i < E; i++) sum[i] += w * d[i];
+            any = true;
+        }
+        if (!any) memset(sum, 0, E * sizeof(float));
+    }
+    return 0;
+}
+
+// One sparse moe op over the layer's table with only the experts whose c_where is `which`.
+static int split_moe(struct strata_forward *f, const struct strata_layer *L, int n, uint8_t which, bool shared)
+{
+    const uint32_t X = f->m->hp.n_expert, K = f->m->hp.n_expert_used, ml = (uint32_t)L->moe_index;
+    const void **tab = f->tab_host;
+    for (int i = 0; i < f->g.n_used_experts; i++) {
+        const uint32_t e = f->g.used[i];
+        const bool mine = f->c_where[e] == which;
+        tab[e] = mine ? f->c_views[i].part[STRATA_EXPERT_GATE] : NULL;
+        tab[X + e] = mine ? f->c_views[i].part[STRATA_EXPERT_UP] : NULL;
+        tab[2 * X + e] = mine ? f->c_views[i].part[STRATA_EXPERT_DOWN] : NULL;
+    }
+    int rc;
+    TRY(f->bi->upload(f->bc, f->exp_tables + (size_t)ml * 3 * X, tab, 3 * X * sizeof(void *)));
+    const struct strata_moe_op op = {
+        .h = f->h, .x = f->x, .ids = f->route_of, .weight = f->weight,
+        .table = (const void *const *)(f->exp_tables + (size_t)ml * 3 * X),
+        .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down,
+        .shared = shared && L->sh_down.data ? f->ffn_out : NULL, .n_tok = n, .k = (int)K, .n_expert = X,
+        .gate_out = f->gate_out, .up_out = f->up_out, .down_out = f->down_out, .sparse = true,
+    };
+    return f->bi->moe(f->bc, &op);
+}
+
+#define EWMA(old, now) ((old) > 0 ? 0.75 * (old) + 0.25 * (now) : (now))
+
+// A layer's experts of a small pass from device routes, split three ways: the ones the VRAM tier
+// holds run at once on the GPU (a sparse moe op with the shared expert), while the CPU computes
+// its share of the misses from the host copies and the copy thread brings the rest; then a second
+// sparse op runs the copied ones and the CPU's weighted sums are added. The share: each miss (the
+// most-routed first) goes where the cost model's projected finish is earlier: the CPU at
+// s_cpu seconds per expert byte per token, PCIe at s_pcie per byte (both measured on this run;
+// the copy of one already on its way is counted). Returns 1 (nothing done) when the pass's misses
+// do not fit the tiers' batches; the caller then takes the copy path.
+static int moe_split(struct strata_forward *f, const struct strata_layer *L, int n)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t E = hp->n_embd, ml = (uint32_t)L->moe_index;
+    const struct strata_route_groups *g = &f->g;
+    const int nu = g->n_used_experts;
+    const uint64_t tb = f->m->layout.layers[ml].triplet_bytes;
+    int rc = strata_vram_acquire_ready(f->vram, ml, g->used, nu, f->c_views, f->c_state);
+    if (rc < 0) return rc;
+    const int n_hit = rc, slots = strata_provider_max_batch(f->experts), hb = strata_provider_max_batch(f->host);
+    int nh = 0, np = 0, nc = 0;
+    double t_copy = 0, t_cpu = 0;
+    for (int i = 0; i < nu; i++) {
+        const uint32_t e = g->used[i];
+        if (f->c_state[i] == STRATA_VRAM_READY) {
+            f->c_where[e] = 1;
+            f->c_hit[nh++] = e;
+        } else if (f->c_state[i] == STRATA_VRAM_FILLING) {  // on its way: join it
+            f->c_where[e] = 2;
+            f->c_copy[np++] = e;
+            t_copy += (double)tb * f->s_pcie;
+        } else {
+            f->c_where[e] = 0;
+        }
+    }
+    // the misses, most-routed first (a copy serves all of an expert's tokens for one transfer)
+    for (int pass = n; pass >= 1; pass--)
+        for (int i = 0; i < nu; i++) {
+            const uint32_t e = g->used[i];
+            const int cnt = g->count[e];
+            if (f->c_where[e] != 0 || cnt != pass) continue;
+            const double cc = (double)tb * (double)cnt * f->s_cpu, cp = (double)tb * f->s_pcie;
+            bool cpu = f->miss_mode == STRATA_GPU_MISS_CPU || t_cpu + cc <= t_copy + cp;
+            if (cpu && nc >= hb) cpu = false;
+            if (!cpu && n_hit + np >= slots) cpu = true;
+            if (cpu && nc >= hb) {  // neither path has room for this pass: the copy path's groups
+                for (int j = 0, h = 0; j < nu; j++)
+                    if (f->c_state[j] == STRATA_VRAM_READY) f->c_hviews[h++] = f->c_views[j];
+                strata_provider_release(f->experts, ml, f->c_hviews, n_hit);
+                return 1;
+            }
+            if (cpu) {
+                f->c_where[e] = 3;
+                f->c_cpu[nc++] = e;
+                t_cpu += cc;
+            } else {
+                f->c_where[e] = 2;
+                f->c_copy[np++] = e;
+                t_copy += cp;
+            }
+        }
+    // the CPU's input rows (before anything else is queued: a download waits for the stream)
+    if (nc) rc = f->bi->download(f->bc, f->c_h, f->h, (size_t)n * E * sizeof(float));
+    else rc = 0;
+    // the GPU starts on the hits (and the shared expert) now
+    if (rc == 0 && L->sh_down.data) rc = shared_expert(f, L, n);
+    if (rc == 0) rc = split_moe(f, L, n, 1, true);
+    // the copies start, the CPU computes its share meanwhile
+    if (rc == 0 && np) rc = strata_provider_fetch(f->experts, ml, f->c_copy, np);
+    struct strata_vram_extra x0;
+    strata_vram_extra_stats(f->vram, &x0);
+    if (rc == 0 && nc) {
+        const double t0 = strata_now();
+        rc = cpu_experts(f, L, n, nc);
+        const double dt = strata_now() - t0;
+        uint64_t pairs = 0;
+        for (int i = 0; i < nc; i++) pairs += (uint64_t)g->count[f->c_cpu[i]];
+        if (rc == 0) {
+            strata_vram_note_cpu(f->vram, ml, f->c_cpu, nc);
+            f->s_cpu = EWMA(f->s_cpu, dt / ((double)tb * (double)pairs));
+            f->miss_st.cpu_experts += (uint64_t)nc;
+            f->miss_st.cpu_pairs += pairs;
+            f->miss_st.cpu_s += dt;
+            if (f->miss_mode == STRATA_GPU_MISS_CPU)  // the tier learns what is used
+                (void)strata_provider_prefetch(f->experts, ml, f->c_cpu, nc);
+        }
+    }
+    // the copies: their views (acquire waits for the ones still on their way)
+    struct strata_expert_view *pv = f->c_views + nu;
+    if (rc == 0 && np) {
+        rc = strata_provider_acquire(f->experts, ml, f->c_copy, np, pv);
+        if (rc == 0) {
+            struct strata_vram_extra x1;
+            strata_vram_extra_stats(f->vram, &x1);
+            if (x1.copy_bytes > x0.copy_bytes && x1.copy_s > x0.copy_s)
+                f->s_pcie = EWMA(f->s_pcie, (x1.copy_s - x0.copy_s) / (double)(x1.copy_bytes - x0.copy_bytes));
+            f->miss_st.copied += (uint64_t)np;
+            // into c_views at their experts' places in g->used
+            for (int j = 0, c = 0; j < nu && c < np; j++)
+                if (f->c_where[g->used[j]] == 2) {
+                    for (int q = 0; q < np; q++)
+                        if (f->c_copy[q] == g->used[j]) f->c_views[j] = pv[q];
+                    c++;
+                }
+            rc = split_moe(f, L, n, 2, false);
+        } else {
+            np = 0;  // nothing stays pinned after a failed acquire
+        }
+    }
+    if (rc == 0 && nc) {
+        rc = f->bi->upload(f->bc, f->cpu_sum_dev, f->c_sum, (size_t)n * E * sizeof(float));
+        if (rc == 0) rc = f->bi->add(f->bc, f->x, f->cpu_sum_dev, E, n, E);
+    }
+    // the kernels must be done with the views before they are released
+    const int src = f->bi->sync(f->bc);
+    if (rc == 0) rc = src;
+    for (int j = 0, h = 0; j < nu; j++)
+        if (f->c_state[j] == STRATA_VRAM_READY) f->c_hviews[h++] = f->c_views[j];
+    strata_provider_release(f->experts, ml, f->c_hviews, n_hit);
+    if (np) strata_provider_release(f->experts, ml, pv, np);
+    return rc;
+}
+
 static int moe_block(struct strata_forward *f, const struct strata_layer *L, int n, struct strata_fwd_stats *st)
 {
     const struct strata_hparams *hp = &f->m->hp;
@@ -936,6 +1223,13 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     if (f->lookahead) strata_lookahead_observe(f->lookahead, (uint32_t)L->moe_index, f->g.used, f->g.n_used_experts);
     const double t1 = strata_now();
     st->t_router += t1 - t0;
+    if (routed_dev && split_ok(f, n) && tiered_moe_ok(f, L)) {
+        rc = moe_split(f, L, n);
+        if (rc <= 0) {
+            st->t_experts += strata_now() - t1;
+            return rc;
+        }
+    }
     if (routed_dev && tiered_moe_ok(f, L)) {
         TRY(moe_tiered(f, L, n));
         st->t_experts += strata_now() - t1;

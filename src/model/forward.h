@@ -22,9 +22,12 @@
 
 #include "experts/lookahead.h"
 #include "experts/provider.h"
+#include "strata.h"  // enum strata_gpu_miss
 
 struct strata_forward;
 struct strata_model;
+struct strata_vram;
+struct strata_backend;
 
 // What one sequence keeps between passes, in backend memory.
 struct strata_seq_state {
@@ -86,6 +89,23 @@ int strata_forward_set_prefetch(struct strata_forward *f, int ahead, uint32_t k)
 void strata_forward_lookahead_stats(const struct strata_forward *f, uint32_t moe_layer,
                                     struct strata_lookahead_stats *st);
 int strata_forward_max_tok(const struct strata_forward *f);
+
+// Misses of a VRAM tier served without a copy (issue 11; docs/expert-store.md, "Misses computed on
+// the CPU"): in passes of at most the backend's moe_sparse_tok tokens, a layer's experts that the
+// tier does not hold are either copied (the tier's acquire) or computed by `cpu` (a CPU backend)
+// from `host`'s views (the host store behind the tier), as `mode` says: COPY every one (the output
+// then does not depend on the budget), CPU every one (each then also prefetched into the tier),
+// AUTO the split that a cost model measured on this run says ends first. NULL vram: off. 0 or negative.
+int strata_forward_set_gpu_miss(struct strata_forward *f, struct strata_vram *vram, struct strata_expert_provider host,
+                                struct strata_backend *cpu, enum strata_gpu_miss mode);
+struct strata_gpu_miss_stats {
+    uint64_t cpu_experts;       // expert-passes computed on the CPU
+    uint64_t cpu_pairs;         // token-expert pairs they computed
+    uint64_t copied;            // misses the split sent to the copy path
+    double cpu_s;               // wall time of their CPU products (the GPU ran the hits meanwhile)
+    double s_cpu, s_pcie;       // the cost model's seconds per GB: CPU (per token), PCIe
+};
+void strata_forward_gpu_miss_stats(const struct strata_forward *f, struct strata_gpu_miss_stats *out);
 // Let passes reach sequences of max_ctx positions (grows the backend's attention scratch).
 int strata_forward_reserve_ctx(struct strata_forward *f, int max_ctx);
 // One pass over seqs[0..n_seq) (their tokens together at most max_tok); adds its phase times to

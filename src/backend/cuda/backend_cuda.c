@@ -757,6 +757,11 @@ static int cuda_be_moe(void *vctx, const struct strata_moe_op *op)
                          wd->n_in, K);
         return STRATA_EARG;
     }
+    if (op->sparse && n > STRATA_CUDA_MV_MAX_TOK) {
+        strata_log_error("cuda backend: moe: a sparse expert table for %d tokens (at most %d)", n,
+                         STRATA_CUDA_MV_MAX_TOK);
+        return STRATA_EARG;
+    }
     const uint32_t vg = strata_type_traits(wg->type)->vec_dot_type, vd = strata_type_traits(wd->type)->vec_dot_type;
     const size_t bh = vg == STRATA_TYPE_F32 ? 0 : strata_cuda_act_bytes(vg, E, (uint32_t)n);
     const size_t bs = vd == STRATA_TYPE_F32 ? 0 : strata_cuda_act_bytes(vd, F, (uint32_t)P);
@@ -839,6 +844,7 @@ static const struct strata_backend_i g_cuda_iface = {
     .name = "cuda",
     .host_memory = false,
     .mm_add = true,
+    .moe_sparse_tok = STRATA_CUDA_MV_MAX_TOK,
     .free = cuda_be_free,
     .alloc = cuda_be_alloc,
     .release = cuda_be_release,

@@ -278,6 +278,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
     }
     pdl_wait();
     if (row >= (int)a.n_out) return;
+    if (a.w_table && !mm_weight(a, t0, 0)) return;  // an expert computed elsewhere (a sparse table)
     const int nt = min(NT, a.n_tok - t0);
     int xr[NT];
     token_rows<NT>(a, t0, nt, xr);
@@ -330,7 +331,8 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
     // after another)
     unsigned long long mine = 0;
     if (lane < K) mine = (unsigned long long)a.w_table[a.w_ids[t * K + lane]];
-#define EXPERT_ROW(j) ((const uint8_t *)__shfl_sync(0xffffffffu, mine, (j)) + (size_t)row * a.row_bytes)
+#define EXPERT_BASE(j) __shfl_sync(0xffffffffu, mine, (j))
+#define EXPERT_ROW(j) ((const uint8_t *)EXPERT_BASE(j) + (size_t)row * a.row_bytes)
     // rows of several experts at once when they fit the stage
     int k = 0;
     while (k < K) {
@@ -341,7 +343,8 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
             if (need > MV_STAGE - 16) kn = 1;
             if (kn > 1) {
                 for (int j = 0; j < kn; j++)
-                    (void)stage_issue(stage_all[warp] + j * need, EXPERT_ROW(k + j), (int)a.row_bytes, lane);
+                    if (EXPERT_BASE(k + j))
+                        (void)stage_issue(stage_all[warp] + j * need, EXPERT_ROW(k + j), (int)a.row_bytes, lane);
                 cp_async_commit();
                 cp_async_wait_all();
                 __syncwarp();
@@ -352,7 +355,9 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
             const uint8_t *wr = EXPERT_ROW(k + j);
             const int xr[1] = {p};
             float v;
-            if constexpr (is_float_type<T>()) {
+            if (!EXPERT_BASE(k + j)) {  // computed elsewhere (a sparse table): adds nothing here
+                v = 0.0f;
+            } else if constexpr (is_float_type<T>()) {
                 v = mv_row_f<T, 1>(wr, a, xr, 1, lane);
             } else if (kn > 1) {
                 const int need = stage_need((int)a.row_bytes);
@@ -369,6 +374,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
         k += kn;
     }
 #undef EXPERT_ROW
+#undef EXPERT_BASE
     __syncwarp();
     if (lane == 0) {
         float acc = 0.0f;
