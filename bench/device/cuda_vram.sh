@@ -127,7 +127,7 @@ if run base ""; then
         "load ${l}s, VRAM peak $v MiB; prompt vs llama.cpp $(ratio "$p" "$lp" 3) ($lp), decode vs $ld (DEVICE.md, not this run)"
     summary+=("resident: prompt $p decode $d load $l s VRAM $v MiB")
 fi
-if ! late && run prof "STRATA_CUDA_PROF=1"; then
+if [ "${PROF:-1}" != 0 ] && ! late && run prof "STRATA_CUDA_PROF=1"; then
     { read -r p d l v same; read -r t1; read -r t2; } < <(facts prof)
     summary+=("resident, STRATA_CUDA_PROF=1: prompt $p decode $d ($same tokens)")
     grep '^cuda profile' "$out/prof.err" | head -n 45

@@ -234,7 +234,9 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
             return rc;
         e->experts = strata_vram_provider(e->vram);
         if (p->gpu_miss != STRATA_GPU_MISS_COPY) {  // the CPU computes misses (all, or its share)
-            const struct strata_backend_params cp = {STRATA_BACKEND_CPU, p->n_threads, 0};
+            // all cores but one (the copy thread's) unless --threads says
+            long nc = sysconf(_SC_NPROCESSORS_ONLN);
+            const struct strata_backend_params cp = {STRATA_BACKEND_CPU, p->n_threads ? p->n_threads : nc > 2 ? (int)nc - 1 : 1, 0};
             if ((rc = strata_backend_open(&e->cpu_be, &cp))) return rc;
         }
         strata_log_info("vram experts: %.1f MiB of VRAM slots (%u per layer of %u) over a host cache of %.1f MiB",

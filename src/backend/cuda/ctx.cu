@@ -404,6 +404,8 @@ void strata_cuda_host_unregister(void *p)
 struct strata_cuda_copier {
     int device;
     cudaStream_t stream;
+    cudaEvent_t done;   // blocking sync: the copy thread sleeps while its copies land, leaving its
+                        // core to the threads computing (a spinning wait starved the CPU's experts)
 };
 
 int strata_cuda_copier_open(struct strata_cuda_copier **out, int device)
@@ -419,6 +421,13 @@ int strata_cuda_copier_open(struct strata_cuda_copier **out, int device)
         free(c);
         return STRATA_EIO;
     }
+    if (cudaEventCreateWithFlags(&c->done, cudaEventBlockingSync | cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        cudaStreamDestroy(c->stream);
+        strata_log_error("cuda: cannot create the copy stream's event on device %d", device);
+        free(c);
+        return STRATA_EIO;
+    }
     *out = c;
     return 0;
 }
@@ -428,6 +437,7 @@ void strata_cuda_copier_close(struct strata_cuda_copier *c)
     if (!c) return;
     cudaSetDevice(c->device);
     CU_WARN(cudaStreamSynchronize(c->stream));
+    CU_WARN(cudaEventDestroy(c->done));
     CU_WARN(cudaStreamDestroy(c->stream));
     free(c);
 }
@@ -446,7 +456,8 @@ int strata_cuda_copier_copy(struct strata_cuda_copier *c, void *dst, const void 
 
 int strata_cuda_copier_wait(struct strata_cuda_copier *c)
 {
-    CU_TRY(cudaStreamSynchronize(c->stream));
+    CU_TRY(cudaEventRecord(c->done, c->stream));
+    CU_TRY(cudaEventSynchronize(c->done));
     return 0;
 }
 
