@@ -92,6 +92,8 @@ struct strata_forward {
     struct strata_expert_view *c_views, *c_hviews;  // host [X]
     struct strata_mm_op *c_ops;   // host [2X]
     double s_cpu, s_pcie;         // measured seconds per expert byte: on the CPU (per token), over PCIe
+    uint64_t cpu_calls;           // CPU shares computed (the first, cold one is not measured)
+    int since_cpu;                // layers with misses since the CPU last computed one
     struct strata_gpu_miss_stats miss_st;
     bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
     bool separate_rope;           // STRATA_SEPARATE_ROPE=1: no attention_rope (comparisons)
@@ -449,8 +451,10 @@ int strata_forward_set_gpu_miss(struct strata_forward *f, struct strata_vram *vr
     f->host = host;
     f->cpu = cpu;
     f->miss_mode = mode;
-    f->s_cpu = 1 / 20e9;   // priors until the run measures them
+    f->s_cpu = 1 / 25e9;   // priors (even) until the run measures both
     f->s_pcie = 1 / 25e9;
+    f->cpu_calls = 0;
+    f->since_cpu = 0;
     return 0;
 }
 
@@ -1107,6 +1111,9 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     const int n_hit = rc, slots = strata_provider_max_batch(f->experts), hb = strata_provider_max_batch(f->host);
     int nh = 0, np = 0, nc = 0;
     double t_copy = 0, t_cpu = 0;
+    // auto: a rate goes stale when its path is never taken, so the CPU gets one miss after 8
+    // layers without any (a copy is measured whenever one happens)
+    bool force = f->miss_mode == STRATA_GPU_MISS_AUTO && f->since_cpu >= 8;
     for (int i = 0; i < nu; i++) {
         const uint32_t e = g->used[i];
         if (f->c_state[i] == STRATA_VRAM_READY) {
@@ -1127,7 +1134,8 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
             const int cnt = g->count[e];
             if (f->c_where[e] != 0 || cnt != pass) continue;
             const double cc = (double)tb * (double)cnt * f->s_cpu, cp = (double)tb * f->s_pcie;
-            bool cpu = f->miss_mode == STRATA_GPU_MISS_CPU || t_cpu + cc <= t_copy + cp;
+            bool cpu = f->miss_mode == STRATA_GPU_MISS_CPU || force || t_cpu + cc <= t_copy + cp;
+            force = false;
             if (cpu && nc >= hb) cpu = false;
             if (!cpu && n_hit + np >= slots) cpu = true;
             if (cpu && nc >= hb) {  // neither path has room for this pass: the copy path's groups
@@ -1146,6 +1154,8 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
                 t_copy += cp;
             }
         }
+    if (nc) f->since_cpu = 0;
+    else if (np) f->since_cpu++;
     // the CPU's input rows (before anything else is queued: a download waits for the stream)
     if (nc) rc = f->bi->download(f->bc, f->c_h, f->h, (size_t)n * E * sizeof(float));
     else rc = 0;
@@ -1164,7 +1174,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
         for (int i = 0; i < nc; i++) pairs += (uint64_t)g->count[f->c_cpu[i]];
         if (rc == 0) {
             strata_vram_note_cpu(f->vram, ml, f->c_cpu, nc);
-            f->s_cpu = EWMA(f->s_cpu, dt / ((double)tb * (double)pairs));
+            if (f->cpu_calls++ > 0) f->s_cpu = EWMA(f->s_cpu, dt / ((double)tb * (double)pairs));
             f->miss_st.cpu_experts += (uint64_t)nc;
             f->miss_st.cpu_pairs += pairs;
             f->miss_st.cpu_s += dt;
