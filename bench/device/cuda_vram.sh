@@ -16,7 +16,7 @@
 #       carry=[".deps"], timeout_s=500)
 #
 # Environment: BIN (binaries, default build-cuda), TYPE (Q4_K), LAYERS (48), PROMPT (512), GEN (128),
-# VRAM_SHARES ("50 25", percent of the expert bytes), MISS_MODES ("auto": --gpu-miss values run at each share), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
+# VRAM_SHARES ("50 25", percent of the expert bytes), MISS_MODES ("auto": --gpu-miss values run at each share; MODE+pf adds --prefetch 1), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
 # the decode-graph run), HOSTROUTE (1; 0 skips the STRATA_HOST_ROUTE=1 run), BUDGET_S
 # (420: later phases are skipped past it), COMMIT.
 # llama.cpp CUDA is not built here (5 minutes there); the rows compare with shared/DEVICE.md's
@@ -104,7 +104,7 @@ ex = s.get("experts", {}) or {}
 def tier(d):
     if not isinstance(d, dict) or not d: return ""
     keys = ("hit_rate", "hits", "misses", "evictions", "pcie_bytes", "copy_wait_s", "bytes_read", "io_wait_s",
-            "cpu_experts", "cpu_s", "cpu_gbs", "miss_copied", "pcie_gbs")
+            "cpu_experts", "cpu_s", "cpu_gbs", "miss_copied", "pcie_gbs", "prefetched", "prefetch_used")
     return " ".join(f"{k}={d[k]:.4g}" if isinstance(d.get(k), float) else f"{k}={d.get(k)}" for k in keys if k in d)
 print(f'{s["prompt_tok_s"]:.1f} {s["decode_tok_s"]:.2f} {s["load_s"]:.1f} {s.get("vram_peak_mib", 0):.0f} {same}')
 print("vram: " + tier(ex)); print("host: " + tier(ex.get("host", {})))
@@ -155,9 +155,11 @@ for share in ${VRAM_SHARES-50 25}; do
     for miss in ${MISS_MODES:-auto}; do
     late && { summary+=("VRAM $share% --gpu-miss $miss: skipped (time)"); continue; }
     tag="vram$share-$miss"
-    if run "$tag" "" --gpu-cache-mib "$mib" --gpu-miss "$miss"; then
+    mflags=(--gpu-miss "${miss%+pf}")
+    [ "${miss%+pf}" != "$miss" ] && mflags+=(--prefetch 1)   # MODE+pf: with the router lookahead
+    if run "$tag" "" --gpu-cache-mib "$mib" "${mflags[@]}"; then
         { read -r p d l v same; read -r t1; read -r t2; } < <(facts "$tag")
-        row "strata cuda vram $share% miss=$miss" "--backend cuda --gpu-cache-mib $mib ($share% of the experts) --gpu-miss $miss prompt=$P gen=$G" \
+        row "strata cuda vram $share% miss=$miss" "--backend cuda --gpu-cache-mib $mib ($share% of the experts) ${mflags[*]} prompt=$P gen=$G" \
             "$p" "$d" "$(ratio "$d" "$sd" 3)" yes \
             "tokens $same as resident; vs llama.cpp split at equal VRAM ($split: $sd / $sp, $src): decode $(ratio "$d" "$sd" 3), prompt vs experts-on-CPU $cpu_p: $(ratio "$p" "$cpu_p" 2); $t1; $t2"
         summary+=("VRAM $share% ($mib MiB) --gpu-miss $miss: prompt $p decode $d, tokens $same; $t1 | $t2")

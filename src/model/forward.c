@@ -86,7 +86,8 @@ struct strata_forward {
     enum strata_gpu_miss miss_mode;
     float *cpu_sum_dev;           // backend [B][E] their weighted sums
     float *c_h, *c_gate, *c_up, *c_down, *c_sum, *c_w;  // host [Bs][E], [Bs*K][F] x2, [Bs*K][E], [Bs][E], [B][K]
-    int32_t *c_pack;              // host [2][B][K]: ids, then weight bits (one download)
+    int32_t *c_pack;              // host: ids [B][K], weight bits [B][K], then h's rows (one download)
+    size_t h_off;                 // where h starts in the routes' allocation (int32 units)
     uint8_t *c_state, *c_where;   // host [X]: per used expert / per expert id
     uint32_t *c_hit, *c_copy, *c_cpu;  // host [X]
     struct strata_expert_view *c_views, *c_hviews;  // host [X]
@@ -301,7 +302,7 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     const size_t fl = sizeof(float);
     int rc = 0;
     f->x = scratch(f, B * E * fl, "activations", &rc);
-    f->h = scratch(f, B * E * fl, "activations", &rc);
+    // h (the norms' output) lives after the routes: see route_of below
     f->o = scratch(f, B * E * fl, "activations", &rc);
     f->q = scratch(f, B * m->max_q_dim * fl, "activations", &rc);
     f->k = scratch(f, B * KD * fl, "activations", &rc);
@@ -340,9 +341,12 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->ids = scratch(f, B * sizeof(int32_t), "token ids", &rc);
     f->pos = scratch(f, B * sizeof(int32_t), "positions", &rc);
     f->tok_of = scratch(f, B * K * sizeof(int32_t), "routes", &rc);
-    // ids then weights, one allocation: one download brings both (strata_forward_set_gpu_miss)
-    f->route_of = scratch(f, 2 * B * K * sizeof(int32_t), "routes", &rc);
+    // ids, weights and the norms' output rows in one allocation: one download brings a small
+    // pass's routes and the input of its experts (strata_forward_set_gpu_miss)
+    f->h_off = (2 * B * K + 63) / 64 * 64;
+    f->route_of = scratch(f, (f->h_off + B * E) * sizeof(int32_t), "routes and activations", &rc);
     f->weight = f->route_of ? (float *)(f->route_of + B * K) : NULL;
+    f->h = f->route_of ? (float *)(f->route_of + f->h_off) : NULL;
     f->logits_host = host_zalloc(B * X * fl, &rc);
     f->sel = host_zalloc(B * K * sizeof(int32_t), &rc);
     f->selw = host_zalloc(B * K * fl, &rc);
@@ -386,7 +390,7 @@ void strata_forward_free(struct strata_forward *f)
     if (f->visible) f->bi->release(f->bc, f->visible);
     void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->order_scratch, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
-                    f->tables_built, (void *)f->tab_host, f->c_h, f->c_gate, f->c_up, f->c_down, f->c_sum,
+                    f->tables_built, (void *)f->tab_host, f->c_gate, f->c_up, f->c_down, f->c_sum,
                     f->c_w, f->c_pack, f->c_state, f->c_where, f->c_hit, f->c_copy, f->c_cpu, f->c_views,
                     f->c_hviews, f->c_ops};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
@@ -425,15 +429,15 @@ int strata_forward_set_gpu_miss(struct strata_forward *f, struct strata_vram *vr
     const size_t B = (size_t)f->max_tok, Bs = (size_t)bs, E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used,
                  X = hp->n_expert, fl = sizeof(float);
     int rc = 0;
-    if (!f->c_h) {
+    if (!f->c_pack) {
         f->cpu_sum_dev = scratch(f, Bs * E * fl, "CPU experts' sums", &rc);
-        f->c_h = host_zalloc(Bs * E * fl, &rc);
         f->c_gate = host_zalloc(Bs * K * F * fl, &rc);
         f->c_up = host_zalloc(Bs * K * F * fl, &rc);
         f->c_down = host_zalloc(Bs * K * E * fl, &rc);
         f->c_sum = host_zalloc(Bs * E * fl, &rc);
         f->c_w = host_zalloc(B * K * fl, &rc);
-        f->c_pack = host_zalloc(2 * B * K * sizeof(int32_t), &rc);
+        f->c_pack = host_zalloc((f->h_off + Bs * E) * sizeof(int32_t), &rc);
+        f->c_h = f->c_pack ? (float *)(f->c_pack + f->h_off) : NULL;
         f->c_state = host_zalloc(X, &rc);
         f->c_where = host_zalloc(X, &rc);
         f->c_hit = host_zalloc(X * sizeof(uint32_t), &rc);
@@ -741,9 +745,9 @@ static int route(struct strata_forward *f, const struct strata_layer *L, int n, 
             .bias = L->exp_probs_b ? f->probs_b + (size_t)ml * X : NULL,
         };
         TRY(f->bi->route(f->bc, &dp, f->router_logits, n, f->route_of, f->weight));
-        if (split_ok(f, n)) {  // the weights too, for experts the CPU may compute
+        if (split_ok(f, n)) {  // the weights and the input rows too, for experts the CPU may compute
             const size_t BK = (size_t)f->max_tok * K;
-            TRY(f->bi->download(f->bc, f->c_pack, f->route_of, (BK + (size_t)n * K) * sizeof(int32_t)));
+            TRY(f->bi->download(f->bc, f->c_pack, f->route_of, (f->h_off + (size_t)n * hp->n_embd) * sizeof(int32_t)));
             memcpy(f->sel, f->c_pack, (size_t)n * K * sizeof(int32_t));
             memcpy(f->c_w, f->c_pack + BK, (size_t)n * K * sizeof(float));
         } else {
@@ -1156,9 +1160,9 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
         }
     if (nc) f->since_cpu = 0;
     else if (np) f->since_cpu++;
-    // the CPU's input rows (before anything else is queued: a download waits for the stream)
-    if (nc) rc = f->bi->download(f->bc, f->c_h, f->h, (size_t)n * E * sizeof(float));
-    else rc = 0;
+    rc = 0;  // the CPU's input rows came down with the routes
+    // the router lookahead's guesses for the next layers go out (low priority: after this layer's copies)
+    if (rc == 0 && f->lookahead) rc = lookahead(f, L, n);
     // the GPU starts on the hits (and the shared expert) now
     if (rc == 0 && L->sh_down.data) rc = shared_expert(f, L, n);
     if (rc == 0) rc = split_moe(f, L, n, 1, true);

@@ -27,13 +27,14 @@ __device__ double block_sum_d(double v, double *red)
 
 #define RN_REG 32  // elements per thread held in registers (rows up to 8192 with 256 threads)
 
-__global__ void k_rmsnorm(float *y, size_t y_stride, const float *x, size_t x_stride, const float *w, uint32_t n,
-                          float eps)
+// One row of the norm: y_i = (x_i * scale) * w_i with scale = 1 / sqrt(mean(x^2) + eps), each value
+// handed to emit(i, y_i). The weights do not depend on the previous kernel: loaded before waiting
+// for it; a row of up to RN_REG * blockDim.x elements is read once into registers (the same sums,
+// element by element, as the two-pass form of longer rows).
+template <typename Emit>
+__device__ __forceinline__ void rmsnorm_row(const float *xr, const float *w, uint32_t n, float eps, double *red,
+                                            Emit emit)
 {
-    __shared__ double red[32];
-    pdl_launch_dependents();
-    const float *xr = x + (size_t)blockIdx.x * x_stride;
-    float *yr = y + (size_t)blockIdx.x * y_stride;
     if (n > RN_REG * blockDim.x) {  // long rows: two passes over x
         pdl_wait();
         double s = 0.0;
@@ -41,11 +42,9 @@ __global__ void k_rmsnorm(float *y, size_t y_stride, const float *x, size_t x_st
         s = block_sum_d(s, red);
         const float mean = (float)(s / n);
         const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) emit(i, __fmul_rn(__fmul_rn(xr[i], scale), w[i]));
         return;
     }
-    // the weights do not depend on the previous kernel: loaded before waiting for it; the row is
-    // read once into registers (the same sums, element by element, as the two-pass form)
     float wv[RN_REG], xv[RN_REG];
 #pragma unroll
     for (int j = 0; j < RN_REG; j++) {
@@ -68,54 +67,27 @@ __global__ void k_rmsnorm(float *y, size_t y_stride, const float *x, size_t x_st
 #pragma unroll
     for (int j = 0; j < RN_REG; j++) {
         const uint32_t i = threadIdx.x + j * blockDim.x;
-        if (i < n) yr[i] = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
+        if (i < n) emit(i, __fmul_rn(__fmul_rn(xv[j], scale), wv[j]));
     }
 }
 
-// The same norm (the same sums and products as k_rmsnorm), the row also kept in shared memory and
-// rounded to up to two activation formats.
+__global__ void k_rmsnorm(float *y, size_t y_stride, const float *x, size_t x_stride, const float *w, uint32_t n,
+                          float eps)
+{
+    __shared__ double red[32];
+    pdl_launch_dependents();
+    float *yr = y + (size_t)blockIdx.x * y_stride;
+    rmsnorm_row(x + (size_t)blockIdx.x * x_stride, w, n, eps, red, [yr](uint32_t i, float v) { yr[i] = v; });
+}
+
+// The same norm, the row also kept in shared memory and rounded to up to two activation formats.
 __global__ void k_rmsnorm_q(float *y, size_t y_stride, const float *x, size_t x_stride, const float *w, uint32_t n,
                             float eps, struct strata_cuda_act a0, struct strata_cuda_act a1, int n_act)
 {
     extern __shared__ float row[];
     __shared__ double red[32];
     pdl_launch_dependents();
-    const float *xr = x + (size_t)blockIdx.x * x_stride;
-    if (n > RN_REG * blockDim.x) {  // long rows: two passes over x
-        pdl_wait();
-        double s = 0.0;
-        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)__fmul_rn(xr[i], xr[i]);
-        s = block_sum_d(s, red);
-        const float mean = (float)(s / n);
-        const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
-    } else {
-        // the weights before waiting for the previous kernel, the row read once into registers
-        float wv[RN_REG], xv[RN_REG];
-#pragma unroll
-        for (int j = 0; j < RN_REG; j++) {
-            const uint32_t i = threadIdx.x + j * blockDim.x;
-            wv[j] = i < n ? w[i] : 0.0f;
-        }
-        pdl_wait();
-#pragma unroll
-        for (int j = 0; j < RN_REG; j++) {
-            const uint32_t i = threadIdx.x + j * blockDim.x;
-            xv[j] = i < n ? xr[i] : 0.0f;
-        }
-        double s = 0.0;
-#pragma unroll
-        for (int j = 0; j < RN_REG; j++)
-            if (threadIdx.x + j * blockDim.x < n) s += (double)__fmul_rn(xv[j], xv[j]);
-        s = block_sum_d(s, red);
-        const float mean = (float)(s / n);
-        const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-#pragma unroll
-        for (int j = 0; j < RN_REG; j++) {
-            const uint32_t i = threadIdx.x + j * blockDim.x;
-            if (i < n) row[i] = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
-        }
-    }
+    rmsnorm_row(x + (size_t)blockIdx.x * x_stride, w, n, eps, red, [](uint32_t i, float v) { row[i] = v; });
     __syncthreads();
     if (y)
         for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) y[(size_t)blockIdx.x * y_stride + i] = row[i];
