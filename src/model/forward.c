@@ -1116,8 +1116,9 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     int nh = 0, np = 0, nc = 0;
     double t_copy = 0, t_cpu = 0;
     // auto: a rate goes stale when its path is never taken, so the CPU gets one miss after 8
-    // layers without any (a copy is measured whenever one happens)
-    bool force = f->miss_mode == STRATA_GPU_MISS_AUTO && f->since_cpu >= 8;
+    // layers without any (a copy is measured whenever one happens); after 48 when its rate is
+    // under a quarter of PCIe's (a busy CPU: each probe then costs a millisecond or more)
+    bool force = f->miss_mode == STRATA_GPU_MISS_AUTO && f->since_cpu >= (f->s_cpu < 4 * f->s_pcie ? 8 : 48);
     for (int i = 0; i < nu; i++) {
         const uint32_t e = g->used[i];
         if (f->c_state[i] == STRATA_VRAM_READY) {
