@@ -16,7 +16,7 @@
 #       carry=[".deps"], timeout_s=500)
 #
 # Environment: BIN (binaries, default build-cuda), TYPE (Q4_K), LAYERS (48), PROMPT (512), GEN (128),
-# VRAM_SHARES ("50 25", percent of the expert bytes), MISS_MODES ("auto": --gpu-miss values run at each share; MODE+pf adds --prefetch 1), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
+# VRAM_SHARES ("50 25", percent of the expert bytes), DISK_SHARE (unset; see below), MISS_MODES ("auto": --gpu-miss values run at each share; MODE+pf adds --prefetch 1), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
 # the decode-graph run), HOSTROUTE (1; 0 skips the STRATA_HOST_ROUTE=1 run), BUDGET_S
 # (420: later phases are skipped past it), COMMIT.
 # llama.cpp CUDA is not built here (5 minutes there); the rows compare with shared/DEVICE.md's
@@ -95,10 +95,10 @@ run() {
 
 # fields of a run's JSON: prompt decode load vram_peak same_tokens_as_base tiers...
 facts() {
-    python3 - "$w/$1.json" "$w/base.json" <<'EOF'
+    python3 - "$w/$1.json" "$w/${2:-base}.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); s = r["stats"]
-try: same = "same" if json.load(open(sys.argv[2]))["tokens"] == r["tokens"] else "DIFFERENT"
+try: same = "same" if json.load(open(sys.argv[2]))["tokens"][:len(r["tokens"])] == r["tokens"] else "DIFFERENT"
 except Exception: same = "n/a"
 ex = s.get("experts", {}) or {}
 def tier(d):
@@ -167,6 +167,35 @@ for share in ${VRAM_SHARES-50 25}; do
     fi
     done
 done
+# DISK_SHARE=S: a model bigger than the GPU and the host cache together: S% of the experts in VRAM
+# and S% in the host cache, the rest read from the file (O_DIRECT) on every host miss; DISK_GEN
+# tokens (32) with --gpu-miss copy (tokens must be the resident run's) and auto, against the floor of
+# the disk bytes a token reads at the rate the reads ran
+if [ -n "${DISK_SHARE:-}" ] && ! late; then
+    mib=$((exp_bytes * DISK_SHARE / 100 / 1048576))
+    GEN_SAVE=$G; G=${DISK_GEN:-32}
+    # a 4-token prompt: the bytes read are then nearly all decode's (the prompt's 4 tokens count too)
+    cp "$w/prompt.txt" "$w/prompt.full"; cut -d, -f1-4 "$w/prompt.full" > "$w/prompt.txt"; P_SAVE=$P; P=4
+    run disk-base ""   # every expert in VRAM, the same prompt: the tokens to match
+    for miss in copy auto; do
+        late && break
+        if run "disk-$miss" "" --gpu-cache-mib "$mib" --cache-mib "$mib" --gpu-miss "$miss"; then
+            { read -r p d l v same; read -r t1; read -r t2; } < <(facts "disk-$miss" disk-base)
+            fl=$(python3 - "$w/disk-$miss.json" "$G" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1])); x = r["stats"]["experts"]; h = x.get("host", x)
+n = int(sys.argv[2]) + 4
+mb = h["bytes_read"] / n / 1e6; gbs = h["bytes_read"] / h["io_wait_s"] / 1e9 if h["io_wait_s"] else 0
+print(f"{mb:.0f} MB/token from the file at {gbs:.2f} GB/s: floor {gbs * 1e3 / mb if mb else 0:.2f} tok/s")
+EOF2
+)
+            row "strata cuda vram+host $DISK_SHARE% miss=$miss" "--gpu-cache-mib $mib --cache-mib $mib --gpu-miss $miss gen=$G" \
+                "$p" "$d" "" yes "bigger than VRAM + host cache: tokens $same as resident (first $G); $fl; $t1; $t2"
+            summary+=("VRAM $DISK_SHARE% + host $DISK_SHARE% --gpu-miss $miss: decode $d, tokens $same; $fl | $t1 | $t2")
+        fi
+    done
+    G=$GEN_SAVE; P=$P_SAVE; cp "$w/prompt.full" "$w/prompt.txt"
+fi
 last=${VRAM_SHARES-50 25}; last=${last##* }
 if [ -n "$last" ] && ! late; then
     mib=$((exp_bytes * last / 100 / 1048576))
