@@ -978,10 +978,14 @@ static int moe_device(struct strata_forward *f, const struct strata_layer *L, in
 // the pass fit the cache at once: acquired, their device pointers put in the layer's slot table,
 // and the backend's moe op runs them, the kernels of the fully resident pass. So the output is the
 // same bits whichever tier each expert came from.
+static bool moe_op_ok(const struct strata_forward *f, const struct strata_layer *L)
+{
+    return f->bi->moe && !L->exp_up_b && !L->exp_gate_b && !L->exp_down_b && !L->swiglu_oai;
+}
+
 static bool tiered_moe_ok(const struct strata_forward *f, const struct strata_layer *L)
 {
-    return f->bi->moe && !L->exp_up_b && !L->exp_gate_b && !L->exp_down_b && !L->swiglu_oai &&
-           f->g.n_used_experts <= strata_provider_max_batch(f->experts);
+    return moe_op_ok(f, L) && f->g.n_used_experts <= strata_provider_max_batch(f->experts);
 }
 
 static int moe_tiered(struct strata_forward *f, const struct strata_layer *L, int n)
@@ -1166,7 +1170,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     if (rc == 0 && f->lookahead) rc = lookahead(f, L, n);
     // the GPU starts on the hits (and the shared expert) now
     if (rc == 0 && L->sh_down.data) rc = shared_expert(f, L, n);
-    if (rc == 0) rc = split_moe(f, L, n, 1, true);
+    if (rc == 0 && (nh || L->sh_down.data)) rc = split_moe(f, L, n, 1, true);
     // the copies start, the CPU computes its share meanwhile
     if (rc == 0 && np) rc = strata_provider_fetch(f->experts, ml, f->c_copy, np);
     struct strata_vram_extra x0;
@@ -1238,7 +1242,7 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     if (f->lookahead) strata_lookahead_observe(f->lookahead, (uint32_t)L->moe_index, f->g.used, f->g.n_used_experts);
     const double t1 = strata_now();
     st->t_router += t1 - t0;
-    if (routed_dev && split_ok(f, n) && tiered_moe_ok(f, L)) {
+    if (routed_dev && split_ok(f, n) && moe_op_ok(f, L)) {  // more experts than VRAM slots: the CPU takes the rest
         rc = moe_split(f, L, n);
         if (rc <= 0) {
             st->t_experts += strata_now() - t1;
