@@ -31,6 +31,7 @@ expect run-long-prompt 1 "context"               "$STRATA_BIN" run -m "$m" -p "$
 expect eval-bad-token  1 "outside the vocabulary" "$STRATA_BIN" eval -m "$m" --tokens 1,2,999999 --logits-out "$dir/l.f32"
 expect eval-bad-list   2 "token ids"             "$STRATA_BIN" eval -m "$m" --tokens 1,x,3 --logits-out "$dir/l.f32"
 expect run-bad-backend 2 "not auto, cpu or cuda"       "$STRATA_BIN" run -m "$m" -p hi --backend tpu
+expect run-bad-gpu-miss 2 "not auto, copy or cpu" "$STRATA_BIN" run -m "$m" -p hi --gpu-miss maybe
 # Without a GPU (or a CUDA build) --backend cuda says why and exits; with one it would just run.
 command -v nvidia-smi >/dev/null 2>&1 ||
     expect eval-no-cuda 1 "CUDA" "$STRATA_BIN" eval -m "$m" --tokens 1,2 --logits-out "$dir/l.f32" --backend cuda --gpu 0
