@@ -179,6 +179,52 @@ static void test_attention(void)
     case_result("attention: MLA latent, sliding window, ring cache, sparse selection, sinks", f0);
 }
 
+// Grouped heads (strata_attn_heads: the heads of a token over one latent row, read once) give each
+// head the bits of strata_attn_head alone, at every variant, g = 1..8, with and without the mask,
+// a window and sinks.
+static void test_attention_heads(void)
+{
+    const int f0 = g_failures;
+    enum { NKV = 300, D = 320, DV = 256, G = STRATA_ATTN_GROUP };
+    float *kv = malloc(sizeof(float) * NKV * D), q[G][D], out[G][DV], one[DV], scores[G][NKV], sinks[G];
+    uint8_t vis[NKV];
+    for (int i = 0; i < NKV * D; i++) kv[i] = frand(1.0f);
+    void (*single[])(const struct strata_attn_query *) = {strata_attn_head_vl8, strata_attn_head_vl16,
+                                                          strata_attn_head_vl8_avx2, strata_attn_head_vl16_avx512};
+    void (*group[])(const struct strata_attn_query *, int) = {strata_attn_heads_vl8, strata_attn_heads_vl16,
+                                                              strata_attn_heads_vl8_avx2, strata_attn_heads_vl16_avx512};
+    const enum strata_isa have = strata_isa_detect();
+    for (int v = 0; v < 4; v++) {
+        if ((v == 2 && have < STRATA_ISA_AVX2) || (v == 3 && have < STRATA_ISA_AVX512)) continue;
+        for (int c = 0; c < 4; c++)  // plain, sparse, window, sinks
+            for (int g = 1; g <= G; g++)
+                for (int n_kv = 1; n_kv <= NKV; n_kv += 61) {
+                    struct strata_attn_query a[G];
+                    for (int p = 0; p < NKV; p++) vis[p] = urand() < 0.3 || p == n_kv - 1;
+                    for (int i = 0; i < g; i++) {
+                        for (int d = 0; d < D; d++) q[i][d] = frand(1.0f);
+                        sinks[i] = frand(2.0f);
+                        a[i] = (struct strata_attn_query){
+                            .q = q[i], .k = kv, .k_stride = D, .v = kv, .v_stride = D, .n_kv = n_kv, .D = D, .Dv = DV,
+                            .scale = 1.0f / sqrtf(192.0f), .scores = scores[i], .out = out[i],
+                            .kv_start = c == 2 && n_kv > 40 ? n_kv - 40 : 0, .visible = c == 1 ? vis : NULL,
+                            .sink = c == 3 ? &sinks[i] : NULL,
+                        };
+                    }
+                    group[v](a, g);
+                    for (int i = 0; i < g; i++) {
+                        struct strata_attn_query b = a[i];
+                        b.out = one;
+                        single[v](&b);
+                        CHECK(memcmp(one, out[i], sizeof one) == 0, "variant %d case %d g %d head %d n_kv %d differs",
+                              v, c, g, i, n_kv);
+                    }
+                }
+    }
+    free(kv);
+    case_result("attention, heads grouped over one latent row: the bits of each head alone", f0);
+}
+
 // ---- small ops ----------------------------------------------------------------------------
 
 static void test_small_ops(void)
@@ -577,6 +623,7 @@ int main(void)
     test_attention();
     test_small_ops();
     test_indexer();
+    test_attention_heads();
     test_indexer_op();
     test_indexer_op_decode();
     test_routing();

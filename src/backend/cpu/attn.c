@@ -5,9 +5,12 @@
 #pragma GCC optimize("O3")
 #endif
 #include "backend/cpu/attn_impl.h"
+#include "util/log.h"
 
 void strata_attn_head_vl8(const struct strata_attn_query *a) { attn_head_body(a, 8, 0); }
 void strata_attn_head_vl16(const struct strata_attn_query *a) { attn_head_body(a, 16, 1); }
+void strata_attn_heads_vl8(const struct strata_attn_query *a, int g) { attn_heads_body(a, g, 8, 0); }
+void strata_attn_heads_vl16(const struct strata_attn_query *a, int g) { attn_heads_body(a, g, 16, 1); }
 
 void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a)
 {
@@ -15,5 +18,15 @@ void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a)
     case STRATA_ISA_AVX512: strata_attn_head_vl16_avx512(a); break;
     case STRATA_ISA_AVX2: strata_attn_head_vl8_avx2(a); break;
     default: strata_attn_head_vl8(a); break;
+    }
+}
+
+void strata_attn_heads(enum strata_isa isa, const struct strata_attn_query *a, int g)
+{
+    STRATA_ASSERT(g >= 1 && g <= STRATA_ATTN_GROUP);
+    switch (isa) {
+    case STRATA_ISA_AVX512: strata_attn_heads_vl16_avx512(a, g); break;
+    case STRATA_ISA_AVX2: strata_attn_heads_vl8_avx2(a, g); break;
+    default: strata_attn_heads_vl8(a, g); break;
     }
 }

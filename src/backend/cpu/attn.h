@@ -62,11 +62,20 @@ struct strata_attn_query {
 // `isa`: the kernel level strata runs; AVX512 follows the AVX-512 ggml builds, the others the
 // AVX2 ones.
 void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a);
+// g <= STRATA_ATTN_GROUP queries at once that share their key and value rows and every option
+// but q, scores, out and sink (the heads of one token over one key head): each key and value row
+// is read once for all of them; each result has the bits strata_attn_head gives it alone.
+#define STRATA_ATTN_GROUP 8
+void strata_attn_heads(enum strata_isa isa, const struct strata_attn_query *a, int g);
 
 // Variants (attn.c scalar; attn_avx2.c / attn_avx512.c compiled with their ISA flags).
 void strata_attn_head_vl8(const struct strata_attn_query *a);
 void strata_attn_head_vl16(const struct strata_attn_query *a);
 void strata_attn_head_vl8_avx2(const struct strata_attn_query *a);
 void strata_attn_head_vl16_avx512(const struct strata_attn_query *a);
+void strata_attn_heads_vl8(const struct strata_attn_query *a, int g);
+void strata_attn_heads_vl16(const struct strata_attn_query *a, int g);
+void strata_attn_heads_vl8_avx2(const struct strata_attn_query *a, int g);
+void strata_attn_heads_vl16_avx512(const struct strata_attn_query *a, int g);
 
 #endif

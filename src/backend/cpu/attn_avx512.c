@@ -6,3 +6,4 @@
 #include "backend/cpu/attn_impl.h"
 
 void strata_attn_head_vl16_avx512(const struct strata_attn_query *a) { attn_head_body(a, 16, 1); }
+void strata_attn_heads_vl16_avx512(const struct strata_attn_query *a, int g) { attn_heads_body(a, g, 16, 1); }

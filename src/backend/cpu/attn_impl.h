@@ -13,6 +13,7 @@
 
 #define ATTN_MAX_LANES 64   // 4 * VL for VL = 16
 #define ATTN_TILE 64        // value dims per pass of the weighted sum
+#define ATTN_GROUP STRATA_ATTN_GROUP
 
 // ggml_vec_dot_f32's reduction of its 4·VL lanes (GGML_F32_VEC_REDUCE): halve to VL lanes, then
 // _mm512_reduce_add_ps (VL 16), or for VL 8 halve to 4 and add neighbours (two hadd).
@@ -44,25 +45,13 @@ static inline const float *attn_row(const float *base, size_t stride, int ring, 
     return base + (size_t)(ring ? p % ring : p) * stride;
 }
 
-static inline void attn_head_body(const struct strata_attn_query *a, const int vl, const int exp512)
+// Softmax of the scores s[p0 .. n_kv) in place, mx their maximum (without the sink): exp and their
+// sum as a float tree per aligned group of VL cells, the groups added in double; masked cells
+// (-inf) become 0.
+static inline void attn_softmax(float *s, int p0, int n_kv, float mx, const float *sink, const int vl,
+                                const int exp512)
 {
-    const int n_kv = a->n_kv, p0 = a->kv_start;
-    const uint8_t *vis = a->visible;
-    float *s = a->scores;
-
-    // kq, scaled; the maximum (masked cells: -inf, as ggml's mask makes them)
-    float mx = -INFINITY;
-    for (int p = p0; p < n_kv; p++) {
-        if (vis && !vis[p]) {
-            s[p] = -INFINITY;
-            continue;
-        }
-        s[p] = attn_dot(attn_row(a->k, a->k_stride, a->kv_ring, p), a->q, a->D, vl) * a->scale;
-        mx = s[p] > mx ? s[p] : mx;
-    }
-    if (a->sink) mx = mx > *a->sink ? mx : *a->sink;
-
-    // exp and their sum: a float tree per aligned group of VL cells, the groups added in double
+    if (sink) mx = mx > *sink ? mx : *sink;
     double sum = 0.0;
     for (int g = p0 / vl * vl; g < n_kv; g += vl) {
         float lane[16];
@@ -80,16 +69,50 @@ static inline void attn_head_body(const struct strata_attn_query *a, const int v
         for (int i = m; i < vl; i++) lane[i] = 0.0f;
         sum += (double)ggml_hsum_lanes(lane, vl);
     }
-    if (a->sink) sum += (double)expf(*a->sink - mx);
+    if (sink) sum += (double)expf(*sink - mx);
     const float inv = (float)(1.0 / sum);
     for (int p = p0; p < n_kv; p++) s[p] *= inv;
+}
+
+// The tree of ggml's kernel over the nl lane accumulators of nd value dims (rows from `used` on
+// read as zero: adding +0 changes nothing) into out; acc is overwritten.
+static inline void attn_lane_tree(float (*acc)[ATTN_TILE], int used, int nl, int nd, float *out)
+{
+    static const float zero[ATTN_TILE];
+    const float *row[ATTN_MAX_LANES];
+    for (int r = 0; r < nl; r++) row[r] = r < used ? acc[r] : zero;
+    for (int h = nl / 2; h >= 1; h /= 2) {
+        for (int i = 0; i < h; i++) {
+            for (int d = 0; d < nd; d++) acc[i][d] = row[i][d] + row[i + h][d];
+            row[i] = acc[i];
+        }
+    }
+    for (int d = 0; d < nd; d++) out[d] = row[0][d];
+}
+
+static inline void attn_head_body(const struct strata_attn_query *a, const int vl, const int exp512)
+{
+    const int n_kv = a->n_kv, p0 = a->kv_start;
+    const uint8_t *vis = a->visible;
+    float *s = a->scores;
+
+    // kq, scaled; the maximum (masked cells: -inf, as ggml's mask makes them)
+    float mx = -INFINITY;
+    for (int p = p0; p < n_kv; p++) {
+        if (vis && !vis[p]) {
+            s[p] = -INFINITY;
+            continue;
+        }
+        s[p] = attn_dot(attn_row(a->k, a->k_stride, a->kv_ring, p), a->q, a->D, vl) * a->scale;
+        mx = s[p] > mx ? s[p] : mx;
+    }
+    attn_softmax(s, p0, n_kv, mx, a->sink, vl, exp512);
 
     // the weighted sum of values: nl lane accumulators per value dim (lane = cell mod nl), then
     // the tree of the kernel ggml uses. Lanes no cell reached hold zero and are left out of the
     // tree (adding +0 changes nothing: an accumulator that starts at +0 never becomes -0).
     const int nl = vl;
     const int used = p0 > 0 || vis ? nl : n_kv < nl ? n_kv : nl;
-    static const float zero[ATTN_TILE];
     for (uint32_t d0 = 0; d0 < a->Dv; d0 += ATTN_TILE) {
         const int nd = a->Dv - d0 < ATTN_TILE ? (int)(a->Dv - d0) : ATTN_TILE;
         float acc[ATTN_MAX_LANES][ATTN_TILE];
@@ -102,17 +125,51 @@ static inline void attn_head_body(const struct strata_attn_query *a, const int v
             float *ar = acc[r];
             for (int d = 0; d < nd; d++) ar[d] = fmaf(vp[d], w, ar[d]);
         }
-        // rows beyond `used` read as zero
-        const float *row[ATTN_MAX_LANES];
-        for (int r = 0; r < nl; r++) row[r] = r < used ? acc[r] : zero;
-        for (int h = nl / 2; h >= 1; h /= 2) {
-            for (int i = 0; i < h; i++) {
-                for (int d = 0; d < nd; d++) acc[i][d] = row[i][d] + row[i + h][d];
-                row[i] = acc[i];
+        attn_lane_tree(acc, used, nl, nd, a->out + d0);
+    }
+}
+
+// attn_head_body for g queries that share everything but q, scores, out and sink (the heads of
+// one token over one key head: MLA's single latent head): each key and value row is read once for
+// the g of them. Every head's arithmetic is attn_head_body's, in its order, so each output has the
+// same bits as attn_head_body on that query alone.
+static inline void attn_heads_body(const struct strata_attn_query *a, int g, const int vl, const int exp512)
+{
+    const int n_kv = a->n_kv, p0 = a->kv_start;
+    const uint8_t *vis = a->visible;
+    float mx[ATTN_GROUP];
+    for (int i = 0; i < g; i++) mx[i] = -INFINITY;
+    for (int p = p0; p < n_kv; p++) {
+        if (vis && !vis[p]) {
+            for (int i = 0; i < g; i++) a[i].scores[p] = -INFINITY;
+            continue;
+        }
+        const float *kp = attn_row(a->k, a->k_stride, a->kv_ring, p);
+        for (int i = 0; i < g; i++) {
+            const float sc = attn_dot(kp, a[i].q, a->D, vl) * a->scale;
+            a[i].scores[p] = sc;
+            mx[i] = sc > mx[i] ? sc : mx[i];
+        }
+    }
+    for (int i = 0; i < g; i++) attn_softmax(a[i].scores, p0, n_kv, mx[i], a[i].sink, vl, exp512);
+    const int nl = vl;
+    const int used = p0 > 0 || vis ? nl : n_kv < nl ? n_kv : nl;
+    for (uint32_t d0 = 0; d0 < a->Dv; d0 += ATTN_TILE) {
+        const int nd = a->Dv - d0 < ATTN_TILE ? (int)(a->Dv - d0) : ATTN_TILE;
+        float acc[ATTN_GROUP][16][ATTN_TILE];
+        for (int i = 0; i < g; i++)
+            for (int r = 0; r < used; r++)
+                for (int d = 0; d < nd; d++) acc[i][r][d] = 0.0f;
+        for (int p = p0, r = p0 % nl; p < n_kv; p++, r = r + 1 == nl ? 0 : r + 1) {
+            if (vis && !vis[p]) continue;  // weight 0: the lanes are unchanged
+            const float *vp = attn_row(a->v, a->v_stride, a->kv_ring, p) + d0;
+            for (int i = 0; i < g; i++) {
+                const float w = a[i].scores[p];
+                float *ar = acc[i][r];
+                for (int d = 0; d < nd; d++) ar[d] = fmaf(vp[d], w, ar[d]);
             }
         }
-        float *out = a->out + d0;
-        for (int d = 0; d < nd; d++) out[d] = row[0][d];
+        for (int i = 0; i < g; i++) attn_lane_tree(acc[i], used, nl, nd, a[i].out + d0);
     }
 }
 

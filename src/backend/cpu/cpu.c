@@ -39,7 +39,7 @@ struct cpu_ctx {
     size_t act_cap;
     struct act_block blocks[STRATA_MM_MAX_JOBS];
     struct strata_mm_job jobs[STRATA_MM_MAX_JOBS];
-    float *att_scratch;              // [n_threads][att_ctx] attention scores (F32 row caches)
+    float *att_scratch;              // [n_threads][STRATA_ATTN_GROUP][att_ctx] attention scores (F32 rows)
     int att_ctx;
     struct strata_fattn_ctx *fa;     // tiled attention over typed caches, for one head shape
     float *fa_q;                     // [fa_q_cap] a sequence's queries, rounded for the key type
@@ -137,15 +137,17 @@ static int cpu_reserve(void *vctx, const struct strata_backend_reserve *r)
 {
     struct cpu_ctx *c = vctx;
     const size_t nth = (size_t)strata_pool_size(c->pool);
-    size_t att_cap = (size_t)c->att_ctx * nth * sizeof(float), row_cap = (size_t)c->row_cap * sizeof(float);
+    size_t att_cap = (size_t)c->att_ctx * nth * STRATA_ATTN_GROUP * sizeof(float), row_cap = (size_t)c->row_cap * sizeof(float);
     size_t tok_cap = (size_t)c->tok_cap * sizeof(int32_t);
     // two blocks of the widest rows: gate and up in two formats (q/k/v in up to three, of fewer rows)
     int rc = grow((void **)&c->act, &c->act_cap, 2 * (size_t)r->max_rows * max_act_row(r->max_n_in), "activations");
-    if (rc == 0) rc = grow((void **)&c->att_scratch, &att_cap, (size_t)r->max_ctx * nth * sizeof(float), "attention scores");
+    if (rc == 0)
+        rc = grow((void **)&c->att_scratch, &att_cap, (size_t)r->max_ctx * nth * STRATA_ATTN_GROUP * sizeof(float),
+                  "attention scores");
     if (rc == 0) rc = grow((void **)&c->row, &row_cap, (size_t)r->max_n_in * sizeof(float), "combine row");
     if (rc == 0) rc = grow((void **)&c->tok_seq, &tok_cap, (size_t)r->max_tok * sizeof(int32_t), "token map");
     if (rc) return rc;
-    c->att_ctx = (int)(att_cap / nth / sizeof(float));
+    c->att_ctx = (int)(att_cap / nth / STRATA_ATTN_GROUP / sizeof(float));
     c->row_cap = (uint32_t)(row_cap / sizeof(float));
     c->tok_cap = (int)(tok_cap / sizeof(int32_t));
     return 0;
@@ -521,10 +523,14 @@ static void attn_worker(void *arg, int ith, int nth)
     const int H = (int)op->n_head, D = (int)op->head_dim_k, Dv = (int)op->head_dim_v;
     const int group = H / (int)op->n_head_kv;
     const size_t KD = (size_t)op->n_head_kv * D, VD = (size_t)op->n_head_kv * Dv;
-    float *scores = j->c->att_scratch + (size_t)ith * j->c->att_ctx;
+    float *scores = j->c->att_scratch + (size_t)ith * STRATA_ATTN_GROUP * j->c->att_ctx;
+    // MLA: the heads of a token share the one latent row of each position, so a work item takes
+    // STRATA_ATTN_GROUP of them and reads each row once for all (the same bits per head)
+    const int per = op->latent_kv ? STRATA_ATTN_GROUP : 1, n_hg = (H + per - 1) / per;
+    struct strata_attn_query aq[STRATA_ATTN_GROUP];
     int i0, i1;
-    while (strata_chunk_next(&j->next, b->n_tok * H, 1, &i0, &i1)) {
-        const int t = i0 / H, h = i0 % H, kvh = h / group;
+    while (strata_chunk_next(&j->next, b->n_tok * n_hg, 1, &i0, &i1)) {
+        const int t = i0 / n_hg, h0 = i0 % n_hg * per, g = H - h0 < per ? H - h0 : per, kvh = h0 / group;
         const struct strata_seq *sq = &b->seq[j->c->tok_seq[t]];
         const struct cpu_kv *kv = sq->kv;
         const float *kc = kv->k + (size_t)op->kv_slot * sq->n_ctx * KD;
@@ -532,20 +538,24 @@ static void attn_worker(void *arg, int ith, int nth)
         const float *vc = op->latent_kv ? kc : kv->v + (size_t)op->kv_slot * sq->n_ctx * VD;
         const int n_kv = b->pos[t] + 1;  // causal: positions 0..pos
         // in llama.cpp's order of operations, so the output-projection activations round alike
-        const struct strata_attn_query aq = {
-            .q = op->q + (size_t)t * op->q_tok_stride + (size_t)h * op->q_head_stride,
-            .k = kc + (size_t)kvh * D, .k_stride = KD,
-            .v = op->latent_kv ? kc + (size_t)kvh * D : vc + (size_t)kvh * Dv, .v_stride = op->latent_kv ? KD : VD,
-            .n_kv = n_kv,
-            .D = (uint32_t)D, .Dv = (uint32_t)Dv, .scale = op->scale,
-            .scores = scores,
-            .out = op->out + (size_t)t * H * Dv + (size_t)h * Dv,
-            .kv_start = op->n_swa && n_kv > (int)op->n_swa ? n_kv - (int)op->n_swa : 0,
-            .visible = op->visible ? op->visible + (size_t)t * (op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx)
-                                   : NULL,
-            .sink = op->sinks ? op->sinks + h : NULL,
-        };
-        strata_attn_head(j->c->k->isa, &aq);
+        for (int i = 0; i < g; i++) {
+            const int h = h0 + i;
+            aq[i] = (struct strata_attn_query){
+                .q = op->q + (size_t)t * op->q_tok_stride + (size_t)h * op->q_head_stride,
+                .k = kc + (size_t)kvh * D, .k_stride = KD,
+                .v = op->latent_kv ? kc + (size_t)kvh * D : vc + (size_t)kvh * Dv, .v_stride = op->latent_kv ? KD : VD,
+                .n_kv = n_kv,
+                .D = (uint32_t)D, .Dv = (uint32_t)Dv, .scale = op->scale,
+                .scores = scores + (size_t)i * j->c->att_ctx,
+                .out = op->out + (size_t)t * H * Dv + (size_t)h * Dv,
+                .kv_start = op->n_swa && n_kv > (int)op->n_swa ? n_kv - (int)op->n_swa : 0,
+                .visible = op->visible ? op->visible + (size_t)t * (op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx)
+                                       : NULL,
+                .sink = op->sinks ? op->sinks + h : NULL,
+            };
+        }
+        if (g == 1) strata_attn_head(j->c->k->isa, &aq[0]);
+        else strata_attn_heads(j->c->k->isa, aq, g);
     }
 }
 
