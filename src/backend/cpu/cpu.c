@@ -511,6 +511,7 @@ static int cpu_indexer(void *vctx, const struct strata_indexer_op *op)
 struct attn_job {
     const struct cpu_ctx *c;
     const struct strata_attn_op *op;
+    int per;                         // heads of a token per work item
     atomic_int next;
 };
 
@@ -524,9 +525,7 @@ static void attn_worker(void *arg, int ith, int nth)
     const int group = H / (int)op->n_head_kv;
     const size_t KD = (size_t)op->n_head_kv * D, VD = (size_t)op->n_head_kv * Dv;
     float *scores = j->c->att_scratch + (size_t)ith * STRATA_ATTN_GROUP * j->c->att_ctx;
-    // MLA: the heads of a token share the one latent row of each position, so a work item takes
-    // STRATA_ATTN_GROUP of them and reads each row once for all (the same bits per head)
-    const int per = op->latent_kv ? STRATA_ATTN_GROUP : 1, n_hg = (H + per - 1) / per;
+    const int per = j->per, n_hg = (H + per - 1) / per;
     struct strata_attn_query aq[STRATA_ATTN_GROUP];
     int i0, i1;
     while (strata_chunk_next(&j->next, b->n_tok * n_hg, 1, &i0, &i1)) {
@@ -693,7 +692,15 @@ static int cpu_attention(void *vctx, const struct strata_attn_op *op)
             if (!op->latent_kv) memcpy(vc + (size_t)b->pos[t] * VD, op->v + (size_t)t * VD, VD * sizeof(float));
         }
     }
-    struct attn_job aj = {.c = c, .op = op};
+    // MLA: the heads of a token share the one latent row of each position, so a work item takes up
+    // to STRATA_ATTN_GROUP of them and reads each row once for all (the same bits per head), as
+    // many as leave every thread two items or more (decode on many cores)
+    int per = 1;
+    if (op->latent_kv) {
+        per = b->n_tok * (int)op->n_head / (2 * strata_pool_size(c->pool));
+        per = per < 1 ? 1 : per > STRATA_ATTN_GROUP ? STRATA_ATTN_GROUP : per;
+    }
+    struct attn_job aj = {.c = c, .op = op, .per = per};
     atomic_init(&aj.next, 0);
     strata_pool_run(c->pool, attn_worker, &aj);
     return 0;
