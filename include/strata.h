@@ -91,6 +91,11 @@ struct strata_engine_params {
     int prefetch_ahead;            // router lookahead prefetch: guess the experts of the next N MoE
                                    // layers and read the missing ones while a layer computes (0: off)
     int prefetch_k;                // prefetch a token's first k guesses (0: all of its top-k)
+    const char *pin_from;          // route trace (strata's --trace-out format) whose most used experts
+                                   // per layer are pinned in each bounded expert cache (host and VRAM):
+                                   // read at open, never evicted (NULL: none)
+    float pin_share;               // share of each cache's slots per layer for them (0: 0.25), at
+                                   // most all but one token's experts
     int n_ctx;                     // default context of sessions (0: min(model's, 4096))
     int n_batch;                   // most tokens in one forward pass (0: 512)
     enum strata_kv_type cache_type_k;  // KV cache types of sessions (default F32; llama.cpp's
@@ -143,8 +148,10 @@ struct strata_expert_stats {
                                    // guessed layers used, used and guessed (recall = correct / used)
     uint64_t joined;               // acquires that found their expert being read and waited for it
     uint64_t fetched;              // misses of a pass's later group read while the previous computed
-    uint64_t preload_bytes;        // read at open (full residency)
+    uint64_t preload_bytes;        // read at open (full residency, or the pinned hot set)
     double preload_s;
+    uint32_t pinned;               // experts pinned per layer (pin_from); never evicted
+    uint64_t pin_hits;             // hits on them (counted in hits too)
     uint32_t slots_per_layer, n_classes;
     uint64_t slot_bytes;           // memory of all slots
     uint64_t io_buffer_bytes;      // I/O buffers beside the slots

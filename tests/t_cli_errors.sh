@@ -41,6 +41,15 @@ expect synth-bad-type  2 "type"                  "$STRATA_BIN" synth --arch qwen
 expect synth-bad-regex 1 "regular expression"    "$STRATA_BIN" synth --arch qwen3moe --preset tiny --type-overrides '(=Q8_0' -o "$dir/x.gguf"
 expect synth-norm-type 1 "stays F32"             "$STRATA_BIN" synth --arch qwen3moe --preset tiny --type-overrides 'attn_norm=Q4_K' -o "$dir/x.gguf"
 
+# --pin-from: a missing trace, a corrupt one, one of another model.
+"$STRATA_BIN" eval -m "$m" --tokens 1,2,3 --logits-out "$dir/l.f32" --trace-out "$dir/ok.trace" >/dev/null 2>&1
+printf '# model=x layers=3 experts=4 topk=2 tokens=1\n0 1 | 2 3 | 1 3\n' >"$dir/other.trace"
+{ head -n 1 "$dir/ok.trace"; echo "0 1 | x"; } >"$dir/corrupt.trace"
+expect pin-missing 1 "cannot read"  "$STRATA_BIN" eval -m "$m" --tokens 1,2 --logits-out "$dir/l.f32" --cache-mib 1 --pin-from "$dir/nope.trace"
+expect pin-corrupt 1 "corrupt.trace:2" "$STRATA_BIN" eval -m "$m" --tokens 1,2 --logits-out "$dir/l.f32" --cache-mib 1 --pin-from "$dir/corrupt.trace"
+expect pin-other   1 "the trace is of" "$STRATA_BIN" run -m "$m" -p hi --cache-mib 1 --pin-from "$dir/other.trace"
+expect pin-share   2 "pin-share"    "$STRATA_BIN" run -m "$m" -p hi --pin-share 2
+
 # A truncated copy and a copy with a corrupted header.
 head -c 100000 "$m" > "$dir/trunc.gguf"
 expect inspect-truncated 1 "trunc|end of file|ends at" "$STRATA_BIN" inspect "$dir/trunc.gguf"

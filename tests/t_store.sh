@@ -130,6 +130,21 @@ engine=$(jget "$dir/l.json" "['experts']['misses']")
 read -r lru sim < <("$bin" sim "$dir/l.trace" --cache-mib 8 -m "$m" | awk '$1=="'"$slots"'" {print $3, $6}')
 echo "LFU: engine misses $engine, sim LFU misses $sim (LRU would miss $lru)"
 [ "$engine" = "$sim" ] && [ "$lru" != "$sim" ]
+# A pinned hot set learned from another prompt's trace (--pin-from): the same logits, the pinned
+# experts read at open and hit, and strata sim --pin-from reproduces the engine's misses (LFU, LRU).
+toks2=$(awk 'BEGIN{for(i=0;i<40;i++) printf "%s%d", (i?",":""), (i*53+7)%1000}')
+"$bin" eval -m "$m" --tokens "$toks2" -b 1 -c 64 --logits-out "$dir/y.bin" --cache-mib 8 --trace-out "$dir/a.trace" >/dev/null
+for pol in lfu lru; do
+    "$bin" eval -m "$m" --tokens "$toks" -b 1 -c 64 --logits-out "$dir/x.bin" --cache-mib 8 --cache-policy $pol --json \
+        --pin-from "$dir/a.trace" >"$dir/pin.json"
+    cmp "$dir/full.bin" "$dir/x.bin" || { echo "logits differ with --pin-from ($pol)"; exit 1; }
+    engine=$(jget "$dir/pin.json" "['experts']['misses']")
+    col=$([ $pol = lru ] && echo 3 || echo 6)
+    sim=$("$bin" sim "$dir/l.trace" --cache-mib 8 -m "$m" --pin-from "$dir/a.trace" | awk '$1=="'"$slots"'" {print $'$col'}')
+    read -r pinned pin_hits pre < <(python3 -c "import json; e=json.load(open('$dir/pin.json'))['experts']; print(e['pinned'], e['pin_hits'], e['preload_bytes'])")
+    echo "--pin-from ($pol): $pinned pinned per layer, $pin_hits hits on them, engine misses $engine, sim $sim"
+    [ "$engine" = "$sim" ] && [ "$pinned" -ge 1 ] && [ "$pin_hits" -gt 0 ] && [ "$pre" -gt 0 ]
+done
 "$bin" sim "$dir/t.trace" --sweep --plot "$dir/p.svg" >"$dir/sweep.txt"
 grep -q "Belady" "$dir/sweep.txt" && grep -q "<svg" "$dir/p.svg" && grep -q "polyline" "$dir/p.svg"
 "$bin" plan -m "$m" --ram-gib 0.04 --reserve-gib 0 --disk-gbs 1 --ctx 64 --trace "$dir/t.trace" >"$dir/plan.txt"

@@ -499,6 +499,89 @@ static void test_min(struct strata_gguf_file *f, const struct strata_expert_layo
     case_result("vram: a budget below the minimum is refused", before);
 }
 
+// A pinned hot set (--pin-from): the host store reads its share at open, the tier copies its
+// share at open through the copy thread (not counted as misses or PCIe traffic of the run); the
+// pinned experts hit and are never evicted however much else goes through the other slots;
+// max_batch is the unpinned slots; a failed copy of a pinned expert fails the open cleanly.
+static void test_pinned(struct strata_gguf_file *f, const struct strata_expert_layout *lay, const struct ref *ref)
+{
+    const int before = g_failures;
+    const uint32_t L = lay->n_layers, X = lay->n_expert;
+    uint32_t *rank = malloc((size_t)L * X * sizeof *rank);
+    for (uint32_t l = 0; l < L; l++)
+        for (uint32_t i = 0; i < X; i++) rank[l * X + i] = (i * 7 + l * 3 + 5) % X;  // a permutation (X = 32)
+    struct tier t;
+    memset(&t, 0, sizeof t);
+    pthread_mutex_init(&t.dev.mu, NULL);
+    pthread_cond_init(&t.dev.cv, NULL);
+    const struct strata_expert_pins pins = {rank, 0.5};
+    const struct strata_experts_config hc = {.cache_bytes = strata_expert_layout_min_budget(lay, 8),
+                                             .io = STRATA_IO_PREAD, .pins = pins};
+    CHECK(strata_store_open(&t.store, f, lay, 2, &hc) == 0, "host store with pins");
+    struct strata_experts_stats hs;
+    strata_provider_stats(strata_store_provider(t.store), &hs);
+    CHECK(hs.pinned == 4 && strata_provider_max_batch(strata_store_provider(t.store)) == 4 && hs.misses == 0 &&
+              hs.bytes_read == 0 && hs.preload_bytes > 0,
+          "host: %u pinned of 8 slots, max_batch %d, preload %llu", hs.pinned,
+          strata_provider_max_batch(strata_store_provider(t.store)), (unsigned long long)hs.preload_bytes);
+    const struct strata_vram_config vc = {.budget = strata_expert_layout_min_budget(lay, 6), .pins = pins};
+    CHECK(strata_vram_open(&t.vram, (struct strata_vram_dev){&g_fd_iface, &t.dev}, strata_store_provider(t.store),
+                           lay, 2, &vc) == 0, "tier with pins");
+    t.p = strata_vram_provider(t.vram);
+    struct strata_experts_stats s;
+    strata_provider_stats(t.p, &s);
+    uint64_t pin_bytes = 0;
+    for (uint32_t l = 0; l < L; l++) pin_bytes += 3 * lay->layers[l].triplet_bytes;
+    CHECK(s.pinned == 3 && strata_provider_max_batch(t.p) == 3, "VRAM: %u pinned of 6 slots, max_batch %d", s.pinned,
+          strata_provider_max_batch(t.p));
+    CHECK(s.misses == 0 && s.hits == 0 && s.bytes_read == 0 && s.reads == 0 && s.preload_bytes == pin_bytes,
+          "open's copies are the preload: %llu misses, %llu bytes, preload %llu of %llu", (unsigned long long)s.misses,
+          (unsigned long long)s.bytes_read, (unsigned long long)s.preload_bytes, (unsigned long long)pin_bytes);
+    CHECK(atomic_load(&t.dev.copies) == (int)(3 * L * STRATA_EXPERT_PART_COUNT), "pinned copied at open: %d parts",
+          atomic_load(&t.dev.copies));
+    // churn every other expert of layer 1 through the three other slots, twice
+    struct strata_expert_view v[3];
+    uint32_t others[32];
+    int n_other = 0;
+    for (uint32_t e = 0; e < X; e++)
+        if (e != rank[X + 0] && e != rank[X + 1] && e != rank[X + 2]) others[n_other++] = e;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i + 3 <= n_other; i += 3) {
+            CHECK(strata_provider_acquire(t.p, 1, &others[i], 3, v) == 0, "churn");
+            for (int j = 0; j < 3; j++) CHECK(view_ok(ref, 1, others[i + j], &v[j]), "churned expert bytes");
+            strata_provider_release(t.p, 1, v, 3);
+        }
+    const int copies = atomic_load(&t.dev.copies);
+    uint32_t hot[3] = {rank[X + 2], rank[X + 0], rank[X + 1]};
+    CHECK(strata_provider_acquire(t.p, 1, hot, 3, v) == 0, "pinned");
+    for (int j = 0; j < 3; j++) CHECK(view_ok(ref, 1, hot[j], &v[j]), "pinned expert %u bytes", hot[j]);
+    strata_provider_release(t.p, 1, v, 3);
+    uint8_t state[3];
+    CHECK(strata_vram_acquire_ready(t.vram, 1, hot, 3, v, state) == 3, "pinned: READY");
+    strata_provider_release(t.p, 1, v, 3);
+    strata_provider_stats(t.p, &s);
+    CHECK(atomic_load(&t.dev.copies) == copies && s.pin_hits == 6, "pinned stayed: %d new copies, %llu pin hits",
+          atomic_load(&t.dev.copies) - copies, (unsigned long long)s.pin_hits);
+    uint32_t four[4] = {others[0], others[1], others[2], others[3]};
+    strata_log_set_sink(drop_line, NULL);
+    CHECK(strata_provider_acquire(t.p, 1, four, 4, v) == STRATA_EARG, "more than the unpinned slots: refused");
+    strata_log_set_sink(NULL, NULL);
+    tier_close(&t);
+    // a failed copy of a pinned expert fails the open, leaving nothing behind
+    memset(&t, 0, sizeof t);
+    pthread_mutex_init(&t.dev.mu, NULL);
+    pthread_cond_init(&t.dev.cv, NULL);
+    t.dev.fail_at = 4;
+    CHECK(strata_store_open(&t.store, f, lay, 2, &hc) == 0, "host store");
+    strata_log_set_sink(drop_line, NULL);
+    CHECK(strata_vram_open(&t.vram, (struct strata_vram_dev){&g_fd_iface, &t.dev}, strata_store_provider(t.store),
+                           lay, 2, &vc) == STRATA_EIO && !t.vram, "a failed pinned copy fails the open");
+    strata_log_set_sink(NULL, NULL);
+    tier_close(&t);
+    free(rank);
+    case_result("vram: a pinned hot set is copied at open, hits and is never evicted", before);
+}
+
 int main(void)
 {
     if (!mkdtemp(g_dir)) return 1;
@@ -526,6 +609,7 @@ int main(void)
     test_fault(f, &lay, &ref);
     test_threads(f, &lay, &ref);
     test_min(f, &lay);
+    test_pinned(f, &lay, &ref);
     for (uint32_t i = 0; i < lay.n_layers * STRATA_EXPERT_PART_COUNT; i++) free(ref.part[i]);
     free(ref.part);
     strata_expert_layout_free(&lay);

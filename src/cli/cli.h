@@ -29,7 +29,7 @@ enum {
     CLI_OPT_CACHE_MIB = 1000, CLI_OPT_CACHE_CLASSES, CLI_OPT_IO, CLI_OPT_IO_THREADS,
     CLI_OPT_STATS_LAYERS, CLI_OPT_TRACE_OUT, CLI_OPT_CACHE_POLICY, CLI_OPT_BACKEND, CLI_OPT_GPU,
     CLI_OPT_PREFETCH, CLI_OPT_PREFETCH_K, CLI_OPT_CACHE_TYPE_K, CLI_OPT_CACHE_TYPE_V, CLI_OPT_MEM_MIB,
-    CLI_OPT_GPU_CACHE_MIB, CLI_OPT_GPU_MISS
+    CLI_OPT_GPU_CACHE_MIB, CLI_OPT_GPU_MISS, CLI_OPT_PIN_FROM, CLI_OPT_PIN_SHARE
 };
 #define CLI_STORE_OPTIONS                                                                          \
     {"cache-mib", required_argument, 0, CLI_OPT_CACHE_MIB},                                        \
@@ -45,12 +45,15 @@ enum {
         {"cache-type-v", required_argument, 0, CLI_OPT_CACHE_TYPE_V},                              \
         {"mem-mib", required_argument, 0, CLI_OPT_MEM_MIB},                                        \
         {"gpu-cache-mib", required_argument, 0, CLI_OPT_GPU_CACHE_MIB},                            \
-        {"gpu-miss", required_argument, 0, CLI_OPT_GPU_MISS}
+        {"gpu-miss", required_argument, 0, CLI_OPT_GPU_MISS},                                      \
+        {"pin-from", required_argument, 0, CLI_OPT_PIN_FROM},                                      \
+        {"pin-share", required_argument, 0, CLI_OPT_PIN_SHARE}
 #define CLI_CASE_STORE_OPTIONS                                                                     \
     case CLI_OPT_CACHE_MIB: case CLI_OPT_CACHE_CLASSES: case CLI_OPT_IO: case CLI_OPT_IO_THREADS:   \
     case CLI_OPT_STATS_LAYERS: case CLI_OPT_TRACE_OUT: case CLI_OPT_CACHE_POLICY: case CLI_OPT_BACKEND:   \
     case CLI_OPT_GPU: case CLI_OPT_PREFETCH: case CLI_OPT_PREFETCH_K: case CLI_OPT_CACHE_TYPE_K:    \
-    case CLI_OPT_CACHE_TYPE_V: case CLI_OPT_MEM_MIB: case CLI_OPT_GPU_CACHE_MIB: case CLI_OPT_GPU_MISS
+    case CLI_OPT_CACHE_TYPE_V: case CLI_OPT_MEM_MIB: case CLI_OPT_GPU_CACHE_MIB: case CLI_OPT_GPU_MISS:    \
+    case CLI_OPT_PIN_FROM: case CLI_OPT_PIN_SHARE
 extern const char *const cli_store_usage;
 
 // What the CLI does with the statistics beside the engine's parameters.

@@ -25,7 +25,10 @@ static void sim_usage(FILE *out)
             "  --sweep              table over cache sizes from top-k to all experts, and a plot\n"
             "  --plot FILE          SVG of the sweep (default TRACE.svg)\n"
             "  --hot-share F        HOT: share of the slots kept for the hot set (default 0.5)\n"
-            "  --hot-from TRACE2    HOT: learn the hot set from TRACE2 (default: TRACE itself, in-sample)\n\n"
+            "  --hot-from TRACE2    HOT: learn the hot set from TRACE2 (default: TRACE itself, in-sample)\n"
+            "  --pin-from TRACE2    every policy around a pinned hot set, as the engine's --pin-from: the\n"
+            "                       experts TRACE2 used most, resident from the start, never evicted\n"
+            "  --pin-share F        its share of the slots (default 0.25, as the engine)\n\n"
             "policies: LRU (the engine's), LFU, LRFU, ARC, HOT (LRU around a learned pinned hot set),\n"
             "Belady (the optimum)\n");
 }
@@ -83,12 +86,13 @@ int cli_sim(int argc, char **argv)
         {"chunks", required_argument, 0, 'k'},    {"sweep", no_argument, 0, 'S'},
         {"plot", required_argument, 0, 'p'},      {"help", no_argument, 0, 'h'},
         {"hot-share", required_argument, 0, 'H'}, {"hot-from", required_argument, 0, 'F'},
+        {"pin-from", required_argument, 0, 'P'},  {"pin-share", required_argument, 0, 'Q'},
         {0, 0, 0, 0}};
     int slots = 0, c;
     uint64_t cache_mib = 0;
-    const char *model = NULL, *plot = NULL, *hot_from = NULL;
+    const char *model = NULL, *plot = NULL, *hot_from = NULL, *pin_from = NULL;
     bool classes = true, chunks = true, sweep = false;
-    float hot_share = 0.5f;
+    float hot_share = 0.5f, pin_share = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -103,6 +107,8 @@ int cli_sim(int argc, char **argv)
         case 'p': plot = optarg; break;
         case 'H': bad = cli_parse_float(optarg, "--hot-share", 0.01, 1, &hot_share); break;
         case 'F': hot_from = optarg; break;
+        case 'P': pin_from = optarg; break;
+        case 'Q': bad = cli_parse_float(optarg, "--pin-share", 0.01, 1, &pin_share); break;
         case 'h': sim_usage(stdout); return 0;
         default:
             fprintf(stderr, "strata sim: bad option '%s' (see strata sim --help)\n", argv[optind - 1]);
@@ -123,13 +129,15 @@ int cli_sim(int argc, char **argv)
         fprintf(stderr, "strata sim: --cache-mib needs -m MODEL (its size classes turn MiB into slots)\n");
         return 2;
     }
-    struct strata_trace t, train = {0};
+    struct strata_trace t, train = {0}, pins = {0};
     if (strata_trace_load(&t, trace_path)) return 1;
-    if (hot_from && strata_trace_load(&train, hot_from)) {
+    if ((hot_from && strata_trace_load(&train, hot_from)) || (pin_from && strata_trace_load(&pins, pin_from))) {
         strata_trace_free(&t);
+        strata_trace_free(&train);
         return 1;
     }
-    const struct strata_sim_opts so = {.chunks = chunks, .hot_share = hot_share, .hot_from = hot_from ? &train : NULL};
+    const struct strata_sim_opts so = {.chunks = chunks, .hot_share = hot_share, .hot_from = hot_from ? &train : NULL,
+                                       .pin_from = pin_from ? &pins : NULL, .pin_share = pin_share};
     struct strata_gguf_file *f = NULL;
     struct strata_expert_layout lay = {0};
     int rc = 0;
@@ -174,6 +182,12 @@ int cli_sim(int argc, char **argv)
     for (int i = 0; i < n_rows && rc == 0; i++)
         for (int p = 0; p < STRATA_SIM_COUNT && rc == 0; p++)
             rc = strata_sim_replay(&t, (enum strata_sim_policy)p, rows[i].slots, &so, &rows[i].r[p]);
+    if (rc == 0 && pin_from && n_rows == 1)
+        printf("pinned: %u experts per layer that %s uses most (every policy runs in the other %u slots)\n",
+               rows[0].r[0].n_pinned, pin_from, rows[0].slots - rows[0].r[0].n_pinned);
+    else if (rc == 0 && pin_from)
+        printf("pinned: %.0f%% of each row's slots for the experts %s uses most\n",
+               100.0 * (pin_share > 0 ? pin_share : STRATA_PIN_SHARE_DEFAULT), pin_from);
     if (rc == 0) {
         printf("%8s %10s", "slots", model ? "cache_MiB" : "");
         for (int p = 0; p < STRATA_SIM_COUNT; p++)
@@ -210,6 +224,7 @@ int cli_sim(int argc, char **argv)
     strata_gguf_close(f);
     strata_trace_free(&t);
     strata_trace_free(&train);
+    strata_trace_free(&pins);
     return rc ? 1 : 0;
 }
 

@@ -1,6 +1,7 @@
 // Engine options shared by run, eval and serve (--mem-mib, --cache-mib, --cache-classes,
 // --cache-policy, --io, --io-threads, --prefetch, --prefetch-k, --stats-layers, --trace-out,
-// --backend, --gpu, --gpu-cache-mib, --gpu-miss, --cache-type-k, --cache-type-v) and the store's part of the
+// --backend, --gpu, --gpu-cache-mib, --gpu-miss, --pin-from, --pin-share, --cache-type-k, --cache-type-v)
+// and the store's part of the
 // JSON output and the human summary.
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +26,11 @@ const char *const cli_store_usage =
     "  --prefetch-k N        prefetch a token's first N guesses only (default: all of its top-k)\n"
     "  --stats-layers        per-layer expert cache counters in the summary / --json\n"
     "  --trace-out FILE      write every token's expert ids per layer (strata sim replays it)\n"
+    "  --pin-from TRACE      pin each layer's experts that TRACE (a --trace-out file of this model)\n"
+    "                        used most in every bounded expert cache (RAM and VRAM): read at open,\n"
+    "                        never evicted; the other slots follow --cache-policy\n"
+    "  --pin-share F         share of each cache's slots per layer for them (default 0.25; at most\n"
+    "                        all but one token's experts)\n"
     "  --backend auto|cpu|cuda  where the forward pass runs; auto (the default): cuda when strata\n"
     "                        was built with CUDA (make CUDA=1) and finds a GPU, else cpu; with\n"
     "                        cuda every weight is uploaded to the GPU at load, and every expert\n"
@@ -137,6 +143,8 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
         }
         return 0;
     case CLI_OPT_GPU: return cli_parse_int(arg, "--gpu", 0, 1024, &p->gpu);
+    case CLI_OPT_PIN_FROM: p->pin_from = arg; return 0;
+    case CLI_OPT_PIN_SHARE: return cli_parse_float(arg, "--pin-share", 0.01, 1, &p->pin_share);
     case CLI_OPT_GPU_MISS:
         for (int m = 0; m < STRATA_GPU_MISS_COUNT; m++)
             if (strcmp(arg, g_miss_names[m]) == 0) {
@@ -188,6 +196,10 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
     cJSON_AddNumberToObject(o, "joined", (double)st->joined);
     cJSON_AddNumberToObject(o, "fetched", (double)st->fetched);
     cJSON_AddNumberToObject(o, "prefetch_ahead", p->prefetch_ahead);
+    if (p->pin_from) {
+        cJSON_AddNumberToObject(o, "pinned", st->pinned);
+        cJSON_AddNumberToObject(o, "pin_hits", (double)st->pin_hits);
+    }
     if (st->guessed) {
         cJSON_AddNumberToObject(o, "prefetch_recall", st->guessed_used ? (double)st->guess_correct / st->guessed_used : 0);
         cJSON_AddNumberToObject(o, "prefetch_precision", (double)st->guess_correct / st->guessed);
@@ -215,6 +227,10 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
         cJSON_AddNumberToObject(ho, "bytes_read", (double)h->bytes_read);
         cJSON_AddNumberToObject(ho, "reads", (double)h->reads);
         cJSON_AddNumberToObject(ho, "io_wait_s", h->io_wait_s);
+        if (p->pin_from) {
+            cJSON_AddNumberToObject(ho, "pinned", h->pinned);
+            cJSON_AddNumberToObject(ho, "pin_hits", (double)h->pin_hits);
+        }
         cJSON_AddNumberToObject(ho, "preload_bytes", (double)h->preload_bytes);
         cJSON_AddNumberToObject(ho, "preload_s", h->preload_s);
     }
@@ -310,6 +326,12 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
             g_io_names[p->io], st->retries ? " (with retries)" : "");
     st = &all.experts[tier];
     }
+    for (int t = STRATA_TIER_COUNT - 1; p->pin_from && t >= 0; t--)
+        if (all.experts[t].present && !all.experts[t].full)
+            fprintf(out, "pinned (--pin-from %s): %s%u experts per layer read at open (%.1f MiB in %.2f s), %llu hits "
+                         "on them\n", p->pin_from, t == STRATA_TIER_VRAM ? "VRAM " : "", all.experts[t].pinned,
+                    all.experts[t].preload_bytes / 1048576.0, all.experts[t].preload_s,
+                    (unsigned long long)all.experts[t].pin_hits);
     if (p->prefetch_ahead)
         fprintf(out, "prefetch: %d layer%s ahead, %llu experts read ahead, %llu of them used, %llu given back; guesses "
                      "recall %.1f%%, precision %.1f%%\n", p->prefetch_ahead, p->prefetch_ahead == 1 ? "" : "s",

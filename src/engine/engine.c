@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
+#include "experts/trace.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
 #include "util/log.h"
@@ -77,6 +78,10 @@ static int check_params(const struct strata_engine_params *p)
     if (p->prefetch_ahead < 0 || p->prefetch_ahead > 8 || p->prefetch_k < 0 || p->prefetch_k > 1024) {
         strata_log_error("engine_open: prefetch %d layers ahead (0..8), %d guesses per token out of range",
                          p->prefetch_ahead, p->prefetch_k);
+        return STRATA_EARG;
+    }
+    if (p->pin_share < 0 || p->pin_share > 1) {
+        strata_log_error("engine_open: a pin share of %g is not in 0..1", (double)p->pin_share);
         return STRATA_EARG;
     }
     if (p->n_threads < 0 || p->n_threads > 1024 || p->io_threads < 0 || p->io_threads > 256 || p->gpu < 0 ||
@@ -176,6 +181,38 @@ static void close_parts(struct strata_engine *e)
     e->chat_template = NULL;
 }
 
+static int open_experts(struct strata_engine *e, uint64_t cache, struct strata_expert_pins pins);
+
+// --pin-from: the trace's experts of each MoE layer by use, most first (*rank: [n_layers][n_expert],
+// the caller frees it). One error line when the trace cannot be read or is of another model.
+static int load_pin_rank(const struct strata_engine *e, uint32_t **rank)
+{
+    const char *path = e->params.pin_from;
+    const struct strata_expert_layout *lay = strata_model_expert_layout(e->m);
+    const struct strata_hparams *hp = strata_model_hparams(e->m);
+    struct strata_trace t;
+    *rank = NULL;
+    int rc = strata_trace_load(&t, path);
+    if (rc) return rc;
+    if (t.n_layers != lay->n_layers || t.n_expert != hp->n_expert || t.topk != hp->n_expert_used) {
+        strata_log_error("engine_open: --pin-from %s: the trace is of %u MoE layers x %u experts (top-%u), the model "
+                         "has %u x %u (top-%u)", path, t.n_layers, t.n_expert, t.topk, lay->n_layers, hp->n_expert,
+                         hp->n_expert_used);
+        rc = STRATA_EARG;
+    } else if (t.n_tokens == 0) {
+        strata_log_error("engine_open: --pin-from %s: the trace has no tokens", path);
+        rc = STRATA_EARG;
+    }
+    if (rc == 0 && !(*rank = malloc((size_t)t.n_layers * t.n_expert * sizeof **rank))) rc = STRATA_ENOMEM;
+    for (uint32_t l = 0; rc == 0 && l < t.n_layers; l++) rc = strata_trace_rank(&t, l, *rank + (size_t)l * t.n_expert);
+    if (rc) {
+        free(*rank);
+        *rank = NULL;
+    }
+    strata_trace_free(&t);
+    return rc;
+}
+
 static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
 {
     const struct strata_engine_params *p = &e->params;
@@ -209,9 +246,31 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
         if (!cache && left < lay->full_residency_bytes - lay->dense_bytes) cache = left;  // else all resident
     }
     const struct strata_expert_layout *lay = strata_model_expert_layout(e->m);
+    uint32_t *pin_rank = NULL;
+    if (p->pin_from && lay->n_layers && (rc = load_pin_rank(e, &pin_rank))) return rc;
+    const struct strata_expert_pins pins = {pin_rank, p->pin_share};
+    rc = open_experts(e, cache, pins);
+    free(pin_rank);
+    if (rc) return rc;
+    strata_forward_set_experts(e->fwd, e->experts);
+    if (e->cpu_be.iface &&
+        (rc = strata_forward_set_gpu_miss(e->fwd, e->vram, strata_store_provider(e->store), &e->cpu_be, p->gpu_miss)))
+        return rc;
+    if ((rc = check_memory_bound(e))) return rc;
+    return strata_forward_set_prefetch(e->fwd, p->prefetch_ahead, (uint32_t)p->prefetch_k);
+}
+
+// The expert tiers: the host store (CPU backend, or behind a bounded VRAM tier), the VRAM tier, or
+// every expert resident on the device.
+static int open_experts(struct strata_engine *e, uint64_t cache, struct strata_expert_pins pins)
+{
+    const struct strata_engine_params *p = &e->params;
+    const struct strata_hparams *hp = strata_model_hparams(e->m);
+    const struct strata_expert_layout *lay = strata_model_expert_layout(e->m);
+    int rc;
     const struct strata_experts_config ec = {
         .cache_bytes = cache, .no_classes = !p->cache_classes, .io = p->io,
-        .io_threads = p->io_threads, .policy = p->cache_policy,
+        .io_threads = p->io_threads, .policy = p->cache_policy, .pins = pins,
     };
     struct strata_slot_plan vplan = {0};
     if (!e->be.iface->host_memory && p->vram_cache_bytes)
@@ -228,7 +287,7 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
         strata_store_slab(e->store, &slab, &slab_bytes);
         if ((rc = strata_vram_dev_open(&e->vdev, &e->be, p->gpu, slab, slab_bytes))) return rc;
         const struct strata_vram_config vc = {
-            .budget = p->vram_cache_bytes, .no_classes = !p->cache_classes, .policy = p->cache_policy,
+            .budget = p->vram_cache_bytes, .no_classes = !p->cache_classes, .policy = p->cache_policy, .pins = pins,
         };
         if ((rc = strata_vram_open(&e->vram, e->vdev, strata_store_provider(e->store), lay, hp->n_expert_used, &vc)))
             return rc;
@@ -246,12 +305,7 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
         if ((rc = strata_resident_open(&e->resident, &e->be, strata_model_file(e->m), lay))) return rc;
         e->experts = strata_resident_provider(e->resident);
     }
-    strata_forward_set_experts(e->fwd, e->experts);
-    if (e->cpu_be.iface &&
-        (rc = strata_forward_set_gpu_miss(e->fwd, e->vram, strata_store_provider(e->store), &e->cpu_be, p->gpu_miss)))
-        return rc;
-    if ((rc = check_memory_bound(e))) return rc;
-    return strata_forward_set_prefetch(e->fwd, p->prefetch_ahead, (uint32_t)p->prefetch_k);
+    return 0;
 }
 static int open_parts(struct strata_engine *e)
 {
@@ -367,7 +421,8 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
             .bytes_read = x.bytes_read, .reads = x.reads, .io_wait_s = x.io_wait_s, .prefetched = x.prefetched,
             .prefetch_used = x.prefetch_used, .joined = x.joined, .fetched = x.fetched,
             .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes, .slot_bytes = x.slot_bytes_total,
-            .io_depth = x.io_depth,
+            .io_depth = x.io_depth, .pinned = x.pinned, .pin_hits = x.pin_hits, .preload_bytes = x.preload_bytes,
+            .preload_s = x.preload_s,
         };
         struct strata_gpu_miss_stats ms;
         pthread_mutex_lock(&e->pass_mu);
@@ -391,7 +446,7 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
         .preload_bytes = x.preload_bytes,
         .preload_s = x.preload_s, .slots_per_layer = x.slots_per_layer, .n_classes = x.n_classes,
         .slot_bytes = x.slot_bytes_total, .io_buffer_bytes = x.io_buffer_bytes, .io_depth = x.io_depth,
-        .io_direct = x.io_direct,
+        .io_direct = x.io_direct, .pinned = x.pinned, .pin_hits = x.pin_hits,
     };
     // the lookahead belongs to the forward pass: read between passes
     pthread_mutex_lock(&e->pass_mu);

@@ -218,6 +218,14 @@ uint64_t strata_expert_layout_min_budget(const struct strata_expert_layout *lay,
     return (uint64_t)min_slots * max * lay->n_layers;
 }
 
+uint32_t strata_expert_pin_count(uint32_t n_slots, uint32_t n_expert, uint32_t n_expert_used, double share)
+{
+    if (n_slots >= n_expert || n_slots <= n_expert_used) return 0;
+    if (!(share > 0)) share = STRATA_PIN_SHARE_DEFAULT;
+    const uint32_t n = share >= 1 ? n_slots : (uint32_t)(share * n_slots);
+    return n < n_slots - n_expert_used ? n : n_slots - n_expert_used;
+}
+
 int strata_expert_pass_group(int n_used, int max_batch)
 {
     if (n_used <= max_batch) return n_used > 0 ? n_used : 1;

@@ -72,6 +72,20 @@ uint64_t strata_expert_layout_slot_size(const struct strata_expert_layout *lay,
 // Smallest budget that gives min_slots slots per layer.
 uint64_t strata_expert_layout_min_budget(const struct strata_expert_layout *lay, uint32_t min_slots);
 
+// A pinned hot set (--pin-from): per MoE layer the experts a route trace used most, held from
+// open and never evicted. Each tier (host store, VRAM) pins the first strata_expert_pin_count of
+// its slots; its other slots run the policy, and max_batch is those other slots.
+struct strata_expert_pins {
+    const uint32_t *rank;    // [n_layers][n_expert] experts by use, most first (strata_trace_rank);
+                             // NULL: nothing pinned. Borrowed for the open only.
+    double share;            // of the slots per layer (0: STRATA_PIN_SHARE_DEFAULT)
+};
+// Measured with strata sim (docs/expert-store.md, "A pinned hot set").
+#define STRATA_PIN_SHARE_DEFAULT 0.25
+// Experts pinned per layer: share x n_slots, at most n_slots - n_expert_used (a token's experts
+// always find unpinned slots), 0 when the slots hold every expert (nothing is ever evicted).
+uint32_t strata_expert_pin_count(uint32_t n_slots, uint32_t n_expert, uint32_t n_expert_used, double share);
+
 // How a pass (one forward step of a batch or prompt chunk) fetches the n_used distinct experts it
 // needs of one layer (the forward pass and strata sim share it). When they fit the slots of the
 // layer (max_batch): one group, in ascending id order. Otherwise they are ordered by how many

@@ -56,8 +56,10 @@ struct strata_experts_stats {
                                         // acquire needed the slot for something else)
     uint64_t joined;                    // acquires that found their expert being read and waited
     uint64_t fetched;                   // misses whose reads a fetch started before their acquire
-    uint64_t preload_bytes;             // bytes read at open (full residency)
+    uint64_t preload_bytes;             // bytes read at open (full residency, or the pinned hot set)
     double preload_s;
+    uint32_t pinned;                    // experts pinned per layer (--pin-from), never evicted
+    uint64_t pin_hits;                  // hits on pinned experts (counted in hits too)
     uint32_t slots_per_layer;
     uint32_t n_classes;                 // distinct slot sizes in use (1 when uniform)
     bool full;                          // every expert resident

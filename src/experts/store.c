@@ -11,7 +11,9 @@
 // absent) and fills[n_slots] (the reads of a slot being filled). A slot is EMPTY, FILLING (its
 // reads are in flight; it already maps its expert, so a second acquirer finds it and waits
 // instead of reading it again) or READY. A slot may be replaced only when it is not pinned and
-// not FILLING: empty slots first, then the least recently used.
+// not FILLING: empty slots first, then the least recently used. A pinned hot set (--pin-from,
+// layout.h) takes the first slots of each layer at open and is never replaced; the others are
+// the policy's, and max_batch counts only them.
 //
 // Locking: one mutex (mu) guards every slot table, the LRU ticks and the counters; one condition
 // variable (cv) is broadcast whenever a fill lands or a pin count drops to zero. Reads are never
@@ -52,6 +54,7 @@ struct slot {
     uint8_t state;                       // enum slot_state
     bool unused_prefetch;                // filled by a prefetch, not acquired since
     bool fetched;                        // filled by a fetch (a known next acquire), not acquired since
+    bool pinned;                         // the pinned hot set: read at open, never replaced
     uint32_t ref;                        // views handed out and not released
     uint64_t last_use;                   // LRU tick
 };
@@ -70,6 +73,8 @@ struct strata_store {
     const struct strata_expert_layout *lay;
     struct strata_experts_config cfg;
     struct strata_slot_plan plan;
+    uint32_t n_pin;                      // pinned slots per layer (the first n_pin of each layer)
+    uint64_t pin_hits;
     struct strata_io *io;
     struct layer_cache *lc;              // [n_layers]
     void *slab;                          // the mapping of all slots
@@ -111,7 +116,7 @@ static int32_t victim(const struct strata_store *st, const struct layer_cache *c
     int32_t best = -1;
     for (uint32_t s = 0; s < st->plan.n_slots; s++) {
         const struct slot *sl = &c->slots[s];
-        if (sl->ref || sl->state == SLOT_FILLING) continue;
+        if (sl->ref || sl->state == SLOT_FILLING || sl->pinned) continue;
         if (sl->expert < 0) return (int32_t)s;
         if (st->mark[sl->expert]) continue;
         if (best < 0) {
@@ -251,7 +256,7 @@ static void unpin_noted(struct strata_store *st, struct layer_cache *c, const st
 static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views)
 {
     struct strata_store *st = ctx;
-    int rc = check_request(st, "acquire", l, ids, n, (int)st->plan.n_slots);
+    int rc = check_request(st, "acquire", l, ids, n, (int)(st->plan.n_slots - st->n_pin));
     if (rc) return rc;
     struct layer_cache *c = &st->lc[l];
     double waited_s = 0;  // blocked on reads, or on slots being filled or held elsewhere
@@ -267,7 +272,7 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
         }
         for (uint32_t s = 0; s < st->plan.n_slots; s++) {
             const struct slot *sl = &c->slots[s];
-            avail += !sl->ref && sl->state != SLOT_FILLING && !(sl->expert >= 0 && st->mark[sl->expert]);
+            avail += !sl->ref && sl->state != SLOT_FILLING && !sl->pinned && !(sl->expert >= 0 && st->mark[sl->expert]);
         }
         for (uint32_t s = 0; s < st->plan.n_slots && need > avail; s++) {
             const struct slot *sl = &c->slots[s];
@@ -301,6 +306,7 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
                 c->st.fetched++;
             } else {
                 c->st.hits++;
+                st->pin_hits += sl->pinned;
             }
             if (sl->unused_prefetch) {
                 sl->unused_prefetch = false;
@@ -471,6 +477,7 @@ static void store_stats(void *ctx, struct strata_experts_stats *out)
     }
     out->io_wait_s = st->io_wait_s;
     out->joined = st->joined;
+    out->pin_hits = st->pin_hits;
     out->prefetch_cancelled = st->cancelled;
     pthread_mutex_unlock(&st->mu);
     if (st->io) {
@@ -491,7 +498,11 @@ static void store_layer_stats(void *ctx, uint32_t l, struct strata_experts_layer
     pthread_mutex_unlock(&st->mu);
 }
 
-static int store_max_batch(void *ctx) { return (int)((struct strata_store *)ctx)->plan.n_slots; }
+static int store_max_batch(void *ctx)
+{
+    const struct strata_store *st = ctx;
+    return (int)(st->plan.n_slots - st->n_pin);
+}
 
 static const struct strata_provider_i g_store_iface = {
     .prefetch = store_prefetch,
@@ -505,25 +516,37 @@ static const struct strata_provider_i g_store_iface = {
 
 // ---- open / close ------------------------------------------------------------------------------
 
-// Read every expert of every layer (full residency), one layer per batch.
-static int preload(struct strata_store *st)
+// Read n experts of every layer into its first n slots at open, one layer per batch: every expert
+// (full residency: rank NULL, n = n_expert), or the pinned hot set (the first n of each layer's
+// rank, [n_layers][n_expert]; those slots are never replaced).
+static int preload(struct strata_store *st, const uint32_t *rank, uint32_t n)
 {
     const double t0 = strata_now();
     const uint32_t X = st->lay->n_expert;
-    struct strata_io_req *reqs = calloc((size_t)X * STRATA_EXPERT_PART_COUNT, sizeof *reqs);
+    struct strata_io_req *reqs = calloc((size_t)n * STRATA_EXPERT_PART_COUNT, sizeof *reqs);
     if (!reqs) return STRATA_ENOMEM;
     int rc = 0;
     for (uint32_t l = 0; l < st->lay->n_layers && rc == 0; l++) {
         struct layer_cache *c = &st->lc[l];
-        for (uint32_t e = 0; e < X; e++) {
-            const struct fill *f = claim_slot(st, l, (int32_t)e, e, true);
-            memcpy(&reqs[(size_t)e * STRATA_EXPERT_PART_COUNT], f->req, sizeof f->req);
+        uint32_t got = 0;
+        for (; got < n; got++) {
+            const uint32_t e = rank ? rank[(size_t)l * X + got] : got;
+            if (e >= X || c->expert_slot[e] >= 0) {
+                strata_log_error("experts_open: pinned expert %u of layer %u is out of range or given twice", e, l);
+                rc = STRATA_EARG;
+                break;
+            }
+            const struct fill *f = claim_slot(st, l, (int32_t)got, e, true);
+            memcpy(&reqs[(size_t)got * STRATA_EXPERT_PART_COUNT], f->req, sizeof f->req);
         }
-        rc = strata_io_read(st->io, reqs, (int)(X * STRATA_EXPERT_PART_COUNT));
-        for (uint32_t e = 0; e < X; e++) c->slots[e].state = SLOT_READY;
-        st->n_filling -= (int)X;
+        if (rc == 0) rc = strata_io_read(st->io, reqs, (int)(n * STRATA_EXPERT_PART_COUNT));
+        for (uint32_t i = 0; i < got; i++) {
+            c->slots[i].state = SLOT_READY;
+            c->slots[i].pinned = rank != NULL;
+        }
+        st->n_filling -= (int)got;
         c->st.bytes_read = 0;
-        st->base_stats.preload_bytes += st->lay->layers[l].triplet_bytes * X;
+        st->base_stats.preload_bytes += st->lay->layers[l].triplet_bytes * got;
     }
     free(reqs);
     st->base_stats.preload_s = strata_now() - t0;
@@ -614,9 +637,17 @@ int strata_store_open(struct strata_store **out, struct strata_gguf_file *f, con
     }
     st->base_stats.io_depth = strata_io_depth(st->io);
     st->base_stats.io_direct = strata_io_direct(st->io);
-    if (st->base_stats.full && (rc = preload(st))) {
+    if (st->base_stats.full && (rc = preload(st, NULL, X))) {
         strata_store_close(st);
         return rc;
+    }
+    if (!st->base_stats.full && cfg->pins.rank) {
+        st->n_pin = strata_expert_pin_count(S, X, n_expert_used, cfg->pins.share);
+        st->base_stats.pinned = st->n_pin;
+        if (st->n_pin && (rc = preload(st, cfg->pins.rank, st->n_pin))) {
+            strata_store_close(st);
+            return rc;
+        }
     }
     *out = st;
     return 0;

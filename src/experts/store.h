@@ -31,6 +31,7 @@ struct strata_experts_config {
     int io_threads;             // pread threads / io_uring queue depth; 0: 4
     bool stats_layers;          // keep per-layer counters (always kept; this asks to report them)
     const char *trace_path;     // route trace output (written by the forward pass), or NULL
+    struct strata_expert_pins pins;  // a pinned hot set, read at open (bounded caches only)
 };
 
 struct strata_store;

@@ -195,3 +195,28 @@ int strata_trace_load(struct strata_trace *t, const char *path)
     if (rc) strata_trace_free(t);
     return rc;
 }
+
+static int cmp_rank(const void *a, const void *b, void *count_)
+{
+    const uint64_t *count = count_;
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (count[x] != count[y]) return count[x] > count[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+int strata_trace_rank(const struct strata_trace *t, uint32_t l, uint32_t *order)
+{
+    if (l >= t->n_layers) {
+        strata_log_error("trace_rank: layer %u of a trace of %u layers", l, t->n_layers);
+        return STRATA_EARG;
+    }
+    const uint32_t X = t->n_expert, K = t->topk;
+    uint64_t *count = calloc(X, sizeof *count);
+    if (!count) return STRATA_ENOMEM;
+    for (uint64_t tok = 0; tok < t->n_tokens; tok++)
+        for (uint32_t k = 0; k < K; k++) count[t->ids[(tok * t->n_layers + l) * K + k]]++;
+    for (uint32_t e = 0; e < X; e++) order[e] = e;
+    qsort_r(order, X, sizeof *order, cmp_rank, count);
+    free(count);
+    return 0;
+}

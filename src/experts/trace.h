@@ -34,5 +34,9 @@ struct strata_trace {
 // 0 or negative (STRATA_EFORMAT with the line number).
 int strata_trace_load(struct strata_trace *t, const char *path);
 void strata_trace_free(struct strata_trace *t);
+// The experts of MoE layer l by how often t routed to them, most first (ties: the lower id), into
+// order[0..n_expert). A hot set of n experts is its first n (strata sim's HOT policy, --pin-from).
+// 0, or STRATA_EARG (l out of range), STRATA_ENOMEM.
+int strata_trace_rank(const struct strata_trace *t, uint32_t l, uint32_t *order);
 
 #endif

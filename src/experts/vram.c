@@ -38,6 +38,7 @@ struct vslot {
     bool unused_prefetch;        // filled by a prefetch, not acquired since
     bool fetched;                // filled by a fetch, not acquired since
     bool queued_low;             // in the low queue (not started)
+    bool pinned;                 // the pinned hot set: copied at open, never replaced
     uint32_t ref;
     uint64_t last_use;
     int rc;                      // a failed fill's error, for the acquirer that owns it
@@ -68,6 +69,9 @@ struct strata_vram {
     const struct strata_expert_layout *lay;
     struct strata_vram_config cfg;
     struct strata_slot_plan plan;
+    uint32_t n_pin;              // pinned slots per layer (the first n_pin of each layer)
+    uint64_t pin_hits, pin_bytes;
+    double pin_s;
     struct vlayer *lc;
     void *mem;                   // device memory of every slot
     uint8_t *mark;               // [n_expert] scratch under mu
@@ -109,7 +113,7 @@ static int32_t vvictim(const struct strata_vram *v, const struct vlayer *c)
     int32_t best = -1;
     for (uint32_t s = 0; s < v->plan.n_slots; s++) {
         const struct vslot *sl = &c->slots[s];
-        if (sl->ref || sl->state == V_FILLING) continue;
+        if (sl->ref || sl->state == V_FILLING || sl->pinned) continue;
         if (sl->expert < 0) return (int32_t)s;
         if (v->mark[sl->expert]) continue;
         if (best < 0) {
@@ -294,7 +298,7 @@ static void vunpin_noted(struct strata_vram *v, struct vlayer *c, const struct s
 static int vram_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views)
 {
     struct strata_vram *v = ctx;
-    int rc = vcheck(v, "acquire", l, ids, n, (int)v->plan.n_slots);
+    int rc = vcheck(v, "acquire", l, ids, n, (int)(v->plan.n_slots - v->n_pin));
     if (rc) return rc;
     struct vlayer *c = &v->lc[l];
     double waited_s = 0;
@@ -307,7 +311,7 @@ static int vram_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struc
         }
         for (uint32_t s = 0; s < v->plan.n_slots; s++) {
             const struct vslot *sl = &c->slots[s];
-            avail += !sl->ref && sl->state != V_FILLING && !(sl->expert >= 0 && v->mark[sl->expert]);
+            avail += !sl->ref && sl->state != V_FILLING && !sl->pinned && !(sl->expert >= 0 && v->mark[sl->expert]);
         }
         for (int i = 0; i < n; i++) v->mark[ids[i]] = 0;
         if (need > avail) {  // all or nothing: wait for releases and fills
@@ -328,6 +332,7 @@ static int vram_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struc
                 c->st.fetched++;
             } else {
                 c->st.hits++;
+                v->pin_hits += sl->pinned;
             }
             if (sl->unused_prefetch) {
                 sl->unused_prefetch = false;
@@ -424,6 +429,7 @@ int strata_vram_acquire_ready(struct strata_vram *v, uint32_t l, const uint32_t 
             c->st.fetched++;
         } else {
             c->st.hits++;
+            v->pin_hits += sl->pinned;
         }
         if (sl->unused_prefetch) {
             sl->unused_prefetch = false;
@@ -534,6 +540,10 @@ static void vram_stats(void *ctx, struct strata_experts_stats *out)
     out->io_wait_s = v->io_wait_s;
     out->joined = v->joined;
     out->reads = v->copies;
+    out->pin_hits = v->pin_hits;
+    out->pinned = v->n_pin;
+    out->preload_bytes = v->pin_bytes;
+    out->preload_s = v->pin_s;
     pthread_mutex_unlock(&v->mu);
     out->slots_per_layer = v->plan.n_slots;
     out->n_classes = v->plan.n_classes;
@@ -552,7 +562,11 @@ static void vram_layer_stats(void *ctx, uint32_t l, struct strata_experts_layer_
     pthread_mutex_unlock(&v->mu);
 }
 
-static int vram_max_batch(void *ctx) { return (int)((struct strata_vram *)ctx)->plan.n_slots; }
+static int vram_max_batch(void *ctx)
+{
+    const struct strata_vram *v = ctx;
+    return (int)(v->plan.n_slots - v->n_pin);
+}
 
 static const struct strata_provider_i g_vram_iface = {
     .prefetch = vram_prefetch,
@@ -565,6 +579,49 @@ static const struct strata_provider_i g_vram_iface = {
 };
 
 // ---- open / close ------------------------------------------------------------------------------
+
+// Copy the pinned hot set into the first n_pin slots of every layer through the copy thread (the
+// host provider reads what it lacks) and wait for it; the slots are held (ref) while they fill, so
+// a failed copy leaves its error there. Afterwards the copies do not count as misses or PCIe
+// traffic of the run: they are the tier's preload.
+static int load_pins(struct strata_vram *v, struct strata_expert_pins pins, uint32_t n_expert_used)
+{
+    const uint32_t X = v->lay->n_expert, P = strata_expert_pin_count(v->plan.n_slots, X, n_expert_used, pins.share);
+    const double t0 = strata_now();
+    int rc = 0;
+    pthread_mutex_lock(&v->mu);
+    for (uint32_t l = 0; l < v->lay->n_layers && rc == 0; l++)
+        for (uint32_t i = 0; i < P; i++) {
+            const uint32_t e = pins.rank[(size_t)l * X + i];
+            if (e >= X || v->lc[l].expert_slot[e] >= 0) {
+                strata_log_error("vram experts: pinned expert %u of layer %u is out of range or given twice", e, l);
+                rc = STRATA_EARG;
+                break;
+            }
+            vclaim(v, l, (int32_t)i, e, false);
+            v->lc[l].slots[i].ref = 1;
+            v->lc[l].slots[i].pinned = true;
+        }
+    for (uint32_t l = 0; l < v->lay->n_layers; l++)
+        for (uint32_t i = 0; i < P; i++) {
+            struct vslot *sl = &v->lc[l].slots[i];
+            if (!sl->pinned) continue;
+            while (sl->state == V_FILLING) pthread_cond_wait(&v->cv, &v->mu);
+            if (sl->state != V_READY && rc == 0) rc = sl->rc ? sl->rc : STRATA_EIO;
+            sl->ref = 0;
+        }
+    for (uint32_t l = 0; l < v->lay->n_layers; l++) {
+        v->pin_bytes += v->lc[l].st.bytes_read;
+        v->lc[l].st.bytes_read = 0;
+    }
+    v->n_pin = P;
+    v->copies = v->batches = v->copy_bytes = 0;
+    v->copy_s = v->host_s = 0;
+    v->pin_s = strata_now() - t0;
+    pthread_mutex_unlock(&v->mu);
+    if (rc) strata_log_error("vram experts: copying the pinned hot set failed");
+    return rc;
+}
 
 int strata_vram_open(struct strata_vram **out, struct strata_vram_dev dev, struct strata_expert_provider host,
                      const struct strata_expert_layout *lay, uint32_t n_expert_used,
@@ -646,6 +703,11 @@ int strata_vram_open(struct strata_vram **out, struct strata_vram_dev dev, struc
         return STRATA_ENOMEM;
     }
     v->th_started = true;
+    int rc;
+    if (cfg->pins.rank && (rc = load_pins(v, cfg->pins, n_expert_used))) {
+        strata_vram_close(v);
+        return rc;
+    }
     *out = v;
     return 0;
 }

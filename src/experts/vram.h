@@ -46,6 +46,7 @@ struct strata_vram_config {
     bool no_classes;                 // one uniform slot size
     enum strata_cache_policy policy;
     int batch;                       // most experts one copy batch moves (0: 16; at most the host's max_batch)
+    struct strata_expert_pins pins;  // a pinned hot set, copied in at open through the copy thread
 };
 
 // Copy-thread counters beyond struct strata_experts_stats.
@@ -62,7 +63,8 @@ struct strata_vram;
 
 // A tier over `host` (borrowed, it must outlive the tier) for the experts of lay. STRATA_ENOMEM
 // with one line naming the minimum when the budget holds fewer than n_expert_used slots per layer,
-// or when the device has no room for the slots.
+// or when the device has no room for the slots. With cfg->pins, the pinned experts are copied in
+// (by the copy thread, from the host provider) before it returns; a failed copy fails the open.
 int strata_vram_open(struct strata_vram **out, struct strata_vram_dev dev, struct strata_expert_provider host,
                      const struct strata_expert_layout *lay, uint32_t n_expert_used,
                      const struct strata_vram_config *cfg);

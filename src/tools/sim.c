@@ -140,20 +140,12 @@ static double score(enum strata_sim_policy p, const struct pstate *s, uint32_t e
 
 void strata_sim_hot_set(const struct strata_trace *t, uint32_t l, uint32_t n_hot, uint8_t *hot)
 {
-    const uint32_t X = t->n_expert, K = t->topk;
+    const uint32_t X = t->n_expert;
     memset(hot, 0, X);
-    if (l >= t->n_layers) return;
-    uint64_t *count = calloc(X, sizeof *count);
-    if (!count) return;
-    for (uint64_t tok = 0; tok < t->n_tokens; tok++)
-        for (uint32_t k = 0; k < K; k++) count[t->ids[(tok * t->n_layers + l) * K + k]]++;
-    for (uint32_t h = 0; h < n_hot && h < X; h++) {
-        int64_t best = -1;
-        for (uint32_t e = 0; e < X; e++)
-            if (!hot[e] && (best < 0 || count[e] > count[best])) best = e;
-        hot[best] = 1;
-    }
-    free(count);
+    uint32_t *order = malloc((size_t)X * sizeof *order);
+    if (order && strata_trace_rank(t, l, order) == 0)
+        for (uint32_t h = 0; h < n_hot && h < X; h++) hot[order[h]] = 1;
+    free(order);
 }
 
 // ARC's least recently used unpinned expert of a list (-1 if none).
@@ -263,9 +255,18 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
                          hot_from->n_layers, hot_from->n_expert, t->n_layers, X);
         rc = STRATA_EARG;
     }
-    const double share = o->hot_share > 0 ? o->hot_share : 0.5;
-    uint32_t n_hot = (uint32_t)(share * n_slots);
-    if (n_hot > n_slots - t->topk) n_hot = n_slots - t->topk;
+    const struct strata_trace *pin_from = o->pin_from;
+    if (rc == 0 && pin_from && (pin_from->n_layers != t->n_layers || pin_from->n_expert != X)) {
+        strata_log_error("sim_run: the pin trace has %u layers x %u experts, the replayed one %u x %u",
+                         pin_from->n_layers, pin_from->n_expert, t->n_layers, X);
+        rc = STRATA_EARG;
+    }
+    const uint32_t n_pin = pin_from ? strata_expert_pin_count(n_slots, X, t->topk, o->pin_share) : 0;
+    r->n_pinned = n_pin;
+    n_slots -= n_pin;  // the policy's slots, and the engine's max_batch
+    const uint32_t n_hot = strata_expert_pin_count(n_slots, X, t->topk, o->hot_share > 0 ? o->hot_share : 0.5);
+    uint8_t *pin = calloc(X, 1);
+    if (!pin) rc = STRATA_ENOMEM;
     for (uint32_t l = 0; l < t->n_layers && rc == 0; l++) {
         struct groups g;
         if ((rc = build_groups(t, l, n_slots, chunks, &g))) {
@@ -282,6 +283,7 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
         s.n_list[ARC_NONE] = X;
         s.arc_p = 0;
         if (p == STRATA_SIM_HOT) strata_sim_hot_set(hot_from, l, n_hot, s.hot);
+        if (n_pin) strata_sim_hot_set(pin_from, l, n_pin, pin);
         uint32_t n_res = 0;
         uint64_t now = 0;
         for (uint64_t gi = 0; gi < g.n_groups; gi++) {
@@ -290,6 +292,10 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
             for (uint32_t i = pa; i < b; i++) s.pinned[g.ids[i]] = 1;
             for (uint32_t i = a; i < b; i++) {
                 const uint32_t e = g.ids[i];
+                if (pin[e]) {  // pinned at open, never evicted
+                    r->hits++;
+                    continue;
+                }
                 if (p == STRATA_SIM_ARC) {
                     now++;
                     s.last[e] = now;  // ARC orders its lists by this access
@@ -347,5 +353,6 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
     free(s.crf);
     free(s.hot);
     free(s.list);
+    free(pin);
     return rc;
 }

@@ -31,11 +31,18 @@ struct strata_sim_opts {
     double hot_share;                     // HOT: share of the slots for the hot set (0: 0.5)
     const struct strata_trace *hot_from;  // HOT: the trace that picks the hot set (NULL: the one
                                           // replayed, an in-sample bound)
+    const struct strata_trace *pin_from;  // the engine's --pin-from: per layer the experts this trace
+                                          // used most, strata_expert_pin_count(pin_share) of them,
+                                          // resident from the start and never evicted; any policy
+                                          // runs in the other slots, and a pass's groups are cut at
+                                          // those (the engine's max_batch). NULL: none
+    double pin_share;                     // 0: STRATA_PIN_SHARE_DEFAULT
 };
 
 struct strata_sim_result {
     uint64_t hits, misses;   // per expert access of a group
     uint64_t tokens;
+    uint32_t n_pinned;       // experts pinned per layer (pin_from)
 };
 
 const char *strata_sim_policy_name(enum strata_sim_policy p);
