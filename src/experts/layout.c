@@ -134,8 +134,21 @@ int strata_expert_layout_init(struct strata_expert_layout *lay, const struct str
         snprintf(key, sizeof key, "%s.nextn_predict_layers", arch) < (int)sizeof key &&
         strata_gguf_get_u32(f, key, &nextn) == 0 && nextn > 0 &&
         snprintf(key, sizeof key, "%s.block_count", arch) < (int)sizeof key &&
-        strata_gguf_get_u32(f, key, &blocks) == 0 && nextn < blocks)
+        strata_gguf_get_u32(f, key, &blocks) == 0 && nextn < blocks) {
         strata_expert_layout_limit(lay, blocks - nextn);
+        // nor are their other tensors loaded: out of the dense bytes too
+        for (uint64_t i = 0; i < f->n_tensors; i++) {
+            const char *name = f->tensors[i].name;
+            char *end;
+            int l;
+            if (strncmp(name, "blk.", 4) != 0 || parse_expert_name(name, &l) >= 0) continue;
+            const long b = strtol(name + 4, &end, 10);
+            if (end == name + 4 || *end != '.' || b < (long)(blocks - nextn)) continue;
+            lay->total_bytes -= f->tensors[i].n_bytes;
+            lay->unused_dense_bytes += f->tensors[i].n_bytes;
+        }
+        count_classes(lay);
+    }
     return 0;
 }
 

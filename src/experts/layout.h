@@ -30,6 +30,7 @@ struct strata_expert_layout {
     uint64_t dense_bytes;            // everything else
     uint64_t full_residency_bytes;   // dense + n_expert * sum of slot_bytes (4 KiB-aligned slots)
     uint64_t unused_expert_bytes;    // expert tensors of blocks never run (nextn), in no total
+    uint64_t unused_dense_bytes;     // their other tensors (never loaded), in no total either
     uint32_t n_classes;              // distinct slot sizes
     uint64_t class_bytes[64];        // the distinct slot sizes, ascending (first 64)
 };

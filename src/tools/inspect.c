@@ -154,8 +154,10 @@ static int inspect_json(const struct strata_gguf_file *f, const struct strata_ex
         cJSON_AddItemToArray(ts, o);
     }
     cJSON *tot = cJSON_AddObjectToObject(root, "totals");
-    cJSON_AddNumberToObject(tot, "tensor_bytes", (double)(lay->total_bytes + lay->unused_expert_bytes));
+    cJSON_AddNumberToObject(tot, "tensor_bytes",
+                            (double)(lay->total_bytes + lay->unused_expert_bytes + lay->unused_dense_bytes));
     cJSON_AddNumberToObject(tot, "unused_expert_bytes", (double)lay->unused_expert_bytes);
+    cJSON_AddNumberToObject(tot, "unused_dense_bytes", (double)lay->unused_dense_bytes);
     cJSON_AddNumberToObject(tot, "dense_bytes", (double)lay->dense_bytes);
     cJSON_AddNumberToObject(tot, "expert_bytes", (double)lay->expert_bytes);
     cJSON_AddNumberToObject(tot, "n_expert", lay->n_expert);
@@ -203,10 +205,12 @@ static void inspect_text(const struct strata_gguf_file *f, const struct strata_e
                 shape, t->file_offset, t->n_bytes);
     }
     fprintf(out, "\ntotals:\n");
-    fprintf(out, "  tensor bytes          %12.1f MiB\n", mib(lay->total_bytes + lay->unused_expert_bytes));
-    if (lay->unused_expert_bytes)
-        fprintf(out, "  nextn experts         %12.1f MiB  (blocks decoding never runs: no slots, not below)\n",
-                mib(lay->unused_expert_bytes));
+    fprintf(out, "  tensor bytes          %12.1f MiB\n",
+            mib(lay->total_bytes + lay->unused_expert_bytes + lay->unused_dense_bytes));
+    if (lay->unused_expert_bytes || lay->unused_dense_bytes)
+        fprintf(out, "  nextn blocks          %12.1f MiB  (never run: experts %.1f, the rest %.1f; not below)\n",
+                mib(lay->unused_expert_bytes + lay->unused_dense_bytes), mib(lay->unused_expert_bytes),
+                mib(lay->unused_dense_bytes));
     fprintf(out, "  dense (resident)      %12.1f MiB  (%.1f%%)\n", mib(lay->dense_bytes),
             lay->total_bytes ? 100.0 * lay->dense_bytes / lay->total_bytes : 0.0);
     fprintf(out, "  routed experts        %12.1f MiB  (%.1f%%), %u MoE layers x %u experts\n",
