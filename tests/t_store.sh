@@ -150,6 +150,22 @@ grep -q "Belady" "$dir/sweep.txt" && grep -q "<svg" "$dir/p.svg" && grep -q "pol
 "$bin" plan -m "$m" --ram-gib 0.04 --reserve-gib 0 --disk-gbs 1 --ctx 64 --trace "$dir/t.trace" >"$dir/plan.txt"
 cat "$dir/plan.txt"
 grep -q "dense bytes" "$dir/plan.txt" && grep -q "byte floor" "$dir/plan.txt" && grep -q "overlapped bound" "$dir/plan.txt" && grep -Eq "plan: --cache-mib [0-9]+ " "$dir/plan.txt"
+# Two tiers (sim --gpu-slots): over a full host cache the VRAM tier misses what one cache of those
+# slots misses and the host none; over a bounded one the host misses at most what VRAM missed.
+one=$("$bin" sim "$dir/l.trace" --slots 5 | awk '$1=="5" {print $3, $6}')
+read -r vlru vlfu < <("$bin" sim "$dir/l.trace" --gpu-slots 5 | awk '$1=="LRU" {a=$2; h=$5} $1=="LFU" {print a, $2; if (h != 0 || $5 != 0) exit 1}')
+echo "two tiers over a full host cache: VRAM LRU/LFU misses $vlru $vlfu, one tier $one"
+[ "$vlru $vlfu" = "$one" ]
+"$bin" sim "$dir/l.trace" --gpu-slots 4 --slots 8 --pin-from "$dir/a.trace" >"$dir/two.txt"
+cat "$dir/two.txt"
+awk '$1=="LFU" {exit !($5 > 0 && $5 <= $2)}' "$dir/two.txt"
+# plan for the VRAM tier: a split, predictions per --gpu-miss mode, the minimum when it does not fit
+"$bin" plan -m "$m" --gpu-mib 1050 --gpu-reserve-mib 1000 --ctx 64 --cache-mib 30 --disk-gbs 1 --trace "$dir/l.trace" >"$dir/gplan.txt"
+cat "$dir/gplan.txt"
+grep -Eq "plan: --backend cuda --gpu-cache-mib [0-9]+ .* --cache-mib [0-9]+" "$dir/gplan.txt"
+for mode in auto copy cpu; do grep -Eq -- "--gpu-miss $mode +[0-9.]+ tok/s predicted" "$dir/gplan.txt"; done
+"$bin" plan -m "$m" --gpu-mib 1028 --gpu-reserve-mib 1000 --ctx 64 | grep -q "does not fit: .* the minimum is"
+"$bin" plan -m "$m" --gpu-mib 4000 --ctx 64 | grep -q "gpu-cache-mib full"
 "$bin" plan -m "$m" --ram-gib 1.2 --ctx 64 | grep -q "plan: --cache-mib full"
 "$bin" plan -m "$m" --ram-gib 1 --ctx 64 --disk-gbs 1 | grep -q "does not fit"
 echo "t_store: ok"

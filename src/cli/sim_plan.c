@@ -16,7 +16,8 @@
 static void sim_usage(FILE *out)
 {
     fprintf(out,
-            "usage: strata sim TRACE (--slots N | --cache-mib N -m MODEL) [options]\n\n"
+            "usage: strata sim TRACE (--slots N | --cache-mib N -m MODEL) [options]\n"
+            "       strata sim TRACE (--gpu-slots N | --gpu-cache-mib N -m MODEL) [--slots N | --cache-mib N] [options]\n\n"
             "  --slots N            cache slots per layer\n"
             "  --cache-mib N        a budget, converted to slots with MODEL's size classes\n"
             "  -m, --model FILE     the GGUF the trace came from (for --cache-mib and MiB columns)\n"
@@ -24,6 +25,10 @@ static void sim_usage(FILE *out)
             "  --chunks on|off      replay prompt chunks as the engine fetched them (default on)\n"
             "  --sweep              table over cache sizes from top-k to all experts, and a plot\n"
             "  --plot FILE          SVG of the sweep (default TRACE.svg)\n"
+            "  --gpu-slots N        two tiers: N VRAM slots per layer over the host cache (--slots or\n"
+            "                       --cache-mib; default every expert), as the engine's --gpu-cache-mib\n"
+            "                       with --gpu-miss copy: misses per tier (host misses: reads from the file)\n"
+            "  --gpu-cache-mib N    the same from a VRAM budget (with -m MODEL)\n"
             "  --hot-share F        HOT: share of the slots kept for the hot set (default 0.5)\n"
             "  --hot-from TRACE2    HOT: learn the hot set from TRACE2 (default: TRACE itself, in-sample)\n"
             "  --pin-from TRACE2    every policy around a pinned hot set, as the engine's --pin-from: the\n"
@@ -78,6 +83,29 @@ static int write_svg(const char *path, const struct sim_row *rows, int n, uint32
     return fclose(f) ? 1 : 0;
 }
 
+// strata sim --gpu-slots: every policy through VRAM slots over host slots.
+static int sim_two_tiers(const struct strata_trace *t, const struct strata_sim_opts *so, uint32_t vram, uint32_t host)
+{
+    if (vram < t->topk || host < t->topk) {
+        fprintf(stderr, "strata sim: %u VRAM / %u host slots per layer: below top-k (%u)\n", vram, host, t->topk);
+        return STRATA_EARG;
+    }
+    printf("trace: tokens=%llu, two tiers: %u VRAM slots per layer over %u host slots (%s), the copy path\n",
+           (unsigned long long)t->n_tokens, vram, host, host >= t->n_expert ? "every expert" : "bounded");
+    printf("%8s %12s %10s %9s %12s %10s %9s %7s\n", "policy", "vram_misses", "/tok", "vram_hit", "host_misses",
+           "/tok", "host_hit", "pinned");
+    for (int p = 0; p < STRATA_SIM_COUNT; p++) {
+        struct strata_sim_result v, h;
+        int rc = strata_sim_replay2(t, (enum strata_sim_policy)p, vram, host, so, &v, &h);
+        if (rc) return rc;
+        printf("%8s %12llu %10.3f %8.2f%% %12llu %10.3f %8.2f%% %3u/%-3u\n", strata_sim_policy_name(p),
+               (unsigned long long)v.misses, (double)v.misses / (double)(t->n_tokens ? t->n_tokens : 1),
+               100 * hit_rate(&v), (unsigned long long)h.misses,
+               (double)h.misses / (double)(t->n_tokens ? t->n_tokens : 1), 100 * hit_rate(&h), v.n_pinned, h.n_pinned);
+    }
+    return 0;
+}
+
 int cli_sim(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -87,9 +115,10 @@ int cli_sim(int argc, char **argv)
         {"plot", required_argument, 0, 'p'},      {"help", no_argument, 0, 'h'},
         {"hot-share", required_argument, 0, 'H'}, {"hot-from", required_argument, 0, 'F'},
         {"pin-from", required_argument, 0, 'P'},  {"pin-share", required_argument, 0, 'Q'},
+        {"gpu-slots", required_argument, 0, 'g'}, {"gpu-cache-mib", required_argument, 0, 'G'},
         {0, 0, 0, 0}};
-    int slots = 0, c;
-    uint64_t cache_mib = 0;
+    int slots = 0, gpu_slots = 0, c;
+    uint64_t cache_mib = 0, gpu_mib = 0;
     const char *model = NULL, *plot = NULL, *hot_from = NULL, *pin_from = NULL;
     bool classes = true, chunks = true, sweep = false;
     float hot_share = 0.5f, pin_share = 0;
@@ -108,6 +137,8 @@ int cli_sim(int argc, char **argv)
         case 'H': bad = cli_parse_float(optarg, "--hot-share", 0.01, 1, &hot_share); break;
         case 'F': hot_from = optarg; break;
         case 'P': pin_from = optarg; break;
+        case 'g': bad = cli_parse_int(optarg, "--gpu-slots", 1, 1 << 20, &gpu_slots); break;
+        case 'G': bad = cli_parse_u64(optarg, "--gpu-cache-mib", &gpu_mib); break;
         case 'Q': bad = cli_parse_float(optarg, "--pin-share", 0.01, 1, &pin_share); break;
         case 'h': sim_usage(stdout); return 0;
         default:
@@ -121,11 +152,16 @@ int cli_sim(int argc, char **argv)
         return 2;
     }
     const char *trace_path = argv[optind];
-    if (!sweep && !slots && !cache_mib) {
-        fprintf(stderr, "strata sim: give --slots N, --cache-mib N -m MODEL, or --sweep\n");
+    const bool two = gpu_slots || gpu_mib;
+    if (!sweep && !slots && !cache_mib && !two) {
+        fprintf(stderr, "strata sim: give --slots N, --cache-mib N -m MODEL, --gpu-slots N, or --sweep\n");
         return 2;
     }
-    if (cache_mib && !model) {
+    if (two && sweep) {
+        fprintf(stderr, "strata sim: --sweep is for one tier (leave out --gpu-slots / --gpu-cache-mib)\n");
+        return 2;
+    }
+    if ((cache_mib || gpu_mib) && !model) {
         fprintf(stderr, "strata sim: --cache-mib needs -m MODEL (its size classes turn MiB into slots)\n");
         return 2;
     }
@@ -156,6 +192,16 @@ int cli_sim(int argc, char **argv)
         slots = (int)plan.n_slots;
         printf("--cache-mib %llu: %u slots per layer (%s)\n", (unsigned long long)cache_mib, plan.n_slots,
                plan.uniform ? "uniform" : "size classes");
+    }
+    if (rc == 0 && gpu_mib) {
+        struct strata_slot_plan plan;
+        strata_expert_layout_plan(&lay, gpu_mib << 20, classes, &plan);
+        gpu_slots = (int)plan.n_slots;
+        printf("--gpu-cache-mib %llu: %u VRAM slots per layer\n", (unsigned long long)gpu_mib, plan.n_slots);
+    }
+    if (rc == 0 && two) {
+        rc = sim_two_tiers(&t, &so, (uint32_t)gpu_slots, slots ? (uint32_t)slots : t.n_expert);
+        goto done;
     }
     printf("trace: %s  model=%s layers=%u experts=%u topk=%u tokens=%llu\n", trace_path, t.model, t.n_layers,
            t.n_expert, t.topk, (unsigned long long)t.n_tokens);
@@ -220,6 +266,7 @@ int cli_sim(int argc, char **argv)
             else printf("plot: %s\n", plot);
         }
     }
+done:
     strata_expert_layout_free(&lay);
     strata_gguf_close(f);
     strata_trace_free(&t);
@@ -239,8 +286,11 @@ int cli_plan(int argc, char **argv)
         {"curve-out", required_argument, 0, 'o'}, {"disk-curve", required_argument, 0, 'k'},
         {"cache-mib", required_argument, 0, 'b'}, {"io-threads", required_argument, 0, 'i'},
         {"cache-policy", required_argument, 0, 'P'}, {"mem-mib", required_argument, 0, 'B'},
+        {"gpu-mib", required_argument, 0, 'g'}, {"gpu-cache-mib", required_argument, 0, 'G'},
+        {"hbm-gbs", required_argument, 0, 'H'}, {"pcie-gbs", required_argument, 0, 'e'},
+        {"gpu-layer-us", required_argument, 0, 'L'}, {"gpu-reserve-mib", required_argument, 0, 'v'},
         {0, 0, 0, 0}};
-    struct strata_plan_opts o = {.reserve_gib = 1.0};
+    struct strata_plan_opts o = {.reserve_gib = 1.0, .gpu_layer_us = -1};
     uint64_t mem_mib = 0;
     float v, seconds = 1.0f;
     bool measure = false;
@@ -265,6 +315,12 @@ int cli_plan(int argc, char **argv)
         case 'b': bad = cli_parse_u64(optarg, "--cache-mib", &o.cache_mib); break;
         case 'B': bad = cli_parse_u64(optarg, "--mem-mib", &mem_mib); break;
         case 'i': bad = cli_parse_int(optarg, "--io-threads", 1, 256, &o.io_depth); break;
+        case 'g': bad = cli_parse_float(optarg, "--gpu-mib", 1, 1 << 30, &v); o.gpu_mib = v; break;
+        case 'G': bad = cli_parse_u64(optarg, "--gpu-cache-mib", &o.gpu_cache_mib); break;
+        case 'H': bad = cli_parse_float(optarg, "--hbm-gbs", 0.001, 1e6, &v); o.hbm_gbs = v; break;
+        case 'e': bad = cli_parse_float(optarg, "--pcie-gbs", 0.001, 1e4, &v); o.pcie_gbs = v; break;
+        case 'L': bad = cli_parse_float(optarg, "--gpu-layer-us", 0, 1e6, &v); o.gpu_layer_us = v; break;
+        case 'v': bad = cli_parse_float(optarg, "--gpu-reserve-mib", 0.001, 1 << 30, &v); o.gpu_reserve_mib = v; break;
         case 'P':
             if (strcmp(optarg, "lfu") && strcmp(optarg, "lru")) {
                 fprintf(stderr, "strata plan: --cache-policy: '%s' is not lfu or lru\n", optarg);
@@ -276,6 +332,9 @@ int cli_plan(int argc, char **argv)
             printf("usage: strata plan -m MODEL (--ram-gib R | --cache-mib N | --mem-mib N) [--trace TRACE]\n"
                    "                   [--disk-gbs G | --disk-curve FILE] [--io-threads N] [--cache-policy lfu|lru]\n"
                    "                   [--mem-gbs G]\n"
+                   "       strata plan -m MODEL (--gpu-mib N | --gpu-cache-mib N) [--ram-gib R | --cache-mib N]\n"
+                   "                   [--hbm-gbs G] [--pcie-gbs G] [--gpu-layer-us U] [--gpu-reserve-mib N]\n"
+                   "                   [--mem-gbs G] [--trace TRACE] [--disk-gbs G | --disk-curve FILE]\n"
                    "                   [--ctx N] [--reserve-gib G]\n"
                    "       strata plan -m FILE --measure-disk [--seconds S] [--curve-out FILE]\n"
                    "dense and expert bytes, full residency with size classes, the recommended --cache-mib\n"
@@ -286,7 +345,15 @@ int cli_plan(int argc, char **argv)
                    "--measure-disk: the disk's random-read curve, GB/s of O_DIRECT reads of 64 KiB..4 MiB\n"
                    "at 1..32 in flight, S seconds each (default 1), read from the second half of FILE\n"
                    "--mem-mib N: the expert cache the engine derives from `run --mem-mib N` (it opens the\n"
-                   "model the way run does, at --ctx, default 4096), then priced as --cache-mib\n");
+                   "model the way run does, at --ctx, default 4096), then priced as --cache-mib\n"
+                   "--gpu-mib N: the VRAM tier (--backend cuda): N MiB of device memory holds the dense weights,\n"
+                   "the KV cache at --ctx, the scratch and --gpu-reserve-mib (default 1024), the rest the expert\n"
+                   "slots (--gpu-cache-mib prices a given one); the host cache behind them from --ram-gib or\n"
+                   "--cache-mib (default every expert). Decode per token: --gpu-layer-us per layer (default 107,\n"
+                   "an H200's fully resident decode) + resident bytes / --hbm-gbs (default 4800) + the VRAM\n"
+                   "misses by --gpu-miss: copy over --pcie-gbs (default 45), cpu at --mem-gbs, auto split so\n"
+                   "both finish together (miss bytes / (PCIe + memory)); + host misses from the disk.\n"
+                   "Misses: a two-tier LFU (or LRU) replay of TRACE, else uniform routing.\n");
             return 0;
         default:
             fprintf(stderr, "strata plan: bad option '%s' (see strata plan --help)\n", argv[optind - 1]);
@@ -323,8 +390,9 @@ int cli_plan(int argc, char **argv)
                info.dense_bytes / 1048576.0, ep.n_ctx);
         o.cache_mib = (info.expert_bytes + (1 << 20) - 1) >> 20;
     }
-    if (!o.model || (o.ram_gib <= 0 && !o.cache_mib)) {
-        fprintf(stderr, "strata plan: -m MODEL and --ram-gib R (or --cache-mib N, --mem-mib N) are required\n");
+    if (!o.model || (o.ram_gib <= 0 && !o.cache_mib && o.gpu_mib <= 0 && !o.gpu_cache_mib)) {
+        fprintf(stderr, "strata plan: -m MODEL and --ram-gib R (or --cache-mib N, --mem-mib N, --gpu-mib N) are "
+                        "required\n");
         return 2;
     }
     return strata_plan(&o, stdout) ? 1 : 0;

@@ -191,6 +191,160 @@ double strata_disk_curve_gbs(const struct strata_disk_curve *c, uint64_t read_by
     return below->gbs + t * (above->gbs - below->gbs);
 }
 
+// The disk at the engine's reads: one request per expert part, as many in flight as the I/O depth
+// allows and a layer's misses fill (3 parts per missed expert), never fewer than 1; given, from the
+// curve, or measured now (only when there are misses to price).
+struct disk_rate {
+    double gbs;
+    const char *src;
+    uint64_t read_bytes;
+    int depth;
+};
+
+static int disk_rate(const struct strata_plan_opts *o, const struct strata_expert_layout *lay,
+                     const struct strata_disk_curve *curve, double miss_per_token, bool needed, struct disk_rate *d)
+{
+    uint64_t part_sum = 0;
+    for (uint32_t l = 0; l < lay->n_layers; l++)
+        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) part_sum += lay->layers[l].part_bytes[p];
+    d->read_bytes = ((part_sum / (lay->n_layers * STRATA_EXPERT_PART_COUNT)) + 4095) & ~(uint64_t)4095;
+    const int io_depth = o->io_depth > 0 ? o->io_depth : 4;
+    const double reads_per_layer = STRATA_EXPERT_PART_COUNT * miss_per_token / lay->n_layers;
+    d->depth = reads_per_layer < io_depth ? (int)(reads_per_layer + 0.5) : io_depth;
+    if (d->depth < 1) d->depth = 1;
+    d->gbs = o->disk_gbs;
+    d->src = "given";
+    if (d->gbs <= 0 && curve->n) {
+        d->gbs = strata_disk_curve_gbs(curve, d->read_bytes, d->depth);
+        d->src = "the measured curve";
+    } else if (d->gbs <= 0 && needed) {
+        struct strata_disk_point pt;
+        int rc = strata_disk_point(o->model, d->read_bytes, d->depth, 2.0, &pt);
+        if (rc) return rc;
+        d->gbs = pt.gbs;
+        d->src = "measured now";
+    }
+    return 0;
+}
+
+// The VRAM tier's plan: the device holds the dense weights, the KV cache, the scratch, a reserve
+// and the expert slots; the host holds the expert cache behind them (the dense weights leave it
+// after the upload). Decode per token: a fixed GPU time per layer plus the resident bytes over
+// HBM, and the VRAM misses: copied over PCIe (--gpu-miss copy), computed by the CPU at memory
+// bandwidth (cpu), or split between the two so both finish together (auto: miss bytes / (PCIe +
+// memory)); the host cache's misses come from the disk on top. Nothing overlapped but the auto
+// split itself.
+struct gpu_plan_in {
+    const struct strata_hparams *hp;
+    const struct strata_expert_layout *lay;
+    const struct strata_trace *tr;       // or NULL (uniform routing)
+    const struct strata_disk_curve *curve;
+    uint64_t kv, scratch, dense_per_token, sum_triplet;
+};
+
+static int plan_gpu(const struct strata_plan_opts *o, const struct gpu_plan_in *in, FILE *out)
+{
+    const double MiB = 1048576.0, GiB = 1073741824.0;
+    const struct strata_expert_layout *lay = in->lay;
+    const uint32_t X = lay->n_expert, K = in->hp->n_expert_used, L = lay->n_layers;
+    const double hbm = o->hbm_gbs > 0 ? o->hbm_gbs : 4800, pcie = o->pcie_gbs > 0 ? o->pcie_gbs : 45;
+    const double layer_us = o->gpu_layer_us >= 0 ? o->gpu_layer_us : 107, mem = o->mem_gbs > 0 ? o->mem_gbs : 12.0;
+    const uint64_t gpu_reserve = (uint64_t)((o->gpu_reserve_mib > 0 ? o->gpu_reserve_mib : 1024) * MiB);
+    const uint64_t gpu_fixed = lay->dense_bytes + in->kv + in->scratch + gpu_reserve;
+    const uint64_t gpu = (uint64_t)(o->gpu_mib * MiB);
+    struct strata_slot_plan full, vplan, hplan;
+    strata_expert_layout_plan(lay, 0, true, &full);
+    const uint64_t vbudget = o->gpu_cache_mib ? o->gpu_cache_mib << 20 : gpu > gpu_fixed ? gpu - gpu_fixed : 0;
+    if (vbudget >= full.total_bytes) vplan = full;
+    else if (vbudget > 0) strata_expert_layout_plan(lay, vbudget, true, &vplan);
+    else memset(&vplan, 0, sizeof vplan);
+    // the host: the expert cache and the forward scratch; every expert unless RAM or --cache-mib says
+    const uint64_t host_fixed = in->scratch + (uint64_t)(o->reserve_gib * GiB), ram = (uint64_t)(o->ram_gib * GiB);
+    const uint64_t hbudget = o->cache_mib ? o->cache_mib << 20 : o->ram_gib <= 0 ? 0 : ram > host_fixed ? ram - host_fixed : 1;
+    if (hbudget == 0 || hbudget >= full.total_bytes) hplan = full;
+    else strata_expert_layout_plan(lay, hbudget, true, &hplan);
+
+    if (o->gpu_cache_mib)
+        fprintf(out, "gpu: --gpu-cache-mib %llu given; on the device besides: dense weights %.1f MiB, KV %.1f MiB, "
+                     "scratch %.1f MiB\n", (unsigned long long)o->gpu_cache_mib, lay->dense_bytes / MiB,
+                in->kv / MiB, in->scratch / MiB);
+    else
+        fprintf(out, "gpu: %.0f MiB = dense weights %.1f + KV %.1f + scratch %.1f + reserve %.0f + experts %.1f MiB\n",
+                o->gpu_mib, lay->dense_bytes / MiB, in->kv / MiB, in->scratch / MiB, gpu_reserve / MiB, vbudget / MiB);
+    fprintf(out, "machine: HBM %.0f GB/s, %.0f us per layer on the GPU, PCIe %.1f GB/s, CPU %.1f GB/s of expert bytes "
+                 "(--mem-gbs)\n", hbm, layer_us, pcie, mem);
+    if (vplan.n_slots < K) {
+        fprintf(out, "plan: does not fit: %.1f MiB of VRAM left for experts, the minimum is %.1f MiB (%u slots per layer; "
+                     "--gpu-mib %.0f with the rest above)\n", vbudget / MiB,
+                strata_expert_layout_min_budget(lay, K) / MiB, K, (gpu_fixed + strata_expert_layout_min_budget(lay, K)) / MiB);
+        return 0;
+    }
+    if (hplan.n_slots < K) {
+        fprintf(out, "plan: does not fit: %.1f MiB of RAM left for the host cache, the minimum is %.1f MiB\n",
+                hbudget / MiB, strata_expert_layout_min_budget(lay, K) / MiB);
+        return 0;
+    }
+    const bool vfull = vplan.n_slots >= X, hfull = vfull || hplan.n_slots >= X;
+    double v_miss = 0, h_miss = 0, v_hit = 1, h_hit = 1;  // per token; hit rates of each tier's accesses
+    const char *how = "uniform routing";
+    if (!vfull && in->tr) {
+        struct strata_sim_result v, h;
+        const struct strata_sim_opts so = {0};
+        int rc = strata_sim_replay2(in->tr, o->lru ? STRATA_SIM_LRU : STRATA_SIM_LFU, vplan.n_slots,
+                                    hfull ? X : hplan.n_slots, &so, &v, &h);
+        if (rc) return rc;
+        const double n = v.tokens ? (double)v.tokens : 1;
+        v_miss = (double)v.misses / n;
+        h_miss = (double)h.misses / n;
+        v_hit = v.hits + v.misses ? (double)v.hits / (double)(v.hits + v.misses) : 1;
+        h_hit = h.hits + h.misses ? (double)h.hits / (double)(h.hits + h.misses) : 1;
+        how = o->lru ? "LRU replay of the trace, two tiers" : "LFU replay of the trace, two tiers";
+    } else if (!vfull) {
+        v_hit = (double)vplan.n_slots / X;
+        v_miss = (1 - v_hit) * K * L;
+        h_miss = hfull ? 0 : (1 - (double)hplan.n_slots / X) * K * L;
+        if (h_miss > v_miss) h_miss = v_miss;
+        h_hit = v_miss > 0 ? 1 - h_miss / v_miss : 1;
+    }
+    const double triplet = (double)in->sum_triplet / L, active = (double)in->sum_triplet * K;
+    const double miss_b = v_miss * triplet, disk_b = h_miss * triplet;
+    struct disk_rate dr;
+    int rc = disk_rate(o, lay, in->curve, h_miss, disk_b > 0, &dr);
+    if (rc) return rc;
+    const double t_fixed = in->hp->n_layer * layer_us * 1e-6;
+    const double t_hbm = ((double)in->dense_per_token + active - miss_b) / (hbm * 1e9);
+    const double t_disk = disk_b > 0 ? disk_b / (dr.gbs * 1e9) : 0;
+    const double t_mode[3] = {miss_b / ((pcie + mem) * 1e9), miss_b / (pcie * 1e9), miss_b / (mem * 1e9)};
+    static const char *const mode[3] = {"auto", "copy", "cpu"};
+    char vflag[32], hflag[32];
+    if (vfull) snprintf(vflag, sizeof vflag, "full");
+    else snprintf(vflag, sizeof vflag, "%llu", (unsigned long long)(vplan.total_bytes >> 20));
+    if (hplan.n_slots >= X) snprintf(hflag, sizeof hflag, "full");
+    else snprintf(hflag, sizeof hflag, "%llu", (unsigned long long)(hplan.total_bytes >> 20));
+    fprintf(out, "plan: --backend cuda --gpu-cache-mib %s (%u of %u experts per layer in VRAM)", vflag, vplan.n_slots, X);
+    if (!vfull) fprintf(out, " --cache-mib %s (%u per layer in RAM)", hflag, hplan.n_slots);
+    fprintf(out, "\n");
+    if (vfull) {
+        fprintf(out, "  every expert resident in VRAM: %.1f MiB per token over HBM\n",
+                ((double)in->dense_per_token + active) / MiB);
+        fprintf(out, "  decode                 %10.2f tok/s (%.2f ms per token: %.2f fixed + %.3f HBM); byte floor %.0f "
+                     "tok/s\n", 1 / (t_fixed + t_hbm), 1e3 * (t_fixed + t_hbm), 1e3 * t_fixed, 1e3 * t_hbm, 1 / t_hbm);
+        return 0;
+    }
+    fprintf(out, "  VRAM hit rate          %10.1f %% (%s)\n", 100 * v_hit, how);
+    fprintf(out, "  VRAM misses per token  %10.2f experts, %.1f MiB\n", v_miss, miss_b / MiB);
+    fprintf(out, "  host misses per token  %10.2f experts, %.1f MiB (host hit rate %.1f %%)", h_miss, disk_b / MiB,
+            100 * h_hit);
+    if (disk_b > 0) fprintf(out, ", disk %.2f GB/s (%s)", dr.gbs, dr.src);
+    fprintf(out, "\n");
+    fprintf(out, "  per token              %10.2f ms fixed GPU time + %.3f ms HBM + %.2f ms disk, and the misses:\n",
+            1e3 * t_fixed, 1e3 * t_hbm, 1e3 * t_disk);
+    for (int m = 0; m < 3; m++)
+        fprintf(out, "  --gpu-miss %-4s        %10.2f tok/s predicted (misses %.2f ms; byte floor %.1f tok/s)\n", mode[m],
+                1 / (t_fixed + t_hbm + t_disk + t_mode[m]), 1e3 * t_mode[m], 1 / (t_hbm + t_disk + t_mode[m]));
+    return 0;
+}
+
 int strata_plan(const struct strata_plan_opts *o, FILE *out)
 {
     struct strata_gguf_file *f = NULL;
@@ -249,6 +403,12 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     fprintf(out, ")\n");
     fprintf(out, "  KV cache (ctx %d)      %10.1f MiB\n", n_ctx, kv / MiB);
     fprintf(out, "  scratch + runtime      %10.1f MiB\n", scratch / MiB);
+    if (o->gpu_mib > 0 || o->gpu_cache_mib) {
+        const struct gpu_plan_in in = {&hp, &lay, o->trace ? &tr : NULL, &curve, kv, scratch, dense_per_token,
+                                       sum_triplet};
+        rc = plan_gpu(o, &in, out);
+        goto out;
+    }
     if (o->cache_mib) fprintf(out, "machine: --cache-mib %llu given, memory %.1f GB/s\n",
                               (unsigned long long)o->cache_mib, mem);
     else fprintf(out, "machine: %.1f GiB RAM, %.1f GiB reserved, memory %.1f GB/s\n", o->ram_gib, reserve / GiB, mem);
@@ -272,27 +432,12 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
         miss_per_token = p_miss * hp.n_expert_used * lay.n_layers;
         miss_bytes = p_miss * (double)active;
     }
-    // The disk at the engine's reads: one request per expert part, as many in flight as the
-    // I/O depth allows and a layer's misses fill (3 parts per missed expert), never fewer than 1.
-    uint64_t part_sum = 0;
-    for (uint32_t l = 0; l < lay.n_layers; l++)
-        for (int p = 0; p < STRATA_EXPERT_PART_COUNT; p++) part_sum += lay.layers[l].part_bytes[p];
-    const uint64_t read_bytes = ((part_sum / (lay.n_layers * STRATA_EXPERT_PART_COUNT)) + 4095) & ~(uint64_t)4095;
-    const int io_depth = o->io_depth > 0 ? o->io_depth : 4;
-    const double reads_per_layer = STRATA_EXPERT_PART_COUNT * miss_per_token / lay.n_layers;
-    int depth = reads_per_layer < io_depth ? (int)(reads_per_layer + 0.5) : io_depth;
-    if (depth < 1) depth = 1;
-    double disk = o->disk_gbs;
-    const char *disk_src = "given";
-    if (disk <= 0 && curve.n) {
-        disk = strata_disk_curve_gbs(&curve, read_bytes, depth);
-        disk_src = "the measured curve";
-    } else if (disk <= 0 && miss_bytes > 0) {
-        struct strata_disk_point pt;
-        if ((rc = strata_disk_point(o->model, read_bytes, depth, 2.0, &pt))) goto out;
-        disk = pt.gbs;
-        disk_src = "measured now";
-    }
+    struct disk_rate dr;
+    if ((rc = disk_rate(o, &lay, &curve, miss_per_token, miss_bytes > 0, &dr))) goto out;
+    const double disk = dr.gbs;
+    const char *disk_src = dr.src;
+    const uint64_t read_bytes = dr.read_bytes;
+    const int depth = dr.depth;
     const double mem_s = (double)(dense_per_token + active) / (mem * 1e9);
     const double io_s = miss_bytes > 0 ? miss_bytes / (disk * 1e9) : 0;
     char flag[32];

@@ -19,6 +19,17 @@ struct strata_plan_opts {
     double mem_gbs;         // RAM bandwidth for resident bytes (default 12 GB/s)
     int n_ctx;              // context for the KV cache estimate (default 4096)
     double reserve_gib;     // left to the OS and the rest (the CLI's default is 1 GiB)
+    // The VRAM tier (a GPU plan when gpu_mib or gpu_cache_mib is given; ram_gib / cache_mib then
+    // size the host cache behind it, default every expert):
+    double gpu_mib;         // device memory strata may use: dense weights, KV, scratch, reserve, the
+                            // rest to expert slots
+    uint64_t gpu_cache_mib; // the VRAM for experts to price (0: what gpu_mib leaves)
+    double hbm_gbs;         // device memory bandwidth for resident bytes (0: 4800, an H200)
+    double pcie_gbs;        // host -> device copies of missed experts (0: 45)
+    double gpu_layer_us;    // fixed GPU time per layer of a decoded token (< 0: 107, the H200's
+                            // fully resident decode of the 48-layer qwen3-30b-a3b shape; 0: pure
+                            // byte floors)
+    double gpu_reserve_mib; // CUDA context and the rest on the device (0: 1024)
 };
 
 // The disk's random-read curve: GB/s of O_DIRECT reads of one size at one queue depth.

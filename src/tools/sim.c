@@ -33,6 +33,21 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+// Next use of every access (for Belady), scanning backwards with the last group index seen per expert.
+static int set_next_use(struct groups *g, uint32_t X)
+{
+    uint64_t *last = malloc((size_t)X * sizeof *last);
+    if (!last) return STRATA_ENOMEM;
+    for (uint32_t e = 0; e < X; e++) last[e] = UINT64_MAX;
+    for (uint64_t gi = g->n_groups; gi-- > 0;)
+        for (uint32_t i = g->start[gi]; i < g->start[gi + 1]; i++) {
+            g->next_use[i] = last[g->ids[i]];
+            last[g->ids[i]] = gi;
+        }
+    free(last);
+    return 0;
+}
+
 // The access groups of layer l, in the engine's order and grouping (strata_expert_pass_group).
 static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slots, bool chunks, struct groups *g)
 {
@@ -83,27 +98,11 @@ static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slo
         t0 = t1;
     }
     g->start[g->n_groups] = (uint32_t)n_ids;
-    // Next use, scanning backwards with the last group index seen per expert.
-    uint64_t *last = malloc((size_t)X * sizeof *last);
-    if (!last) {
-        free(seen);
-        free(uni);
-        free(count);
-        free(scratch);
-        return STRATA_ENOMEM;
-    }
-    for (uint32_t e = 0; e < X; e++) last[e] = UINT64_MAX;
-    for (uint64_t gi = g->n_groups; gi-- > 0;)
-        for (uint32_t i = g->start[gi]; i < g->start[gi + 1]; i++) {
-            g->next_use[i] = last[g->ids[i]];
-            last[g->ids[i]] = gi;
-        }
-    free(last);
     free(seen);
     free(uni);
     free(count);
     free(scratch);
-    return 0;
+    return set_next_use(g, X);
 }
 
 static void free_groups(struct groups *g)
@@ -227,18 +226,122 @@ int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint3
     return strata_sim_replay(t, p, n_slots, &o, r);
 }
 
-int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots,
-                      const struct strata_sim_opts *o, struct strata_sim_result *r)
+static void reset_state(struct pstate *s, uint32_t X)
 {
-    const bool chunks = o->chunks;
-    memset(r, 0, sizeof *r);
-    if (p >= STRATA_SIM_COUNT || n_slots < t->topk || t->n_expert == 0) {
-        strata_log_error("sim_run: %u slots per layer is below top-k %u (or policy %d unknown)", n_slots, t->topk,
-                         (int)p);
-        return STRATA_EARG;
+    memset(s->resident, 0, X);
+    memset(s->pinned, 0, X);
+    memset(s->last, 0, X * sizeof *s->last);
+    memset(s->freq, 0, X * sizeof *s->freq);
+    memset(s->crf, 0, X * sizeof *s->crf);
+    memset(s->list, 0, X);
+    memset(s->n_list, 0, sizeof s->n_list);
+    s->n_list[ARC_NONE] = X;
+    s->arc_p = 0;
+}
+
+// One layer's groups through one cache of n_slots policy slots (pin[e]: pinned experts, always
+// hits). miss (optional): each group's misses become a group of the next tier, cut at miss_batch
+// (the copy thread's batches), so a tier below replays exactly what this one missed.
+static void replay_layer(enum strata_sim_policy p, struct pstate *s, const struct groups *g, uint32_t X,
+                         uint32_t n_slots, const uint8_t *pin, struct strata_sim_result *r, struct groups *miss,
+                         uint32_t miss_batch)
+{
+    uint32_t n_res = 0;
+    uint64_t now = 0;
+    for (uint64_t gi = 0; gi < g->n_groups; gi++) {
+        const uint32_t a = g->start[gi], b = g->start[gi + 1];
+        const uint32_t pa = g->cont[gi] ? g->start[gi - 1] : a;  // the previous group, still pinned
+        for (uint32_t i = pa; i < b; i++) s->pinned[g->ids[i]] = 1;
+        uint32_t n_missed = 0;
+        for (uint32_t i = a; i < b; i++) {
+            const uint32_t e = g->ids[i];
+            if (pin[e]) {  // pinned at open, never evicted
+                r->hits++;
+                continue;
+            }
+            bool hit;
+            if (p == STRATA_SIM_ARC) {
+                now++;
+                s->last[e] = now;  // ARC orders its lists by this access
+                hit = arc_request(s, X, n_slots, e);
+            } else if (!(hit = s->resident[e])) {
+                if (n_res == n_slots) {
+                    int64_t v = -1;
+                    double best = 0;
+                    for (uint32_t x = 0; x < X; x++) {
+                        if (!s->resident[x] || s->pinned[x]) continue;
+                        const double sc = score(p, s, x, now);
+                        if (v < 0 || sc < best) {
+                            v = x;
+                            best = sc;
+                        }
+                    }
+                    STRATA_ASSERT(v >= 0);  // a group holds at most n_slots experts
+                    s->resident[v] = 0;
+                    n_res--;
+                }
+                s->resident[e] = 1;
+                n_res++;
+            }
+            if (hit) {
+                r->hits++;
+                continue;
+            }
+            r->misses++;
+            if (miss) {
+                if (n_missed++ % miss_batch == 0) {
+                    // a new group of the next tier: it starts where the groups so far end
+                    miss->start[miss->n_groups + 1] = miss->start[miss->n_groups];
+                    miss->n_groups++;
+                }
+                miss->ids[miss->start[miss->n_groups]++] = e;
+            }
+        }
+        // Recency, frequency, CRF and next use in the group's order, as the engine ticks.
+        for (uint32_t i = a; i < b; i++) {
+            const uint32_t e = g->ids[i];
+            if (p == STRATA_SIM_ARC) {
+                s->pinned[e] = 0;
+                continue;
+            }
+            now++;
+            s->crf[e] = 1.0 + s->crf[e] * pow(2.0, -LRFU_LAMBDA * (double)(now - s->last[e]));
+            s->last[e] = now;
+            s->freq[e]++;
+            s->next_use[e] = g->next_use[i];
+            s->pinned[e] = 0;
+        }
+        for (uint32_t i = pa; i < a; i++) s->pinned[g->ids[i]] = 0;
     }
+}
+
+static int check_trace(const char *what, const struct strata_trace *u, const struct strata_trace *t)
+{
+    if (u->n_layers == t->n_layers && u->n_expert == t->n_expert) return 0;
+    strata_log_error("sim_run: the %s trace has %u layers x %u experts, the replayed one %u x %u", what, u->n_layers,
+                     u->n_expert, t->n_layers, t->n_expert);
+    return STRATA_EARG;
+}
+
+int strata_sim_replay2(const struct strata_trace *t, enum strata_sim_policy p, uint32_t vram_slots,
+                       uint32_t host_slots, const struct strata_sim_opts *o, struct strata_sim_result *vram,
+                       struct strata_sim_result *host)
+{
+    const int n_tiers = host ? 2 : 1;
+    uint32_t slots[2] = {vram_slots, host_slots};
+    struct strata_sim_result *res[2] = {vram, host};
+    for (int k = 0; k < n_tiers; k++) memset(res[k], 0, sizeof *res[k]);
+    for (int k = 0; k < n_tiers; k++)
+        if (p >= STRATA_SIM_COUNT || slots[k] < t->topk || t->n_expert == 0) {
+            strata_log_error("sim_run: %u slots per layer is below top-k %u (or policy %d unknown)", slots[k], t->topk,
+                             (int)p);
+            return STRATA_EARG;
+        }
     const uint32_t X = t->n_expert;
-    if (n_slots > X) n_slots = X;
+    const struct strata_trace *hot_from = o->hot_from ? o->hot_from : t, *pin_from = o->pin_from;
+    int rc = p == STRATA_SIM_HOT ? check_trace("hot-set", hot_from, t) : 0;
+    if (rc == 0 && pin_from) rc = check_trace("pin", pin_from, t);
+    if (rc) return rc;
     struct pstate s;
     s.resident = malloc(X);
     s.pinned = malloc(X);
@@ -248,103 +351,48 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
     s.crf = malloc(X * sizeof *s.crf);
     s.hot = calloc(X, 1);
     s.list = calloc(X, 1);
-    int rc = s.resident && s.pinned && s.last && s.freq && s.next_use && s.crf && s.hot && s.list ? 0 : STRATA_ENOMEM;
-    const struct strata_trace *hot_from = o->hot_from ? o->hot_from : t;
-    if (rc == 0 && p == STRATA_SIM_HOT && (hot_from->n_layers != t->n_layers || hot_from->n_expert != X)) {
-        strata_log_error("sim_run: the hot-set trace has %u layers x %u experts, the replayed one %u x %u",
-                         hot_from->n_layers, hot_from->n_expert, t->n_layers, X);
-        rc = STRATA_EARG;
-    }
-    const struct strata_trace *pin_from = o->pin_from;
-    if (rc == 0 && pin_from && (pin_from->n_layers != t->n_layers || pin_from->n_expert != X)) {
-        strata_log_error("sim_run: the pin trace has %u layers x %u experts, the replayed one %u x %u",
-                         pin_from->n_layers, pin_from->n_expert, t->n_layers, X);
-        rc = STRATA_EARG;
-    }
-    const uint32_t n_pin = pin_from ? strata_expert_pin_count(n_slots, X, t->topk, o->pin_share) : 0;
-    r->n_pinned = n_pin;
-    n_slots -= n_pin;  // the policy's slots, and the engine's max_batch
-    const uint32_t n_hot = strata_expert_pin_count(n_slots, X, t->topk, o->hot_share > 0 ? o->hot_share : 0.5);
     uint8_t *pin = calloc(X, 1);
-    if (!pin) rc = STRATA_ENOMEM;
-    for (uint32_t l = 0; l < t->n_layers && rc == 0; l++) {
-        struct groups g;
-        if ((rc = build_groups(t, l, n_slots, chunks, &g))) {
-            free_groups(&g);
-            break;
-        }
-        memset(s.resident, 0, X);
-        memset(s.pinned, 0, X);
-        memset(s.last, 0, X * sizeof *s.last);
-        memset(s.freq, 0, X * sizeof *s.freq);
-        memset(s.crf, 0, X * sizeof *s.crf);
-        memset(s.list, 0, X);
-        memset(s.n_list, 0, sizeof s.n_list);
-        s.n_list[ARC_NONE] = X;
-        s.arc_p = 0;
-        if (p == STRATA_SIM_HOT) strata_sim_hot_set(hot_from, l, n_hot, s.hot);
-        if (n_pin) strata_sim_hot_set(pin_from, l, n_pin, pin);
-        uint32_t n_res = 0;
-        uint64_t now = 0;
-        for (uint64_t gi = 0; gi < g.n_groups; gi++) {
-            const uint32_t a = g.start[gi], b = g.start[gi + 1];
-            const uint32_t pa = g.cont[gi] ? g.start[gi - 1] : a;  // the previous group, still pinned
-            for (uint32_t i = pa; i < b; i++) s.pinned[g.ids[i]] = 1;
-            for (uint32_t i = a; i < b; i++) {
-                const uint32_t e = g.ids[i];
-                if (pin[e]) {  // pinned at open, never evicted
-                    r->hits++;
-                    continue;
-                }
-                if (p == STRATA_SIM_ARC) {
-                    now++;
-                    s.last[e] = now;  // ARC orders its lists by this access
-                    if (arc_request(&s, X, n_slots, e)) r->hits++;
-                    else r->misses++;
-                    continue;
-                }
-                if (s.resident[e]) {
-                    r->hits++;
-                    continue;
-                }
-                r->misses++;
-                if (n_res == n_slots) {
-                    int64_t v = -1;
-                    double best = 0;
-                    for (uint32_t x = 0; x < X; x++) {
-                        if (!s.resident[x] || s.pinned[x]) continue;
-                        const double sc = score(p, &s, x, now);
-                        if (v < 0 || sc < best) {
-                            v = x;
-                            best = sc;
-                        }
-                    }
-                    STRATA_ASSERT(v >= 0);  // a group holds at most n_slots experts
-                    s.resident[v] = 0;
-                    n_res--;
-                }
-                s.resident[e] = 1;
-                n_res++;
-            }
-            // Recency, frequency, CRF and next use in the group's order, as the engine ticks.
-            for (uint32_t i = a; i < b; i++) {
-                const uint32_t e = g.ids[i];
-                if (p == STRATA_SIM_ARC) {
-                    s.pinned[e] = 0;
-                    continue;
-                }
-                now++;
-                s.crf[e] = 1.0 + s.crf[e] * pow(2.0, -LRFU_LAMBDA * (double)(now - s.last[e]));
-                s.last[e] = now;
-                s.freq[e]++;
-                s.next_use[e] = g.next_use[i];
-                s.pinned[e] = 0;
-            }
-            for (uint32_t i = pa; i < a; i++) s.pinned[g.ids[i]] = 0;
-        }
-        free_groups(&g);
+    rc = s.resident && s.pinned && s.last && s.freq && s.next_use && s.crf && s.hot && s.list && pin ? 0 : STRATA_ENOMEM;
+    uint32_t n_pin[2] = {0, 0};
+    for (int k = 0; k < n_tiers; k++) {
+        if (slots[k] > X) slots[k] = X;
+        n_pin[k] = pin_from ? strata_expert_pin_count(slots[k], X, t->topk, o->pin_share) : 0;
+        res[k]->n_pinned = n_pin[k];
+        slots[k] -= n_pin[k];  // the policy's slots, and the engine's max_batch
     }
-    r->tokens = t->n_tokens;
+    // the copy thread's batches: up to 16, at most what the host store hands out at once
+    const uint32_t batch = slots[1] < 16 ? slots[1] : 16;
+    for (uint32_t l = 0; l < t->n_layers && rc == 0; l++) {
+        struct groups g[2];
+        memset(g, 0, sizeof g);
+        rc = build_groups(t, l, slots[0], o->chunks, &g[0]);
+        const uint64_t n_acc = g[0].start ? g[0].start[g[0].n_groups] : 0;
+        if (rc == 0 && n_tiers == 2) {
+            g[1].ids = malloc(n_acc * sizeof *g[1].ids + 1);
+            g[1].start = calloc(n_acc + 2, sizeof *g[1].start);
+            g[1].next_use = malloc(n_acc * sizeof *g[1].next_use + 1);
+            g[1].cont = calloc(n_acc + 2, 1);
+            if (!g[1].ids || !g[1].start || !g[1].next_use || !g[1].cont) rc = STRATA_ENOMEM;
+        }
+        for (int k = 0; k < n_tiers && rc == 0; k++) {
+            const uint32_t n_hot =
+                strata_expert_pin_count(slots[k], X, t->topk, o->hot_share > 0 ? o->hot_share : 0.5);
+            reset_state(&s, X);
+            memset(s.hot, 0, X);
+            if (p == STRATA_SIM_HOT) strata_sim_hot_set(hot_from, l, n_hot, s.hot);
+            memset(pin, 0, X);
+            if (n_pin[k]) strata_sim_hot_set(pin_from, l, n_pin[k], pin);
+            if (k == 1 && n_pin[1] == 0 && slots[1] >= X) {  // a full host cache: every expert read at open
+                res[1]->hits += g[1].start[g[1].n_groups];
+                break;
+            }
+            if (k == 1) rc = set_next_use(&g[1], X);
+            if (rc == 0)
+                replay_layer(p, &s, &g[k], X, slots[k], pin, res[k], k + 1 < n_tiers ? &g[k + 1] : NULL, batch);
+        }
+        for (int k = 0; k < 2; k++) free_groups(&g[k]);
+    }
+    for (int k = 0; k < n_tiers; k++) res[k]->tokens = t->n_tokens;
     free(s.resident);
     free(s.pinned);
     free(s.last);
@@ -355,4 +403,10 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
     free(s.list);
     free(pin);
     return rc;
+}
+
+int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots,
+                      const struct strata_sim_opts *o, struct strata_sim_result *r)
+{
+    return strata_sim_replay2(t, p, n_slots, 0, o, r, NULL);
 }

@@ -49,6 +49,16 @@ const char *strata_sim_policy_name(enum strata_sim_policy p);
 // Replay t at n_slots per layer (n_slots >= topk). 0 or negative.
 int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots,
                       const struct strata_sim_opts *o, struct strata_sim_result *r);
+// Two tiers, as the engine's VRAM tier over its host store (the copy path, --gpu-miss copy): t
+// through vram_slots per layer; each group's VRAM misses, in batches of up to 16 as the copy thread
+// takes them, through host_slots (the host store's cache; n_expert or more: every expert, read at
+// open, so the host never misses; a bounded one starts empty, as the engine's). The
+// same policy and pins in both. host misses are the reads from the file. (With --gpu-miss auto the
+// CPU-computed misses are read from the host tier too but do not enter VRAM: its misses are at
+// least these.) 0 or negative.
+int strata_sim_replay2(const struct strata_trace *t, enum strata_sim_policy p, uint32_t vram_slots,
+                       uint32_t host_slots, const struct strata_sim_opts *o, struct strata_sim_result *vram,
+                       struct strata_sim_result *host);
 // The same with default options (in-sample hot set of half the slots). chunks: honour chunk markers.
 int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint32_t n_slots, bool chunks,
                    struct strata_sim_result *r);
