@@ -4,8 +4,20 @@
 #define STRATA_TEST_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int g_failures;
+
+// 64-byte aligned memory (the SIMD kernels' rows), or the test ends: "out of memory".
+static inline void *xmalloc(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64)) {
+        printf("out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
 
 #define CHECK(cond, ...)                                                           \
     do {                                                                           \

@@ -57,16 +57,6 @@ static struct strata_cuda *g_cu;
 static uint64_t g_rng;
 static const struct strata_kernels *g_ref;
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        printf("out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
 static void *dev(size_t bytes)
 {
     void *p = strata_cuda_alloc(g_cu, bytes + STRATA_CUDA_PAD, "test buffer");

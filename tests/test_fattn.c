@@ -28,15 +28,6 @@
 
 static const uint32_t g_kv_types[] = {STRATA_TYPE_F32, STRATA_TYPE_F16, STRATA_TYPE_BF16, STRATA_TYPE_Q8_0};
 
-static void *xmalloc(size_t n)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64)) {
-        printf("out of memory\n");
-        exit(1);
-    }
-    return p;
-}
 
 static void random_fill(uint64_t *rng, float *x, size_t n, float scale)
 {

@@ -11,8 +11,9 @@
 //     thread counts;
 //   - integer extremes (largest quants, scales and activations) stay exact.
 //   test_gemm [--seed N]          the tests
-//   test_gemm --bench [T]         GMAC/s of one thread: quant multi-dot, canonical multi-dot and
-//                                 the GEMM, on expert-shaped products of T tokens (default 8, 32)
+//   test_gemm --bench [T [E]]     GMAC/s of one thread: quant multi-dot, canonical multi-dot and
+//                                 the GEMM, on E (default 8; 128 and more stream from RAM)
+//                                 expert-shaped products of T tokens (default 8, 32)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,15 +32,6 @@ static const uint32_t g_types[] = {STRATA_TYPE_Q8_0,    STRATA_TYPE_Q4_K,    STR
                                    STRATA_TYPE_IQ2_XS,  STRATA_TYPE_IQ3_XXS, STRATA_TYPE_IQ4_XS};
 #define N_TYPES (sizeof g_types / sizeof g_types[0])
 
-static void *xmalloc(size_t n)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64)) {
-        printf("out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
 
 static void random_activations(uint64_t *rng, float *x, int64_t n)
 {
@@ -328,10 +320,10 @@ static double thread_seconds(void)
 // One thread: `experts` products of n_out x n weights with n_tok tokens each, as the quant
 // kernels' multi-token dot, the canonical multi-token dot and the GEMM; GMAC/s of CPU time
 // (insensitive to other load on the machine).
-static void bench_type(uint32_t type, int n_tok, enum strata_gemm_level lv)
+static void bench_type(uint32_t type, int n_tok, int experts, enum strata_gemm_level lv)
 {
     const int64_t n = 2048;
-    const int n_out = 768, experts = 8;
+    const int n_out = 768;
     const size_t rb = strata_type_row_bytes(type, (uint64_t)n), ab = act_bytes(type, n);
     const uint32_t vt = strata_type_traits(type)->vec_dot_type;
     uint64_t rng = 5;
@@ -347,7 +339,7 @@ static void bench_type(uint32_t type, int n_tok, enum strata_gemm_level lv)
     struct strata_pool *pool;
     struct strata_gemm *g;
     if (strata_pool_create(&pool, 1) || strata_gemm_create(&g, 1, lv)) return;
-    struct strata_mm_job jobs[8];
+    struct strata_mm_job jobs[256];
     for (int e = 0; e < experts; e++)
         jobs[e] = (struct strata_mm_job){{w + rb * n_out * e, type, (uint32_t)n, (uint32_t)n_out, rb}, a, ab, NULL, n_tok, y,
                                          (size_t)n_out, NULL};
@@ -387,8 +379,11 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "--bench") == 0) {
         const int toks[2] = {argc >= 3 ? atoi(argv[2]) : 8, argc >= 3 ? atoi(argv[2]) : 32};
         const enum strata_gemm_level lv = strata_gemm_level_for(strata_isa_detect());
+        const int experts = argc >= 4 ? atoi(argv[3]) : 8;
+        if (experts < 1 || experts > 256) return 2;
         for (size_t k = 0; k < N_TYPES; k++)
-            for (int i = 0; i < (argc >= 3 ? 1 : 2) && strata_gemm_supports(lv, g_types[k]); i++) bench_type(g_types[k], toks[i], lv);
+            for (int i = 0; i < (argc >= 3 ? 1 : 2) && strata_gemm_supports(lv, g_types[k]); i++)
+                bench_type(g_types[k], toks[i], experts, lv);
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "--seed") == 0) seed = strtoull(argv[2], NULL, 0);

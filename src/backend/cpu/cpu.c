@@ -5,6 +5,14 @@
 // Activation rounding: mm rounds each distinct activation block (x, stride, rows, format) of a
 // call once into the context's scratch (act), then runs every product of the call in one
 // parallel region (ops.c). The scratch is sized by reserve and grows if a call needs more.
+//
+// Products of the weight types with a canonical integer form at this ISA (gemm.h: Q8_0 and the
+// K-quants everywhere, the IQ formats and Q2_K/Q3_K at AVX-512) run through the GEMM driver: the
+// tile kernel where a job has enough tokens, the canonical multi-token or one-token dot below
+// that, all of them the same float order, so a token's result is the same bits in a call of 1
+// or 128 tokens (backend.h, "Determinism"). The other types keep the quant kernels' dots
+// (ops.c), whose multi-token dot rounds as their one-token dot. STRATA_CPU_GEMM=0 keeps every
+// type on the quant kernels (a diagnostic: other bits, the same within the process).
 #include "backend/cpu/cpu.h"
 
 #include <math.h>
@@ -14,6 +22,7 @@
 #include "backend/cpu/attn.h"
 #include "backend/cpu/deltanet.h"
 #include "backend/cpu/fattn.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kv.h"
 #include "backend/cpu/ops_ext.h"
@@ -39,6 +48,7 @@ struct cpu_ctx {
     size_t act_cap;
     struct act_block blocks[STRATA_MM_MAX_JOBS];
     struct strata_mm_job jobs[STRATA_MM_MAX_JOBS];
+    struct strata_gemm *gemm;        // canonical products (NULL: STRATA_CPU_GEMM=0)
     float *att_scratch;              // [n_threads][STRATA_ATTN_GROUP][att_ctx] attention scores (F32 rows)
     int att_ctx;
     struct strata_fattn_ctx *fa;     // tiled attention over typed caches, for one head shape
@@ -177,6 +187,11 @@ static int cpu_batch_begin(void *vctx, const struct strata_batch *b)
     return 0;
 }
 
+static bool uses_gemm(const struct cpu_ctx *c, uint32_t type)
+{
+    return c->gemm && strata_gemm_supports(strata_gemm_level(c->gemm), type);
+}
+
 static int cpu_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
 {
     struct cpu_ctx *c = vctx;
@@ -211,13 +226,23 @@ static int cpu_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
         for (int r = 0; r < ab->n_rows; r++)
             q(ab->x + (size_t)r * ab->x_stride, c->act + ab->offset + (size_t)r * ab->row_bytes, ab->n_in);
     }
-    for (int i = 0; i < n_ops; i++) {
-        const struct strata_mm_op *op = &ops[i];
-        const struct act_block *ab = &c->blocks[block_of[i]];
-        c->jobs[i] = (struct strata_mm_job){op->w, c->act + ab->offset, ab->row_bytes, op->x_rows, op->n_tok,
-                                            op->y, op->y_stride, op->y_rows};
+    // the GEMM's jobs first, then the quant kernels' ones, each in call order (ops.c groups
+    // consecutive jobs on one matrix)
+    int n_gemm = 0;
+    for (int pass = 0, n = 0; pass < 2; pass++)
+        for (int i = 0; i < n_ops; i++) {
+            const struct strata_mm_op *op = &ops[i];
+            if (uses_gemm(c, op->w.type) != (pass == 0)) continue;
+            const struct act_block *ab = &c->blocks[block_of[i]];
+            c->jobs[n++] = (struct strata_mm_job){op->w, c->act + ab->offset, ab->row_bytes, op->x_rows, op->n_tok,
+                                                  op->y, op->y_stride, op->y_rows};
+            if (pass == 0) n_gemm = n;
+        }
+    if (n_gemm) {
+        rc = strata_gemm_run(c->gemm, c->pool, c->jobs, n_gemm);
+        if (rc) return rc;
     }
-    strata_mm_run(c->pool, c->k, c->jobs, n_ops);
+    strata_mm_run(c->pool, c->k, c->jobs + n_gemm, n_ops - n_gemm);
     return 0;
 }
 
@@ -720,6 +745,7 @@ static void cpu_free(void *vctx)
     struct cpu_ctx *c = vctx;
     if (!c) return;
     strata_pool_free(c->pool);
+    strata_gemm_free(c->gemm);
     free(c->act);
     free(c->att_scratch);
     strata_fattn_free(c->fa);
@@ -779,6 +805,14 @@ int strata_backend_cpu_open(struct strata_backend *out, int n_threads)
     if (rc) {
         free(c);
         return rc;
+    }
+    const char *env = getenv("STRATA_CPU_GEMM");
+    if (!(env && strcmp(env, "0") == 0)) {
+        rc = strata_gemm_create(&c->gemm, strata_pool_size(c->pool), strata_gemm_level_for(c->k->isa));
+        if (rc) {
+            cpu_free(c);
+            return rc;
+        }
     }
     *out = (struct strata_backend){&g_cpu_iface, c};
     return 0;

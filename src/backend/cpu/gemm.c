@@ -397,6 +397,8 @@ struct job_plan {
     int owner;                   // job whose tiles these are (itself, or an earlier identical one)
     int item0;                   // first phase-2 item of the job
     bool small;                  // few tokens: the multi-token dot, no tiles
+    int n_unit;                  // small jobs on the same matrix right after it, itself included,
+                                 // whose tokens its items serve (0: served by an earlier job's)
 };
 
 struct strata_gemm {
@@ -498,6 +500,12 @@ static const void *act_row(const struct strata_mm_job *j, int t)
     return (const char *)j->xq + (size_t)xr * j->xq_stride;
 }
 
+static bool same_matrix(const struct strata_mat *a, const struct strata_mat *b)
+{
+    return a->data == b->data && a->type == b->type && a->n_in == b->n_in && a->n_out == b->n_out &&
+           a->row_bytes == b->row_bytes;
+}
+
 static bool same_activations(const struct strata_mm_job *a, const struct strata_mm_job *b, const struct job_plan *pa,
                              const struct job_plan *pb)
 {
@@ -523,21 +531,29 @@ static void tile_worker(void *arg, int ith, int nth)
     }
 }
 
-// Few tokens: the canonical multi-token dot on the packed rows (the same results, no tiles).
-static void small_job_rows(enum strata_gemm_level level, const struct strata_mm_job *job, int r0, int r1)
+// Few tokens: the canonical multi-token dot on the packed rows (the same results, no tiles), for
+// the tokens of n_unit consecutive jobs on one matrix (the output head of several sequences: the
+// rows are read once for all of them), up to STRATA_DOT_TOKENS of them per pass over the rows.
+static void small_job_rows(enum strata_gemm_level level, const struct strata_mm_job *jobs, int n_unit, int r0, int r1)
 {
-    strata_vec_dot_multi_fn multi = strata_gemm_vec_dot_multi(level, job->w.type);
+    const struct strata_mat *w = &jobs[0].w;
+    strata_vec_dot_multi_fn multi = strata_gemm_vec_dot_multi(level, w->type);
     const void *x[STRATA_DOT_TOKENS];
     float *y[STRATA_DOT_TOKENS];
-    for (int t = 0; t < job->n_tok; t += STRATA_DOT_TOKENS) {
-        const int n_act = job->n_tok - t < STRATA_DOT_TOKENS ? job->n_tok - t : STRATA_DOT_TOKENS;
-        for (int i = 0; i < n_act; i++) {
-            x[i] = act_row(job, t + i);
-            y[i] = job->y + (size_t)(job->y_rows ? job->y_rows[t + i] : t + i) * job->y_stride;
+    int n_left = 0;
+    for (int j = 0; j < n_unit; j++) n_left += jobs[j].n_tok;
+    for (int j = 0, t = 0; n_left > 0;) {
+        const int n_act = n_left < STRATA_DOT_TOKENS ? n_left : STRATA_DOT_TOKENS;
+        for (int i = 0; i < n_act; i++, t++) {
+            while (t == jobs[j].n_tok) j++, t = 0;
+            const struct strata_mm_job *job = &jobs[j];
+            x[i] = act_row(job, t);
+            y[i] = job->y + (size_t)(job->y_rows ? job->y_rows[t] : t) * job->y_stride;
         }
+        n_left -= n_act;
         for (int r = r0; r < r1; r++) {
             float s[STRATA_DOT_TOKENS];
-            multi((int64_t)job->w.n_in, s, (const char *)job->w.data + (size_t)r * job->w.row_bytes, x, n_act);
+            multi((int64_t)w->n_in, s, (const char *)w->data + (size_t)r * w->row_bytes, x, n_act);
             for (int i = 0; i < n_act; i++) y[i][r] = s[i];
         }
     }
@@ -562,7 +578,7 @@ static void panel_worker(void *arg, int ith, int nth)
         const int r0 = (i0 - p->item0) * rpp;
         const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
         if (p->small) {
-            small_job_rows(g->level, job, r0, r0 + nr);
+            small_job_rows(g->level, job, p->n_unit, r0, r0 + nr);
             continue;
         }
         for (int r = 0; r < nr; r++)
@@ -593,7 +609,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
     const struct gemm_kernels *k = g->k;
     struct job_plan *plan = g->plan;
     size_t tiles = 0, rec_max = 0;
-    int n_tile_items = 0, n_items = 0;
+    int n_tile_items = 0, n_items = 0, lead = -1;
     for (int j = 0; j < n_jobs; j++) {
         struct job_plan *p = &plan[j];
         p->f = gemm_format_of(jobs[j].w.type);
@@ -615,6 +631,13 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
         }
         if (!p->small && p->L.bytes > rec_max) rec_max = p->L.bytes;
         p->item0 = n_items;
+        p->n_unit = 1;
+        if (p->small && lead >= 0 && same_matrix(&jobs[lead].w, &jobs[j].w)) {
+            plan[lead].n_unit++;  // its tokens go with the leader's, on the leader's items
+            p->n_unit = 0;
+            continue;
+        }
+        lead = p->small ? j : -1;
         n_items += (int)((jobs[j].w.n_out + (uint32_t)k->rows_per_panel - 1) / (uint32_t)k->rows_per_panel);
     }
     int rc = grow(&g->tiles, &g->tiles_bytes, tiles);

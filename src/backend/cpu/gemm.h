@@ -82,8 +82,9 @@ size_t strata_gemm_scratch_bytes(const struct strata_gemm *g);
 // multiplies them with every tile (AVX-512 VNNI: vpdpbusd, 16 tokens per zmm; AMX: TDPBUSD /
 // TDPBSSD). Jobs with fewer tokens than the level's threshold (9 at AVX-512, where the two are
 // as fast), and every job at the AVX2 and scalar levels but the scalar level's test path, take
-// the canonical multi-token dot. Results are bit-identical to strata_gemm_vec_dot on each
-// (row, token).
+// the canonical multi-token dot; consecutive such jobs on the same matrix (the output head of
+// several sequences) pass over its rows once for all their tokens. Results are bit-identical to
+// strata_gemm_vec_dot on each (row, token).
 // At most STRATA_MM_MAX_JOBS jobs. 0, or STRATA_ENOMEM when the scratch cannot grow.
 int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struct strata_mm_job *jobs,
                     int n_jobs);
