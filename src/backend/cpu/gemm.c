@@ -399,6 +399,7 @@ struct job_plan {
     bool small;                  // few tokens: the multi-token dot, no tiles
     int n_unit;                  // small jobs on the same matrix right after it, itself included,
                                  // whose tokens its items serve (0: served by an earlier job's)
+    int item_rows;               // weight rows per item: a panel, or more for small jobs
 };
 
 struct strata_gemm {
@@ -575,12 +576,13 @@ static void panel_worker(void *arg, int ith, int nth)
         while (c->plan[j].item0 > i0) j--;
         const struct strata_mm_job *job = &c->jobs[j];
         const struct job_plan *p = &c->plan[j];
-        const int r0 = (i0 - p->item0) * rpp;
-        const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
+        const int r0 = (i0 - p->item0) * p->item_rows;
         if (p->small) {
-            small_job_rows(g->level, job, p->n_unit, r0, r0 + nr);
+            const int r1 = r0 + p->item_rows < (int)job->w.n_out ? r0 + p->item_rows : (int)job->w.n_out;
+            small_job_rows(g->level, job, p->n_unit, r0, r1);
             continue;
         }
+        const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
         for (int r = 0; r < nr; r++)
             k->unpack(p->f, &p->L, (const char *)job->w.data + (size_t)(r0 + r) * job->w.row_bytes, panel + (size_t)r * p->L.bytes);
         const struct job_plan *owner = &c->plan[p->owner];
@@ -638,7 +640,15 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
             continue;
         }
         lead = p->small ? j : -1;
-        n_items += (int)((jobs[j].w.n_out + (uint32_t)k->rows_per_panel - 1) / (uint32_t)k->rows_per_panel);
+        // Small jobs stream their rows once (decode): items of up to 64 rows, enough of them
+        // for balance (8 a thread), few enough that the shared counter is not the cost (one
+        // item of 16 rows of the output head was a contended atomic per 18 KiB).
+        p->item_rows = k->rows_per_panel;
+        if (p->small) {
+            const uint32_t want = jobs[j].w.n_out / (8u * (uint32_t)strata_pool_size(pool));
+            p->item_rows = want < 16 ? 16 : want > 64 ? 64 : (int)want;
+        }
+        n_items += (int)((jobs[j].w.n_out + (uint32_t)p->item_rows - 1) / (uint32_t)p->item_rows);
     }
     int rc = grow(&g->tiles, &g->tiles_bytes, tiles);
     const size_t panel_want = rec_max * (size_t)k->rows_per_panel;
