@@ -141,6 +141,53 @@ static void panel_avx512(const struct gemm_format *f, const struct gemm_rec_layo
 
 // ---- canonical dots ---------------------------------------------------------------------------
 
+// One row's integer sums of 4 blocks reduced together: pair(a, b) holds a's and b's lanes summed
+// in pairs, interleaved (a, b, a, b per 128 bits); pair64(pair(v0, v1), pair(v2, v3)) holds
+// v0..v3 per 128 bits, and fold4 sums the 128-bit parts: lane i = the sum of every lane of v_i
+// (4 shuffles a block for S1 and S2 instead of 7 with a horizontal sum each).
+static inline __attribute__((always_inline)) __m512i strata_pair_epi32(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+static inline __attribute__((always_inline)) __m512i strata_pair64_epi32(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+static inline __attribute__((always_inline)) __m128i strata_fold4_epi32(__m512i v)
+{
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+static inline __attribute__((always_inline)) __m256i strata_pair256_epi32(__m256i a, __m256i b)
+{
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+static inline __attribute__((always_inline)) __m256i strata_pair64_256_epi32(__m256i a, __m256i b)
+{
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+static inline __attribute__((always_inline)) __m128i strata_fold4_256_epi32(__m256i v)
+{
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+// The canonical float part of up to 4 blocks (n_valid) in order: acc = fmaf(f1[i], r1[i], acc)
+// and, with mins, acc = fmaf(f2[i], r2[i], acc) after it. Lanes by shuffles: a store and scalar
+// loads would stall on store forwarding in the accumulator's chain.
+static inline __attribute__((always_inline)) float fmaf_group4(float acc, __m128 r1, const float *f1, __m128 r2,
+                                                               const float *f2, bool mins, int64_t n_valid)
+{
+    const __m128 l1[4] = {r1, _mm_movehdup_ps(r1), _mm_movehl_ps(r1, r1), _mm_shuffle_ps(r1, r1, 3)};
+    const __m128 l2[4] = {r2, _mm_movehdup_ps(r2), _mm_movehl_ps(r2, r2), _mm_shuffle_ps(r2, r2, 3)};
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++) {
+        if (i >= n_valid) break;
+        acc = __builtin_fmaf(f1[i], _mm_cvtss_f32(l1[i]), acc);
+        if (mins) acc = __builtin_fmaf(f2[i], _mm_cvtss_f32(l2[i]), acc);
+    }
+    return acc;
+}
+
 // 32 bytes broadcast to both halves of a zmm, each half shifted right by its own count of bits
 // per 64-bit lane.
 static inline __m512i broadcast_shift(const uint8_t *p, int lower_shift, int upper_shift)
@@ -268,47 +315,73 @@ static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s,
     float acc1 = 0.0f;                  // one row
     __m256 accv = _mm256_setzero_ps();  // several rows, one per lane
     const __m512i rows = strata_row_addresses(act, nt);
-    for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
-        strata_prefetch_ahead(w, (int)block_bytes);
-        const struct block_q4_k *head = (const struct block_q4_k *)w;
-        const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
-        __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh)) : zero;
-        const __m512i *qh_p = five ? &qh : NULL;
-        __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(head->scales));
-        __m256i mins = _mm256_permutexvar_epi16(dup_mins, sm16);
-        __m512i scales = _mm512_castsi256_si512(sm16);
-        __m512i q0 = k_chunk_quants(qs, qh_p, sel0), q1 = k_chunk_quants(qs + 32, qh_p, sel1);
-        __m512i q2 = k_chunk_quants(qs + 64, qh_p, sel2), q3 = k_chunk_quants(qs + 96, qh_p, sel3);
-        __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
-        __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
-        const float dw = _cvtsh_ss(head->d), ndmin = -_cvtsh_ss(head->dmin);
-        __m512i sums[16];
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < nt; t++) {
-            const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
-            __m256i mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins);
-            __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
-            __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
-            isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
-            isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
-            if (nt == 1) {  // one row: its two sums straight to scalars
-                acc1 = __builtin_fmaf(dw * y->d, (float)strata_hsum512_epi32(_mm512_add_epi32(isum0, isum1)), acc1);
-                acc1 = __builtin_fmaf(ndmin * y->d, (float)strata_hsum256_epi32(mins_dot), acc1);
-            } else {
-                sums[t] = _mm512_add_epi32(isum0, isum1);
-                sums[8 + t] = _mm512_zextsi256_si512(mins_dot);
+    const int64_t nb = n / QK_K;
+    // One row: the S1 and S2 lanes of 4 blocks are reduced together (pairs as they come, then
+    // one fold: 4 shuffles a block instead of 7), then the blocks' fmaf in order.
+    for (int64_t b0 = 0; b0 < nb; b0 += 4) {
+        __m512i s1_prev = zero, s1_pair[2];
+        __m256i s2_prev = _mm256_setzero_si256(), s2_pair[2];
+        float f1[4] = {0}, f2[4] = {0};
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < 4; i++) {
+            const int64_t b = b0 + i;
+            if (b >= nb) {  // past the row's end: zero sums, no fmaf
+                if (nt == 1) {
+                    if (i % 2 == 0) s1_prev = zero, s2_prev = _mm256_setzero_si256();
+                    else s1_pair[i / 2] = strata_pair_epi32(s1_prev, zero), s2_pair[i / 2] = strata_pair256_epi32(s2_prev, _mm256_setzero_si256());
+                }
+                continue;
             }
-        }
-        if (nt > 1) {
-            // lanes 0..7: S1 of each row, 8..15: S2; the same fmaf per row as above, in lanes
+            strata_prefetch_ahead(w, (int)block_bytes);
+            const struct block_q4_k *head = (const struct block_q4_k *)w;
+            const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
+            __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh)) : zero;
+            const __m512i *qh_p = five ? &qh : NULL;
+            __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(head->scales));
+            __m256i mins = _mm256_permutexvar_epi16(dup_mins, sm16);
+            __m512i scales = _mm512_castsi256_si512(sm16);
+            __m512i q0 = k_chunk_quants(qs, qh_p, sel0), q1 = k_chunk_quants(qs + 32, qh_p, sel1);
+            __m512i q2 = k_chunk_quants(qs + 64, qh_p, sel2), q3 = k_chunk_quants(qs + 96, qh_p, sel3);
+            __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
+            __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
+            const float dw = _cvtsh_ss(head->d), ndmin = -_cvtsh_ss(head->dmin);
+            __m512i sums[16];
             _Pragma("GCC unroll 8")
-            for (int t = nt; t < 8; t++) sums[t] = sums[8 + t] = zero;
-            const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));
-            const __m256 yd = strata_q8k_factors(rows, b, nt);
-            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), yd), _mm512_castps512_ps256(st), accv);
-            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(ndmin), yd), _mm512_extractf32x8_ps(st, 1), accv);
+            for (int t = 0; t < nt; t++) {
+                const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
+                __m256i mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins);
+                __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
+                __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
+                isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
+                isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
+                if (nt == 1) {  // one row: its two sums into the pairs of the group
+                    const __m512i s1 = _mm512_add_epi32(isum0, isum1);
+                    if (i % 2 == 0) s1_prev = s1, s2_prev = mins_dot;
+                    else s1_pair[i / 2] = strata_pair_epi32(s1_prev, s1), s2_pair[i / 2] = strata_pair256_epi32(s2_prev, mins_dot);
+                    f1[i] = dw * y->d;
+                    f2[i] = ndmin * y->d;
+                } else {
+                    sums[t] = _mm512_add_epi32(isum0, isum1);
+                    sums[8 + t] = _mm512_zextsi256_si512(mins_dot);
+                }
+            }
+            if (nt > 1) {
+                // lanes 0..7: S1 of each row, 8..15: S2; the same fmaf per row as above, in lanes
+                _Pragma("GCC unroll 8")
+                for (int t = nt; t < 8; t++) sums[t] = sums[8 + t] = zero;
+                const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));
+                const __m256 yd = strata_q8k_factors(rows, b, nt);
+                accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), yd), _mm512_castps512_ps256(st), accv);
+                accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(ndmin), yd), _mm512_extractf32x8_ps(st, 1), accv);
+            }
+            w += block_bytes;
         }
-    }
+        if (nt == 1) {
+            const __m128 r1 = _mm_cvtepi32_ps(strata_fold4_epi32(strata_pair64_epi32(s1_pair[0], s1_pair[1])));
+            const __m128 r2 = _mm_cvtepi32_ps(strata_fold4_256_epi32(strata_pair64_256_epi32(s2_pair[0], s2_pair[1])));
+            acc1 = fmaf_group4(acc1, r1, f1, r2, f2, true, nb - b0);
+        }
+        }
     strata_store_results(s, acc1, accv, nt);
 }
 
