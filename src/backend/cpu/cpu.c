@@ -10,9 +10,11 @@
 // K-quants everywhere, the IQ formats and Q2_K/Q3_K at AVX-512) run through the GEMM driver: the
 // tile kernel where a job has enough tokens, the canonical multi-token or one-token dot below
 // that, all of them the same float order, so a token's result is the same bits in a call of 1
-// or 128 tokens (backend.h, "Determinism"). The other types keep the quant kernels' dots
-// (ops.c), whose multi-token dot rounds as their one-token dot. STRATA_CPU_GEMM=0 keeps every
-// type on the quant kernels (a diagnostic: other bits, the same within the process).
+// or 128 tokens (backend.h, "Determinism"). The other types, and the output head (prompts give
+// it one token per sequence; its one-token canonical dot would cost decode about 20% of the
+// head's time), keep the quant kernels' dots (ops.c), whose multi-token dot rounds as their
+// one-token dot. Which path a matrix takes depends only on the matrix. STRATA_CPU_GEMM=0 keeps
+// every matrix on the quant kernels (a diagnostic: other bits, the same within the process).
 #include "backend/cpu/cpu.h"
 
 #include <math.h>
@@ -187,9 +189,9 @@ static int cpu_batch_begin(void *vctx, const struct strata_batch *b)
     return 0;
 }
 
-static bool uses_gemm(const struct cpu_ctx *c, uint32_t type)
+static bool uses_gemm(const struct cpu_ctx *c, const struct strata_mat *w)
 {
-    return c->gemm && strata_gemm_supports(strata_gemm_level(c->gemm), type);
+    return c->gemm && !w->head && strata_gemm_supports(strata_gemm_level(c->gemm), w->type);
 }
 
 static int cpu_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
@@ -232,7 +234,7 @@ static int cpu_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
     for (int pass = 0, n = 0; pass < 2; pass++)
         for (int i = 0; i < n_ops; i++) {
             const struct strata_mm_op *op = &ops[i];
-            if (uses_gemm(c, op->w.type) != (pass == 0)) continue;
+            if (uses_gemm(c, &op->w) != (pass == 0)) continue;
             const struct act_block *ab = &c->blocks[block_of[i]];
             c->jobs[n++] = (struct strata_mm_job){op->w, c->act + ab->offset, ab->row_bytes, op->x_rows, op->n_tok,
                                                   op->y, op->y_stride, op->y_rows};
