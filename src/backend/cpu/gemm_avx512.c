@@ -394,34 +394,58 @@ static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, 
     float acc1 = 0.0f;
     __m256 accv = _mm256_setzero_ps();
     const __m512i rows = strata_row_addresses(act, nt);
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
-        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
-        __m512i scales = _mm512_castsi256_si512(sc16);
-        __m512i q0, q1, q2, q3;
-        q6_half_quants(x[b].ql, x[b].qh, &q0, &q1);
-        q6_half_quants(x[b].ql + 64, x[b].qh + 32, &q2, &q3);
-        __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
-        __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
-        const float dw = _cvtsh_ss(x[b].d);
-        __m512i sums[16];
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < nt; t++) {
-            const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
-            __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
-            __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
-            __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
-            isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
-            isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
-            __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum0, isum1), _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
-            if (nt == 1) acc1 = __builtin_fmaf(dw * y->d, (float)strata_hsum512_epi32(total), acc1);
-            else sums[t] = total;
+    const int64_t nb = n / QK_K;
+    // One row: the sums of 4 blocks reduced together, as in dot_k4_k5.
+    for (int64_t b0 = 0; b0 < nb; b0 += 4) {
+        __m512i s1_prev = zero, s1_pair[2];
+        float f1[4] = {0};
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < 4; i++) {
+            const int64_t b = b0 + i;
+            if (b >= nb) {  // past the row's end: zero sums, no fmaf
+                if (nt == 1) {
+                    if (i % 2 == 0) s1_prev = zero;
+                    else s1_pair[i / 2] = strata_pair_epi32(s1_prev, zero);
+                }
+                continue;
+            }
+            strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
+            __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
+            __m512i scales = _mm512_castsi256_si512(sc16);
+            __m512i q0, q1, q2, q3;
+            q6_half_quants(x[b].ql, x[b].qh, &q0, &q1);
+            q6_half_quants(x[b].ql + 64, x[b].qh + 32, &q2, &q3);
+            __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
+            __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
+            const float dw = _cvtsh_ss(x[b].d);
+            __m512i sums[16];
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < nt; t++) {
+                const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
+                __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+                __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
+                __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
+                isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
+                isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
+                __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum0, isum1), _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
+                if (nt == 1) {
+                    if (i % 2 == 0) s1_prev = total;
+                    else s1_pair[i / 2] = strata_pair_epi32(s1_prev, total);
+                    f1[i] = dw * y->d;
+                } else {
+                    sums[t] = total;
+                }
+            }
+            if (nt > 1) {
+                _Pragma("GCC unroll 16")
+                for (int t = nt; t < 16; t++) sums[t] = zero;
+                const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));
+                accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), strata_q8k_factors(rows, b, nt)), _mm512_castps512_ps256(st), accv);
+            }
         }
-        if (nt > 1) {
-            _Pragma("GCC unroll 16")
-            for (int t = nt; t < 16; t++) sums[t] = zero;
-            const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));
-            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), strata_q8k_factors(rows, b, nt)), _mm512_castps512_ps256(st), accv);
+        if (nt == 1) {
+            const __m128 r1 = _mm_cvtepi32_ps(strata_fold4_epi32(strata_pair64_epi32(s1_pair[0], s1_pair[1])));
+            acc1 = fmaf_group4(acc1, r1, f1, r1, f1, false, nb - b0);
         }
     }
     strata_store_results(s, acc1, accv, nt);
