@@ -279,6 +279,7 @@ struct strata_backend_mem {
     const char *device;      // the device's name (borrowed from the backend)
     uint64_t used, peak;     // bytes the backend holds now / held at most
     uint64_t total;          // the device's memory
+    uint64_t free;           // the device's free memory now (all processes; the driver's count)
 };
 
 struct strata_backend_i {

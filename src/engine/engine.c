@@ -213,11 +213,59 @@ static int load_pin_rank(const struct strata_engine *e, uint32_t **rank)
     return rc;
 }
 
+// A GPU backend, before the model is uploaded: what the device must hold at least (the dense
+// weights, the expert slots: every expert, or the --gpu-cache-mib tier's, and every provisioned
+// session's KV cache at the full context, at the smaller of the K and V element sizes; scratch not
+// counted) against its free memory now. One line naming the numbers when it cannot fit.
+static int check_vram(const struct strata_engine *e)
+{
+    const struct strata_engine_params *p = &e->params;
+    struct strata_backend_mem bm = {0};
+    e->be.iface->mem_info(e->be.ctx, &bm);
+    if (bm.free == 0) return 0;  // not known: the allocations will say
+    struct strata_gguf_file *f = NULL;
+    struct strata_hparams hp;
+    struct strata_expert_layout lay = {0};
+    int rc = strata_gguf_open(&f, p->model);
+    if (rc == 0) rc = strata_hparams_load(&hp, f);
+    if (rc == 0) rc = strata_expert_layout_init(&lay, f);
+    if (rc) {  // the model load reports it
+        strata_expert_layout_free(&lay);
+        strata_gguf_close(f);
+        return 0;
+    }
+    uint64_t experts = lay.expert_bytes;
+    if (p->vram_cache_bytes && lay.n_layers) {
+        struct strata_slot_plan vp;
+        strata_expert_layout_plan(&lay, p->vram_cache_bytes, p->cache_classes, &vp);
+        if (vp.n_slots < lay.n_expert) experts = vp.total_bytes;
+    }
+    static const uint32_t elem[STRATA_KV_COUNT] = {4, 2, 2, 1};  // q8_0: 34 bytes per 32, counted as 1
+    const uint32_t kv_elem = elem[p->cache_type_k] < elem[p->cache_type_v] ? elem[p->cache_type_k] : elem[p->cache_type_v];
+    const int n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp.n_ctx_train < 4096 ? (int)hp.n_ctx_train : 4096);
+    const int n_seq = p->n_seq_max > 0 ? p->n_seq_max : 1;
+    const uint64_t kv = strata_hparams_kv_bytes_per_token(&hp, kv_elem) * (uint64_t)n_ctx * (uint64_t)n_seq;
+    const uint64_t need = lay.dense_bytes + experts + kv;
+    if (need > bm.free) {
+        strata_log_error("engine_open: the GPU needs at least %.0f MiB (dense weights %.0f, experts %.0f, KV cache of %d "
+                         "session(s) at %d positions %.0f; scratch besides) and %s has %.0f MiB free of %.0f: lower "
+                         "--gpu-cache-mib (the minimum is one token's experts, %.0f MiB), --ctx or --parallel",
+                         MIB(need), MIB(lay.dense_bytes), MIB(experts), n_seq, n_ctx, MIB(kv),
+                         bm.device ? bm.device : "the device", MIB(bm.free), MIB(bm.total),
+                         lay.n_layers ? MIB(strata_expert_layout_min_budget(&lay, hp.n_expert_used)) : 0.0);
+        rc = STRATA_ENOMEM;
+    }
+    strata_expert_layout_free(&lay);
+    strata_gguf_close(f);
+    return rc;
+}
+
 static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
 {
     const struct strata_engine_params *p = &e->params;
     const struct strata_backend_params bp = {kind, p->n_threads, p->gpu};
     int rc = strata_backend_open(&e->be, &bp);
+    if (rc == 0 && !e->be.iface->host_memory && e->be.iface->mem_info) rc = check_vram(e);
     if (rc == 0) rc = strata_model_load(&e->m, p->model, &e->be);
     if (rc) return rc;
     const struct strata_hparams *hp = strata_model_hparams(e->m);

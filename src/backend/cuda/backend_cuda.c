@@ -818,8 +818,11 @@ static int cuda_be_moe(void *vctx, const struct strata_moe_op *op)
 static void cuda_be_mem_info(void *vctx, struct strata_backend_mem *out)
 {
     struct cuda_ctx *c = vctx;
+    struct strata_cuda_info now;  // the free memory of this moment
+    strata_cuda_get_info(c->cu, &now);
     *out = (struct strata_backend_mem){.device = c->info.name, .used = strata_cuda_bytes_used(c->cu),
-                                       .peak = strata_cuda_bytes_peak(c->cu), .total = c->info.total_bytes};
+                                       .peak = strata_cuda_bytes_peak(c->cu), .total = c->info.total_bytes,
+                                       .free = now.free_bytes};
 }
 
 // ---- lifecycle ---------------------------------------------------------------------------------
