@@ -5,7 +5,8 @@
 // in use is never evicted: an acquire that needs its slot waits for the release); all-or-nothing
 // acquires; fetch and prefetch never evict a pinned expert and are counted; a joined fill; LRU and
 // LFU replace what the store would; a failed copy fails the acquire cleanly and the next one
-// works; four threads with overlapping random groups (also under TSAN=1).
+// works; four threads with overlapping random groups (also under TSAN=1); a pinned hot set;
+// strata sim's two-tier replay equals the tier's and the host store's misses.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,7 +19,9 @@
 #include "experts/provider.h"
 #include "experts/store.h"
 #include "experts/vram.h"
+#include "experts/trace.h"
 #include "gguf/gguf.h"
+#include "tools/sim.h"
 #include "tools/synth.h"
 #include "util/log.h"
 
@@ -582,6 +585,59 @@ static void test_pinned(struct strata_gguf_file *f, const struct strata_expert_l
     case_result("vram: a pinned hot set is copied at open, hits and is never evicted", before);
 }
 
+// strata sim's two tiers (strata_sim_replay2) against the real ones: decode tokens (each layer's
+// experts acquired in ascending order, as a pass does) through 4 VRAM slots over 8 host slots, LRU
+// and LFU; the VRAM misses and the host misses (its reads from the file) are what the simulator says.
+static void test_sim_two_tiers(struct strata_gguf_file *f, const struct strata_expert_layout *lay)
+{
+    const int before = g_failures;
+    struct strata_trace tr = {.n_layers = lay->n_layers, .n_expert = lay->n_expert, .topk = 2, .n_tokens = 300};
+    tr.ids = malloc(tr.n_tokens * tr.n_layers * 2 * sizeof *tr.ids);
+    tr.chunk = malloc(tr.n_tokens * sizeof *tr.chunk);
+    uint64_t x = 12345;
+    for (uint64_t t = 0; t < tr.n_tokens; t++) {
+        tr.chunk[t] = (uint32_t)t;
+        for (uint32_t l = 0; l < tr.n_layers; l++) {
+            int32_t *g = &tr.ids[(t * tr.n_layers + l) * 2];
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            g[0] = (int32_t)((x >> 33) % 12);  // a skewed few, so the policies differ
+            g[1] = (int32_t)((g[0] + 1 + (x >> 45) % (tr.n_expert - 1)) % tr.n_expert);
+            if (g[0] > g[1]) {
+                const int32_t y = g[0];
+                g[0] = g[1];
+                g[1] = y;
+            }
+        }
+    }
+    for (int pol = 0; pol < 2; pol++) {
+        struct tier t;
+        CHECK(tier_open(&t, f, lay, 8, 4, pol == 0 ? STRATA_POLICY_LRU : STRATA_POLICY_LFU, 0) == 0, "open");
+        struct strata_expert_view v[2];
+        for (uint64_t k = 0; k < tr.n_tokens; k++)
+            for (uint32_t l = 0; l < tr.n_layers; l++) {
+                const uint32_t ids[2] = {(uint32_t)tr.ids[(k * tr.n_layers + l) * 2],
+                                         (uint32_t)tr.ids[(k * tr.n_layers + l) * 2 + 1]};
+                CHECK(strata_provider_acquire(t.p, l, ids, 2, v) == 0, "acquire");
+                strata_provider_release(t.p, l, v, 2);
+            }
+        struct strata_experts_stats vs, hs;
+        strata_provider_stats(t.p, &vs);
+        strata_provider_stats(strata_store_provider(t.store), &hs);
+        struct strata_sim_result sv, sh;
+        const struct strata_sim_opts so = {0};
+        CHECK(strata_sim_replay2(&tr, pol == 0 ? STRATA_SIM_LRU : STRATA_SIM_LFU, 4, 8, &so, &sv, &sh) == 0, "sim");
+        CHECK(vs.misses == sv.misses && hs.misses == sh.misses && hs.hits == sh.hits && hs.misses > 0 && hs.hits > 0 &&
+                  vs.hits > 0,
+              "%s: VRAM misses %llu (sim %llu), host misses %llu hits %llu (sim %llu %llu)", pol ? "LFU" : "LRU",
+              (unsigned long long)vs.misses, (unsigned long long)sv.misses, (unsigned long long)hs.misses,
+              (unsigned long long)hs.hits, (unsigned long long)sh.misses, (unsigned long long)sh.hits);
+        tier_close(&t);
+    }
+    free(tr.ids);
+    free(tr.chunk);
+    case_result("vram: strata sim's two tiers miss as the VRAM tier and the host store do", before);
+}
+
 int main(void)
 {
     if (!mkdtemp(g_dir)) return 1;
@@ -610,6 +666,7 @@ int main(void)
     test_threads(f, &lay, &ref);
     test_min(f, &lay);
     test_pinned(f, &lay, &ref);
+    test_sim_two_tiers(f, &lay);
     for (uint32_t i = 0; i < lay.n_layers * STRATA_EXPERT_PART_COUNT; i++) free(ref.part[i]);
     free(ref.part);
     strata_expert_layout_free(&lay);
