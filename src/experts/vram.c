@@ -206,7 +206,7 @@ static void *copy_main(void *arg)
     for (;;) {
         while (!v->stop && v->dq.n == 0 && v->lq.n == 0) pthread_cond_wait(&v->work_cv, &v->mu);
         if (v->dq.n == 0 && v->lq.n == 0) break;  // stopping, nothing left
-        uint32_t l;
+        uint32_t l = 0;  // (set by take_batch; gcc -O1 cannot see it)
         const int n = take_batch(v, &l);
         pthread_mutex_unlock(&v->mu);
 
