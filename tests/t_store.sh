@@ -82,17 +82,20 @@ grep -q "the minimum is 2" "$dir/err"
 
 # Peak RSS: dense + KV (-c 64: 0.5 MiB) + scratch + budget + 16 MiB documented overhead
 # (runtime, tokenizer, chunk scratch, I/O buffers), and far below full residency. Under
-# AddressSanitizer its own shadow memory and quarantine add to the process; 16 MiB more is
-# allowed for them (measured: 23.4 MiB against a 22.3 MiB bound without the allowance).
+# AddressSanitizer its own shadow memory and quarantine add to the process (measured over the
+# plain build's peak on the same run: 18.6 MiB on 2026-12-04 at 051ec66, 22.9 MiB after the GEMM
+# joined cpu_mm, whose scratch grows and is freed into the quarantine); 24 MiB more is allowed for
+# them, and they are left out of both sides of the comparison with full residency.
 san_mib=0
-grep -qa __asan_init "$bin" && san_mib=16
+grep -qa __asan_init "$bin" && san_mib=24
 for io in pread uring "uring --prefetch 2"; do
     "$bin" eval -m "$m" --tokens "$toks" -c 64 --logits-out "$dir/x.bin" --cache-mib 4 --io $io --json >"$dir/r.json"
     rss=$(jget "$dir/r.json" "['peak_rss_mib']")
     bound=$(python3 -c "import json; d=json.load(open('$dir/r.json')); e=d['experts']; print(d['dense_bytes']/2**20 + 0.5 + e['cache_mib'] + e['io_buffer_mib'] + 16 + $san_mib)")
     full_rss=$(jget "$dir/full.json" "['peak_rss_mib']")
     echo "peak RSS ($io, 4 MiB cache): $rss MiB, bound $bound MiB; full residency $full_rss MiB"
-    python3 -c "import sys; sys.exit(0 if $rss <= $bound and $rss < $full_rss / 4 else 1)" || { echo "RSS over bound"; exit 1; }
+    python3 -c "import sys; sys.exit(0 if $rss <= $bound and $rss - $san_mib < ($full_rss - $san_mib) / 4 else 1)" ||
+        { echo "RSS over bound"; exit 1; }
 done
 
 # Faults: one failed attempt is retried (same logits); a lasting one ends the request cleanly.
