@@ -295,6 +295,25 @@ static void vunpin_noted(struct strata_vram *v, struct vlayer *c, const struct s
     pthread_cond_broadcast(&v->cv);
 }
 
+// Pin a slot an acquire found mapped to its expert and count the access: a hit, or the miss of a
+// fetch that brought it (under mu).
+static void vpin_found(struct strata_vram *v, struct vlayer *c, struct vslot *sl)
+{
+    sl->ref++;
+    if (sl->fetched) {
+        sl->fetched = false;
+        c->st.misses++;
+        c->st.fetched++;
+    } else {
+        c->st.hits++;
+        v->pin_hits += sl->pinned;
+    }
+    if (sl->unused_prefetch) {
+        sl->unused_prefetch = false;
+        c->st.prefetch_used++;
+    }
+}
+
 static int vram_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views)
 {
     struct strata_vram *v = ctx;
@@ -325,19 +344,7 @@ static int vram_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struc
             vnote(&views[i], -1, false);
             if (s < 0) continue;
             struct vslot *sl = &c->slots[s];
-            sl->ref++;
-            if (sl->fetched) {
-                sl->fetched = false;
-                c->st.misses++;
-                c->st.fetched++;
-            } else {
-                c->st.hits++;
-                v->pin_hits += sl->pinned;
-            }
-            if (sl->unused_prefetch) {
-                sl->unused_prefetch = false;
-                c->st.prefetch_used++;
-            }
+            vpin_found(v, c, sl);
             if (sl->state == V_FILLING) {
                 v->joined++;
                 if (sl->queued_low && remove_entry(&v->lq, l, s)) {  // wanted now: demand priority
@@ -422,19 +429,7 @@ int strata_vram_acquire_ready(struct strata_vram *v, uint32_t l, const uint32_t 
         state[i] = s < 0 ? STRATA_VRAM_ABSENT : c->slots[s].state == V_READY ? STRATA_VRAM_READY : STRATA_VRAM_FILLING;
         if (state[i] != STRATA_VRAM_READY) continue;
         struct vslot *sl = &c->slots[s];
-        sl->ref++;
-        if (sl->fetched) {
-            sl->fetched = false;
-            c->st.misses++;
-            c->st.fetched++;
-        } else {
-            c->st.hits++;
-            v->pin_hits += sl->pinned;
-        }
-        if (sl->unused_prefetch) {
-            sl->unused_prefetch = false;
-            c->st.prefetch_used++;
-        }
+        vpin_found(v, c, sl);
         sl->last_use = ++v->tick;
         c->freq[ids[i]]++;
         vfill_view(v, l, s, &views[i]);
