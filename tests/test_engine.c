@@ -12,7 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
+#include "backend/cpu/cpu.h"
 #include "check.h"
+#include "model/forward.h"
+#include "model/model.h"
 #include "strata.h"
 #include "tools/synth.h"
 #include "util/log.h"
@@ -315,6 +319,42 @@ static void test_truncate(const char *moe, const char *next)
     case_result("truncate = fresh evaluation; recurrent models refuse", before);
 }
 
+// A backend without the ops only some architectures call (the CUDA backend's set today: no indexer,
+// layernorm, row copy or clamped SwiGLU): the architectures that do not call them get their
+// forward pass; one that does is refused with STRATA_EUNSUP (one error line) at forward_create.
+static void test_op_check(const char *moe, const char *next, const char *dsa)
+{
+    struct strata_backend cpu;
+    if (strata_backend_cpu_open(&cpu, 1)) {
+        CHECK(false, "op check: a CPU backend");
+        return;
+    }
+    struct strata_backend_i lean = *cpu.iface;
+    lean.indexer = NULL, lean.layernorm = NULL, lean.copy = NULL, lean.swiglu_oai = NULL;
+    struct strata_backend be = {&lean, cpu.ctx};
+    const struct {
+        const char *path;
+        bool runs;
+    } cases[] = {{moe, true}, {next, true}, {dsa, false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct strata_model *m = NULL;
+        if (strata_model_load(&m, cases[i].path, &be)) {
+            CHECK(false, "op check: load %s", cases[i].path);
+            continue;
+        }
+        struct strata_forward *f = NULL;
+        quiet(true);
+        const int rc = strata_forward_create(&f, m, (struct strata_expert_provider){0}, 4, 64);
+        quiet(false);
+        CHECK(cases[i].runs ? rc == 0 && f : rc == STRATA_EUNSUP && !f,
+              "op check: %s %s on a backend without indexer/layernorm/copy/swiglu_oai (rc %d)", cases[i].path,
+              cases[i].runs ? "runs" : "is refused", rc);
+        strata_forward_free(f);
+        strata_model_free(m);
+    }
+    strata_backend_close(&cpu);
+}
+
 static int synth(const char *arch, const char *preset, int idx_top_k, const char *path)
 {
     struct strata_synth_opts o = {.arch = arch, .preset = preset, .out_path = path, .seed = 5, .type = -1,
@@ -340,6 +380,7 @@ int main(void)
                   64);
     test_generate(moe);
     test_truncate(moe, next);
+    test_op_check(moe, next, dsa);
     unlink(moe);
     unlink(next);
     unlink(dsa);

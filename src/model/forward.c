@@ -264,10 +264,12 @@ static int check_ops(const struct strata_model *m)
     const struct strata_backend_i *bi = m->be->iface;
     for (uint32_t l = 0; l < m->hp.n_layer; l++) {
         const struct strata_layer *L = &m->layers[l];
+        // idx_slot means something only in sparse blocks (other architectures leave it 0)
+        const bool own_idx = L->sparse && L->idx_slot >= 0;
         const char *missing = L->swiglu_oai && !bi->swiglu_oai ? "the clamped SwiGLU (swiglu_oai)"
                               : L->mla && !bi->copy            ? "the row copy of multi-head latent attention"
-                              : L->idx_slot >= 0 && !bi->layernorm ? "the LayerNorm of the sparse-attention indexer"
-                              : L->idx_slot >= 0 && !bi->indexer   ? "sparse-attention indexer (indexer)"
+                              : own_idx && !bi->layernorm     ? "LayerNorm (layernorm, the sparse-attention indexer's)"
+                              : own_idx && !bi->indexer       ? "sparse-attention indexer (indexer)"
                                                                    : NULL;
         if (missing) {
             strata_log_error("forward_create: the %s backend cannot run %s yet: it has no %s op (use --backend cpu)",
