@@ -225,6 +225,56 @@ static void test_attention_heads(void)
     case_result("attention, heads grouped over one latent row: the bits of each head alone", f0);
 }
 
+// Rows (strata_attn_rows: the heads of several tokens over the latent rows, as tiled products)
+// give each query the bits of strata_attn_head alone, at every variant: head dims with and without
+// a remainder past the lane blocks, tiles cut at every size, rows of consecutive tokens (n_kv
+// rising by one per token), with and without the sparse mask.
+static void test_attention_rows(void)
+{
+    const int f0 = g_failures;
+    enum { NKV = 230, DMAX = 320, R = STRATA_ATTN_ROWS };
+    static const uint32_t dims[][2] = {{320, 256}, {200, 136}, {40, 24}};
+    float *kv = malloc(sizeof(float) * NKV * DMAX), (*q)[DMAX] = malloc(sizeof(float) * R * DMAX);
+    float (*out)[DMAX] = malloc(sizeof(float) * R * DMAX), one[DMAX], (*scores)[NKV] = malloc(sizeof(float) * R * NKV);
+    uint8_t (*vis)[NKV] = malloc((size_t)R * NKV);
+    for (int i = 0; i < NKV * DMAX; i++) kv[i] = frand(1.0f);
+    void (*single[])(const struct strata_attn_query *) = {strata_attn_head_vl8, strata_attn_head_vl16,
+                                                          strata_attn_head_vl8_avx2, strata_attn_head_vl16_avx512};
+    void (*rows[])(const struct strata_attn_query *, int) = {strata_attn_rows_vl8, strata_attn_rows_vl16,
+                                                             strata_attn_rows_vl8_avx2, strata_attn_rows_vl16_avx512};
+    const enum strata_isa have = strata_isa_detect();
+    for (int v = 0; v < 4; v++) {
+        if ((v == 2 && have < STRATA_ISA_AVX2) || (v == 3 && have < STRATA_ISA_AVX512)) continue;
+        for (size_t dc = 0; dc < sizeof dims / sizeof dims[0]; dc++)
+            for (int sparse = 0; sparse < 2; sparse++)
+                for (int n = 1; n <= R; n += n < 8 ? 1 : 5) {
+                    const int heads = 1 + (int)(urand() * 5), base = 1 + (int)(urand() * (NKV - 1 - R));
+                    struct strata_attn_query a[R];
+                    for (int i = 0; i < n; i++) {
+                        const int t = i / heads, n_kv = base + t;
+                        for (uint32_t d = 0; d < dims[dc][0]; d++) q[i][d] = frand(1.0f);
+                        for (int p = 0; p < NKV; p++) vis[t][p] = urand() < 0.3 || p == n_kv - 1;
+                        a[i] = (struct strata_attn_query){
+                            .q = q[i], .k = kv, .k_stride = DMAX, .v = kv, .v_stride = DMAX, .n_kv = n_kv,
+                            .D = dims[dc][0], .Dv = dims[dc][1], .scale = 1.0f / sqrtf(192.0f), .scores = scores[i],
+                            .out = out[i], .visible = sparse ? vis[t] : NULL,
+                        };
+                    }
+                    rows[v](a, n);
+                    for (int i = 0; i < n; i++) {
+                        struct strata_attn_query b = a[i];
+                        b.out = one;
+                        single[v](&b);
+                        CHECK(memcmp(one, out[i], sizeof(float) * b.Dv) == 0,
+                              "variant %d dims %u/%u sparse %d n %d row %d n_kv %d differs", v, b.D, b.Dv, sparse, n, i,
+                              b.n_kv);
+                    }
+                }
+    }
+    free(kv), free(q), free(out), free(scores), free(vis);
+    case_result("attention rows, tiled over tokens and heads of one latent head: the bits of each alone", f0);
+}
+
 // ---- small ops ----------------------------------------------------------------------------
 
 static void test_small_ops(void)
@@ -624,6 +674,7 @@ int main(void)
     test_small_ops();
     test_indexer();
     test_attention_heads();
+    test_attention_rows();
     test_indexer_op();
     test_indexer_op_decode();
     test_routing();

@@ -12,6 +12,19 @@ void strata_attn_head_vl16(const struct strata_attn_query *a) { attn_head_body(a
 void strata_attn_heads_vl8(const struct strata_attn_query *a, int g) { attn_heads_body(a, g, 8, 0); }
 void strata_attn_heads_vl16(const struct strata_attn_query *a, int g) { attn_heads_body(a, g, 16, 1); }
 
+static void kq8(const struct strata_attn_query *a, int mr, int j0, int nr) { attn_rows_kq_port(a, mr, j0, nr, 8); }
+static void kq16(const struct strata_attn_query *a, int mr, int j0, int nr) { attn_rows_kq_port(a, mr, j0, nr, 16); }
+static void kqv8(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd)
+{
+    attn_rows_kqv_port(a, mr, P, d0, nd, 8);
+}
+static void kqv16(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd)
+{
+    attn_rows_kqv_port(a, mr, P, d0, nd, 16);
+}
+void strata_attn_rows_vl8(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, 8, 0, kq8, kqv8); }
+void strata_attn_rows_vl16(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, 16, 1, kq16, kqv16); }
+
 void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a)
 {
     switch (isa) {
@@ -28,5 +41,15 @@ void strata_attn_heads(enum strata_isa isa, const struct strata_attn_query *a, i
     case STRATA_ISA_AVX512: strata_attn_heads_vl16_avx512(a, g); break;
     case STRATA_ISA_AVX2: strata_attn_heads_vl8_avx2(a, g); break;
     default: strata_attn_heads_vl8(a, g); break;
+    }
+}
+
+void strata_attn_rows(enum strata_isa isa, const struct strata_attn_query *a, int n)
+{
+    STRATA_ASSERT(n >= 1 && n <= STRATA_ATTN_ROWS);
+    switch (isa) {
+    case STRATA_ISA_AVX512: strata_attn_rows_vl16_avx512(a, n); break;
+    case STRATA_ISA_AVX2: strata_attn_rows_vl8_avx2(a, n); break;
+    default: strata_attn_rows_vl8(a, n); break;
     }
 }

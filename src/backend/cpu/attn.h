@@ -67,6 +67,13 @@ void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a);
 // is read once for all of them; each result has the bits strata_attn_head gives it alone.
 #define STRATA_ATTN_GROUP 8
 void strata_attn_heads(enum strata_isa isa, const struct strata_attn_query *a, int g);
+// n <= STRATA_ATTN_ROWS queries over one key head that share k, v, D, Dv and scale but each have
+// their own q, n_kv, visible, scores and out (the heads of several tokens of a prompt over MLA's
+// latent rows); no window, ring or sinks. The kq and kqv run as products over tiles of queries x
+// positions (each key and value row read once per tile); each result has the bits strata_attn_head
+// gives it alone. Every scores buffer holds the largest n_kv of the call.
+#define STRATA_ATTN_ROWS 32
+void strata_attn_rows(enum strata_isa isa, const struct strata_attn_query *a, int n);
 
 // Variants (attn.c scalar; attn_avx2.c / attn_avx512.c compiled with their ISA flags).
 void strata_attn_head_vl8(const struct strata_attn_query *a);
@@ -77,5 +84,9 @@ void strata_attn_heads_vl8(const struct strata_attn_query *a, int g);
 void strata_attn_heads_vl16(const struct strata_attn_query *a, int g);
 void strata_attn_heads_vl8_avx2(const struct strata_attn_query *a, int g);
 void strata_attn_heads_vl16_avx512(const struct strata_attn_query *a, int g);
+void strata_attn_rows_vl8(const struct strata_attn_query *a, int n);
+void strata_attn_rows_vl16(const struct strata_attn_query *a, int n);
+void strata_attn_rows_vl8_avx2(const struct strata_attn_query *a, int n);
+void strata_attn_rows_vl16_avx512(const struct strata_attn_query *a, int n);
 
 #endif

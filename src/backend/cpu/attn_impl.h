@@ -173,4 +173,124 @@ static inline void attn_heads_body(const struct strata_attn_query *a, int g, con
     }
 }
 
+// ---- rows: queries of several tokens and heads over one key head (strata_attn_rows) --------------
+// Each query's arithmetic is attn_head_body's in its order; only the loops are tiled. Scores a
+// row computes past its n_kv are dropped; its weights there are set to +0, so that the kqv can run
+// every row of a tile over the same positions: fmaf(v, +0, acc) leaves acc as it is (acc is never
+// -0), and a lane no cell of the row reached stays +0, which the tree adds without a change.
+
+#define ATTN_MR 4    // query rows per kq tile
+#define ATTN_NR 6    // positions per kq tile
+#define ATTN_PB 96   // positions whose keys every row of the call takes in turn (they stay in cache)
+#define ATTN_VR 6    // query rows per kqv tile
+
+// s = (k_p . q) * scale for the rows a[0 .. mr) and positions [j0, j0 + nr), as attn_dot computes it.
+static inline void attn_rows_kq_port(const struct strata_attn_query *a, int mr, int j0, int nr, const int vl)
+{
+    const int nl = 4 * vl;
+    const uint32_t D = a->D, np = D & ~(uint32_t)(nl - 1);
+    float acc[ATTN_MR][ATTN_NR][ATTN_MAX_LANES];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            for (int l = 0; l < nl; l++) acc[i][j][l] = 0.0f;
+    for (uint32_t d = 0; d < np; d += (uint32_t)nl)
+        for (int j = 0; j < nr; j++) {
+            const float *x = a->k + (size_t)(j0 + j) * a->k_stride + d;
+            for (int i = 0; i < mr; i++) {
+                const float *y = a[i].q + d;
+                float *ac = acc[i][j];
+                for (int l = 0; l < nl; l++) ac[l] = fmaf(x[l], y[l], ac[l]);
+            }
+        }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            const float *x = a->k + (size_t)(j0 + j) * a->k_stride, *y = a[i].q;
+            float s = attn_dot_reduce(acc[i][j], vl);
+            for (uint32_t t = np; t < D; t++) s = fmaf(x[t], y[t], s);
+            a[i].scores[j0 + j] = s * a->scale;
+        }
+}
+
+// out[d0 .. d0 + nd) of the rows a[0 .. mr) from their weights over positions [0, P).
+static inline void attn_rows_kqv_port(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd,
+                                      const int vl)
+{
+    float acc[ATTN_VR][16][ATTN_TILE];
+    for (int i = 0; i < mr; i++)
+        for (int r = 0; r < vl; r++)
+            for (int d = 0; d < nd; d++) acc[i][r][d] = 0.0f;
+    for (int p = 0, r = 0; p < P; p++, r = r + 1 == vl ? 0 : r + 1) {
+        const float *vp = a->v + (size_t)p * a->v_stride + d0;
+        for (int i = 0; i < mr; i++) {
+            const float w = a[i].scores[p];
+            float *ar = acc[i][r];
+            for (int d = 0; d < nd; d++) ar[d] = fmaf(vp[d], w, ar[d]);
+        }
+    }
+    for (int i = 0; i < mr; i++) attn_lane_tree(acc[i], vl, vl, nd, a[i].out + d0);
+}
+
+typedef void (*attn_rows_kq_fn)(const struct strata_attn_query *a, int mr, int j0, int nr);
+typedef void (*attn_rows_kqv_fn)(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd);
+
+static inline int attn_rows_reach(const struct strata_attn_query *a, int m)
+{
+    int r = 0;
+    for (int i = 0; i < m; i++) r = a[i].n_kv > r ? a[i].n_kv : r;
+    return r;
+}
+
+// Whether any of the rows a[0 .. m) sees a position of [j0, j0 + nr) (masks only: the caller
+// stops at the rows' reach).
+static inline int attn_rows_any_visible(const struct strata_attn_query *a, int m, int j0, int nr)
+{
+    for (int i = 0; i < m; i++) {
+        if (!a[i].visible) return 1;
+        for (int j = 0; j < nr; j++)
+            if (a[i].visible[j0 + j]) return 1;
+    }
+    return 0;
+}
+
+static inline void attn_rows_body(const struct strata_attn_query *a, int n, const int vl, const int exp512,
+                                  attn_rows_kq_fn kq, attn_rows_kqv_fn kqv)
+{
+    const int P = attn_rows_reach(a, n);
+    // kq, a block of positions at a time for every row, tiles of ATTN_MR rows x ATTN_NR positions
+    for (int p0 = 0; p0 < P; p0 += ATTN_PB) {
+        const int pe = P - p0 < ATTN_PB ? P : p0 + ATTN_PB;
+        for (int i0 = 0; i0 < n; i0 += ATTN_MR) {
+            const int mr = n - i0 < ATTN_MR ? n - i0 : ATTN_MR, reach = attn_rows_reach(a + i0, mr);
+            const int end = pe < reach ? pe : reach;
+            for (int j0 = p0; j0 < end; j0 += ATTN_NR) {
+                const int nr = end - j0 < ATTN_NR ? end - j0 : ATTN_NR;
+                if (attn_rows_any_visible(a + i0, mr, j0, nr)) kq(a + i0, mr, j0, nr);
+            }
+        }
+    }
+    // softmax per row (masked cells -inf, as attn_head_body), weights past the row's n_kv +0
+    for (int i = 0; i < n; i++) {
+        const uint8_t *vis = a[i].visible;
+        float *s = a[i].scores, mx = -INFINITY;
+        for (int p = 0; p < a[i].n_kv; p++) {
+            if (vis && !vis[p]) {
+                s[p] = -INFINITY;
+                continue;
+            }
+            mx = s[p] > mx ? s[p] : mx;
+        }
+        attn_softmax(s, 0, a[i].n_kv, mx, NULL, vl, exp512);
+    }
+    // kqv, tiles of ATTN_VR rows x ATTN_TILE value dims over the positions their rows reach
+    for (int i0 = 0; i0 < n; i0 += ATTN_VR) {
+        const int mr = n - i0 < ATTN_VR ? n - i0 : ATTN_VR, reach = attn_rows_reach(a + i0, mr);
+        for (int i = i0; i < i0 + mr; i++)
+            for (int p = a[i].n_kv; p < reach; p++) a[i].scores[p] = 0.0f;
+        for (uint32_t d0 = 0; d0 < a->Dv; d0 += ATTN_TILE) {
+            const int nd = a->Dv - d0 < ATTN_TILE ? (int)(a->Dv - d0) : ATTN_TILE;
+            kqv(a + i0, mr, reach, d0, nd);
+        }
+    }
+}
+
 #endif

@@ -53,6 +53,8 @@ struct cpu_ctx {
     struct strata_gemm *gemm;        // canonical products (NULL: STRATA_CPU_GEMM=0)
     float *att_scratch;              // [n_threads][STRATA_ATTN_GROUP][att_ctx] attention scores (F32 rows)
     int att_ctx;
+    float *rows_scratch;             // [n_threads][STRATA_ATTN_ROWS][att_ctx] scores of the MLA tiles
+    size_t rows_scratch_cap;
     struct strata_fattn_ctx *fa;     // tiled attention over typed caches, for one head shape
     float *fa_q;                     // [fa_q_cap] a sequence's queries, rounded for the key type
     size_t fa_q_cap;
@@ -585,6 +587,78 @@ static void attn_worker(void *arg, int ith, int nth)
     }
 }
 
+// MLA over several tokens: the (token, head) rows of each sequence, token-major, in items of up to
+// `per` rows that strata_attn_rows computes as tiled products over the latent rows. An item whose
+// token sees under a quarter of its positions (the indexer's top-k over a long context) takes the
+// grouped heads instead, which skip the masked positions' dots. The same bits either way.
+struct attn_rows_job {
+    const struct cpu_ctx *c;
+    const struct strata_attn_op *op;
+    float *scratch;                  // [n_threads][STRATA_ATTN_ROWS][n_ctx]
+    size_t scratch_ctx;
+    int per;
+    atomic_int next;
+};
+
+static bool rows_sparse(const uint8_t *vis, int n_kv)
+{
+    int seen = 0;
+    for (int p = 0; p < n_kv; p++) seen += vis[p] != 0;
+    return 4 * seen < n_kv;
+}
+
+static void attn_rows_worker(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct attn_rows_job *j = arg;
+    const struct strata_attn_op *op = j->op;
+    const struct strata_batch *b = op->batch;
+    const int H = (int)op->n_head, per = j->per;
+    float *scores = j->scratch + (size_t)ith * STRATA_ATTN_ROWS * j->scratch_ctx;
+    int n_items = 0;
+    for (int s = 0; s < b->n_seq; s++) n_items += (b->seq[s].n_tok * H + per - 1) / per;
+    struct strata_attn_query aq[STRATA_ATTN_ROWS];
+    int i0, i1;
+    while (strata_chunk_next(&j->next, n_items, 1, &i0, &i1)) {
+        int s = 0, item = i0;
+        for (;; s++) {
+            const int n = (b->seq[s].n_tok * H + per - 1) / per;
+            if (item < n) break;
+            item -= n;
+        }
+        const struct strata_seq *sq = &b->seq[s];
+        const struct cpu_kv *kv = sq->kv;
+        const size_t KD = op->head_dim_k;
+        const float *kc = kv->k + (size_t)op->kv_slot * sq->n_ctx * KD;
+        const size_t vis_stride = op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx;
+        const int r0 = item * per, r1 = r0 + per < sq->n_tok * H ? r0 + per : sq->n_tok * H;
+        for (int r = r0; r < r1; r++) {
+            const int t = sq->tok0 + r / H, h = r % H;
+            aq[r - r0] = (struct strata_attn_query){
+                .q = op->q + (size_t)t * op->q_tok_stride + (size_t)h * op->q_head_stride,
+                .k = kc, .k_stride = KD, .v = kc, .v_stride = KD, .n_kv = b->pos[t] + 1,
+                .D = op->head_dim_k, .Dv = op->head_dim_v, .scale = op->scale,
+                .scores = scores + (size_t)(r - r0) * j->scratch_ctx,
+                .out = op->out + (size_t)t * H * op->head_dim_v + (size_t)h * op->head_dim_v,
+                .visible = op->visible ? op->visible + (size_t)t * vis_stride : NULL,
+            };
+        }
+        const int n = r1 - r0;
+        if (!op->visible || !rows_sparse(aq[0].visible, aq[0].n_kv)) {
+            strata_attn_rows(j->c->k->isa, aq, n);
+            continue;
+        }
+        // the heads of one token at a time, STRATA_ATTN_GROUP of them
+        for (int a0 = 0; a0 < n;) {
+            int g = 1;
+            while (a0 + g < n && g < STRATA_ATTN_GROUP && aq[a0 + g].visible == aq[a0].visible) g++;
+            if (g == 1) strata_attn_head(j->c->k->isa, &aq[a0]);
+            else strata_attn_heads(j->c->k->isa, aq + a0, g);
+            a0 += g;
+        }
+    }
+}
+
 // llama.cpp rotates what goes into a quantized cache (llama-kv-cache.cpp, attn_rot_k / attn_rot_v):
 // with a quantized key type and dk % 64 == 0, queries and keys by H_nk, nk the largest power of two
 // dividing dk; with a quantized value type and dv % 64 == 0, values by H_64 and the attention output
@@ -719,6 +793,22 @@ static int cpu_attention(void *vctx, const struct strata_attn_op *op)
             if (!op->latent_kv) memcpy(vc + (size_t)b->pos[t] * VD, op->v + (size_t)t * VD, VD * sizeof(float));
         }
     }
+    // MLA over several tokens (a prompt): tiles of rows, as many as leave every thread two items or
+    // more; one token (decode): the grouped heads below
+    if (op->latent_kv && b->n_tok > 1 && !op->n_swa && !op->sinks) {
+        int n_ctx = 1;
+        for (int s = 0; s < b->n_seq; s++) n_ctx = b->seq[s].n_ctx > n_ctx ? b->seq[s].n_ctx : n_ctx;
+        const size_t nth = (size_t)strata_pool_size(c->pool);
+        int rc = grow((void **)&c->rows_scratch, &c->rows_scratch_cap,
+                      nth * STRATA_ATTN_ROWS * (size_t)n_ctx * sizeof(float), "attention row scores");
+        if (rc) return rc;
+        int per = b->n_tok * (int)op->n_head / (2 * (int)nth);
+        per = per < 1 ? 1 : per > STRATA_ATTN_ROWS ? STRATA_ATTN_ROWS : per;
+        struct attn_rows_job rj = {.c = c, .op = op, .scratch = c->rows_scratch, .scratch_ctx = (size_t)n_ctx, .per = per};
+        atomic_init(&rj.next, 0);
+        strata_pool_run(c->pool, attn_rows_worker, &rj);
+        return 0;
+    }
     // MLA: the heads of a token share the one latent row of each position, so a work item takes up
     // to STRATA_ATTN_GROUP of them and reads each row once for all (the same bits per head), as
     // many as leave every thread two items or more (decode on many cores)
@@ -750,6 +840,7 @@ static void cpu_free(void *vctx)
     strata_gemm_free(c->gemm);
     free(c->act);
     free(c->att_scratch);
+    free(c->rows_scratch);
     strata_fattn_free(c->fa);
     free(c->fa_q);
     free(c->fa_round);
