@@ -686,6 +686,32 @@ static void test_attention(bool f16, bool gated)
         CHECK(memcmp(one, out + (size_t)t * H * Dv, H * Dv * 4) == 0, "attention: token %d alone differs from in the prompt", t);
         free(one);
     }
+    // three decode tokens in one pass (the merge fused into the chunks' launch), with the rounded
+    // output: the prompt's rows, bit for bit, and the rounding quantize gives
+    {
+        const int t = 130, nb = 3;
+        struct strata_cuda_attn b = a;
+        b.q = dq + (size_t)t * H * D;
+        b.pos = dpos + t;
+        b.n_tok = nb;
+        b.max_pos = t + nb - 1;
+        b.gate = gated ? dg + (size_t)t * H * Dv : NULL;
+        struct strata_cuda_act r1, r2;
+        void *rb1 = dev(strata_cuda_act_bytes(STRATA_TYPE_Q8_K, H * Dv, nb)), *rb2 = dev(strata_cuda_act_bytes(STRATA_TYPE_Q8_K, H * Dv, nb));
+        strata_cuda_act_init(&r1, STRATA_TYPE_Q8_K, H * Dv, nb, rb1);
+        strata_cuda_act_init(&r2, STRATA_TYPE_Q8_K, H * Dv, nb, rb2);
+        b.act = &r1;
+        poison(dout, (size_t)nb * H * Dv * 4);
+        CHECK(strata_cuda_attention(g_cu, &b) == 0, "attention, three decode tokens");
+        float *three = xmalloc((size_t)nb * H * Dv * 4);
+        fetch(three, dout, (size_t)nb * H * Dv * 4);
+        CHECK(memcmp(three, out + (size_t)t * H * Dv, (size_t)nb * H * Dv * 4) == 0,
+              "attention: tokens %d..%d in one decode pass differ from in the prompt", t, t + nb - 1);
+        CHECK(strata_cuda_quantize(g_cu, dout, H * Dv, nb, &r2) == 0, "quantize");
+        CHECK(cmp_act(&r1, &r2, H * Dv, nb) == 0, "attention, decode pass: the rounded output differs from quantize");
+        strata_cuda_free(g_cu, rb1), strata_cuda_free(g_cu, rb2);
+        free(three);
+    }
     strata_cuda_free(g_cu, dk), strata_cuda_free(g_cu, dv), strata_cuda_free(g_cu, dks), strata_cuda_free(g_cu, dvs);
     strata_cuda_free(g_cu, dpos), strata_cuda_free(g_cu, dq), strata_cuda_free(g_cu, dg);
     strata_cuda_free(g_cu, dout), strata_cuda_free(g_cu, dscr);

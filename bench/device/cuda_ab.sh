@@ -5,7 +5,8 @@
 #   cp <base build>/strata .deps/bin/strata_a; cp build-cuda/strata .deps/bin/strata_b
 #   run(command="bash bench/device/cuda_ab.sh", carry=[".deps/bin", ".deps/lib"])
 # Environment: A, B (binaries, default .deps/bin/strata_a and strata_b), TYPE (Q4_K), LAYERS (48),
-# PROMPT (512), GEN (128), REPS (3), ARGS (more strata run flags for both).
+# PROMPT (512), GEN (128), REPS (3), ARGS (more strata run flags for both), WORK (the model's folder: a
+# model already there, e.g. cuda_vram.sh's WORK=/tmp/cv, is used as it is).
 set -u
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -15,7 +16,7 @@ a=${A:-.deps/bin/strata_a} b=${B:-.deps/bin/strata_b}
 type=${TYPE:-Q4_K} layers=${LAYERS:-48} P=${PROMPT:-512} G=${GEN:-128}
 w=${WORK:-/tmp/ab}; mkdir -p "$w"
 m="$w/q3-30b-$type.gguf"
-"$a" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$layers" --type "$type" -o "$m" --no-progress ||
+[ -f "$m" ] || "$a" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$layers" --type "$type" -o "$m" --no-progress ||
     { echo "synth failed"; exit 1; }
 python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range($P)))" > "$w/prompt.txt"
 for i in $(seq "${REPS:-3}"); do

@@ -51,58 +51,124 @@ __device__ __forceinline__ void dot_unit(const unit_q &o, const int8_t *aq, int 
     hi = __dp4a(o.q[4], a1.x, __dp4a(o.q[5], a1.y, __dp4a(o.q[6], a1.z, __dp4a(o.q[7], a1.w, 0))));
 }
 
+// The term of one unit (u, the unit's index in its row; blk, its block's) against activation row
+// xrow: the integer sums of the lanes that share the block combined exactly (every lane calls it);
+// the block's first lane gets the block's float term.
+template <int T>
+__device__ __forceinline__ float unit_term(const unit_q &o, float d, float dmin, bool valid, const struct mm_args &a,
+                                           size_t xrow, size_t u, size_t blk)
+{
+    using Q = qtype<T>;
+    int iv = 0, im = 0;
+    if (valid) {
+        int lo, hi;
+        dot_unit(o, a.x.qs + xrow * a.n_in + 32 * u, lo, hi);
+        iv = o.sc[0] * lo + o.sc[1] * hi;
+        if (Q::VDT == STRATA_TYPE_Q8_K && Q::MIN) {
+            const int16_t *bs = a.x.bsums + xrow * (a.n_in / 16) + 2 * u;
+            im = o.mn[0] * bs[0] + o.mn[1] * bs[1];
+        }
+    }
+    float term = 0.0f;
+    if (Q::UPB > 1) {
+#pragma unroll
+        for (int m = 1; m < Q::UPB; m <<= 1) {
+            iv += __shfl_xor_sync(0xffffffffu, iv, m);
+            if (Q::MIN) im += __shfl_xor_sync(0xffffffffu, im, m);
+        }
+        if (valid) term = term_k<Q::MIN>(d, dmin, a.x.d[xrow * (a.n_in / 256) + blk], iv, im);
+    } else if (valid) {
+        const size_t bi = xrow * (a.n_in / 32) + u;
+        term = term_32<Q::MIN>(d, dmin, a.x.d[bi], Q::MIN ? a.x.s[bi] : 0.0f, iv);
+    }
+    return term;
+}
+
+// Units per lane in one pass of the unit loops: more loads in flight per warp where the registers
+// allow (one token row); it changes no operation or order.
+template <int NT> __device__ __host__ constexpr int mv_un() { return NT == 1 ? 2 : 1; }
+
 // Blocks fb .. fb + nb of a row, staged at sb (block fb first), against the activation rows xr[i]
 // of nt tokens: lane i adds the blocks' terms, in order, to acc (its token's sum). tsum is the
-// warp's [MV_MAX_NT][32] scratch.
-template <int T, int NT>
+// warp's [NT][32 UN] scratch (at most MV_MAX_NT * 32 floats). Each lane takes UN units of a pass.
+template <int T, int NT, int UN = mv_un<NT>()>
 __device__ __forceinline__ void staged_dot(const uint8_t *sb, int fb, int nb, const struct mm_args &a, const int *xr,
                                            int nt, float *tsum, int lane, float &acc)
 {
     using Q = qtype<T>;
+    static_assert(NT * UN <= MV_MAX_NT, "tsum holds MV_MAX_NT * 32 floats");
     const int units = nb * Q::UPB;
-    for (int u0 = 0; u0 < units; u0 += 32) {
-        const int ul = u0 + lane, blk = ul / Q::UPB, u = ul % Q::UPB;
-        const size_t U = (size_t)fb * Q::UPB + ul;  // unit index in the row
-        const bool valid = ul < units;
-        unit_q o;
-        float d = 0.0f, dmin = 0.0f;
-        if (valid) {
-            const uint8_t *b = sb + blk * Q::TS;
-            Q::unit(b, u, o);
-            Q::factors(b, d, dmin);
+    for (int u0 = 0; u0 < units; u0 += 32 * UN) {
+        unit_q o[UN];
+        float d[UN], dmin[UN];
+        bool valid[UN];
+#pragma unroll
+        for (int k = 0; k < UN; k++) {
+            const int ul = u0 + 32 * k + lane;
+            valid[k] = ul < units;
+            d[k] = dmin[k] = 0.0f;
+            if (valid[k]) {
+                const uint8_t *b = sb + (ul / Q::UPB) * Q::TS;
+                Q::unit(b, ul % Q::UPB, o[k]);
+                Q::factors(b, d[k], dmin[k]);
+            }
         }
 #pragma unroll
         for (int i = 0; i < NT; i++) {
             if (i >= nt) break;
-            int iv = 0, im = 0;
-            const size_t xrow = (size_t)xr[i];
-            if (valid) {
-                int lo, hi;
-                dot_unit(o, a.x.qs + xrow * a.n_in + 32 * U, lo, hi);
-                iv = o.sc[0] * lo + o.sc[1] * hi;
-                if (Q::VDT == STRATA_TYPE_Q8_K && Q::MIN) {
-                    const int16_t *bs = a.x.bsums + xrow * (a.n_in / 16) + 2 * U;
-                    im = o.mn[0] * bs[0] + o.mn[1] * bs[1];
-                }
-            }
-            float term = 0.0f;
-            if (Q::UPB > 1) {
 #pragma unroll
-                for (int m = 1; m < Q::UPB; m <<= 1) {
-                    iv += __shfl_xor_sync(0xffffffffu, iv, m);
-                    if (Q::MIN) im += __shfl_xor_sync(0xffffffffu, im, m);
-                }
-                if (valid) term = term_k<Q::MIN>(d, dmin, a.x.d[xrow * (a.n_in / 256) + (size_t)(fb + blk)], iv, im);
-            } else if (valid) {
-                const size_t bi = xrow * (a.n_in / 32) + U;
-                term = term_32<Q::MIN>(d, dmin, a.x.d[bi], Q::MIN ? a.x.s[bi] : 0.0f, iv);
+            for (int k = 0; k < UN; k++) {
+                const int ul = u0 + 32 * k + lane;
+                tsum[32 * UN * i + 32 * k + lane] = unit_term<T>(o[k], d[k], dmin[k], valid[k], a, (size_t)xr[i],
+                                                                 (size_t)fb * Q::UPB + ul, (size_t)(fb + ul / Q::UPB));
             }
-            tsum[32 * i + lane] = term;
         }
         __syncwarp();
         if (lane < nt) {
-            const int nblk = min(32, units - u0) / Q::UPB;
-            for (int j = 0; j < nblk; j++) acc = __fadd_rn(acc, tsum[32 * lane + j * Q::UPB]);
+            const int nblk = min(32 * UN, units - u0) / Q::UPB;
+            for (int j = 0; j < nblk; j++) acc = __fadd_rn(acc, tsum[32 * UN * lane + j * Q::UPB]);
+        }
+        __syncwarp();
+    }
+}
+
+// kn whole rows of nb blocks each, row j staged at sb + soff[j] (soff[j] < 0: a row computed
+// elsewhere, worth 0), against activation rows xrow0 + j (one token row each): lane j ends with row
+// j's dot. The rows' units are spread over the lanes together (UN per lane per pass), and each row's
+// block terms are added in block order from 0: the operations of staged_dot for each row alone.
+template <int T, int UN>
+__device__ __forceinline__ void staged_dot_rows(const uint8_t *sb, const int *soff, int kn, int nb,
+                                                const struct mm_args &a, size_t xrow0, float *tsum, int lane,
+                                                float &acc)
+{
+    using Q = qtype<T>;
+    static_assert(UN <= MV_MAX_NT, "tsum holds MV_MAX_NT * 32 floats");
+    const int upr = nb * Q::UPB, units = kn * upr;
+    for (int u0 = 0; u0 < units; u0 += 32 * UN) {
+        unit_q o[UN];
+        float d[UN], dmin[UN];
+        bool valid[UN];
+        int row[UN], u[UN];
+#pragma unroll
+        for (int k = 0; k < UN; k++) {
+            const int ul = u0 + 32 * k + lane;
+            row[k] = min(ul / upr, kn - 1), u[k] = ul - row[k] * upr;
+            valid[k] = ul < units && soff[row[k]] >= 0;
+            d[k] = dmin[k] = 0.0f;
+            if (valid[k]) {
+                const uint8_t *b = sb + soff[row[k]] + (u[k] / Q::UPB) * Q::TS;
+                Q::unit(b, u[k] % Q::UPB, o[k]);
+                Q::factors(b, d[k], dmin[k]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < UN; k++)
+            tsum[32 * k + lane] = unit_term<T>(o[k], d[k], dmin[k], valid[k], a, xrow0 + row[k], (size_t)u[k],
+                                               (size_t)(u[k] / Q::UPB));
+        __syncwarp();
+        if (lane < kn) {  // this lane's row's blocks among the pass's units, in order
+            const int lo = max(u0, lane * upr), hi = min(u0 + 32 * UN, (lane + 1) * upr);
+            for (int ul = lo; ul < hi; ul += Q::UPB) acc = __fadd_rn(acc, tsum[ul - u0]);
         }
         __syncwarp();
     }
@@ -333,7 +399,9 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
     if (lane < K) mine = (unsigned long long)a.w_table[a.w_ids[t * K + lane]];
 #define EXPERT_BASE(j) __shfl_sync(0xffffffffu, mine, (j))
 #define EXPERT_ROW(j) ((const uint8_t *)EXPERT_BASE(j) + (size_t)row * a.row_bytes)
-    // rows of several experts at once when they fit the stage
+    // rows of several experts at once when they fit the stage, their units spread over the lanes
+    __shared__ int soff_all[MV_WARPS][32];
+    int *soff = soff_all[warp];
     int k = 0;
     while (k < K) {
         int kn = 1;
@@ -342,36 +410,38 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
             kn = min(K - k, max(1, (MV_STAGE - 16) / need));
             if (need > MV_STAGE - 16) kn = 1;
             if (kn > 1) {
-                for (int j = 0; j < kn; j++)
-                    if (EXPERT_BASE(k + j))
-                        (void)stage_issue(stage_all[warp] + j * need, EXPERT_ROW(k + j), (int)a.row_bytes, lane);
+                for (int j = 0; j < kn; j++) {
+                    const uint8_t *wr = EXPERT_ROW(k + j);
+                    const bool here = EXPERT_BASE(k + j) != 0;
+                    if (here) (void)stage_issue(stage_all[warp] + j * need, wr, (int)a.row_bytes, lane);
+                    if (lane == j) soff[j] = here ? j * need + (int)((uintptr_t)wr & 15) : -1;
+                }
                 cp_async_commit();
                 cp_async_wait_all();
                 __syncwarp();
-            }
-        }
-        for (int j = 0; j < kn; j++) {
-            const int p = t * K + k + j;
-            const uint8_t *wr = EXPERT_ROW(k + j);
-            const int xr[1] = {p};
-            float v;
-            if (!EXPERT_BASE(k + j)) {  // computed elsewhere (a sparse table): adds nothing here
-                v = 0.0f;
-            } else if constexpr (is_float_type<T>()) {
-                v = mv_row_f<T, 1>(wr, a, xr, 1, lane);
-            } else if (kn > 1) {
-                const int need = stage_need((int)a.row_bytes);
                 float acc = 0.0f;
-                staged_dot<T, 1>(stage_all[warp] + j * need + ((uintptr_t)wr & 15), 0, (int)(a.n_in / qtype<T>::BS), a,
-                                 xr, 1, tsum_all[warp], lane, acc);
-                v = acc;
-            } else {
-                v = mv_row<T, 1>(wr, a, xr, 1, stage_all[warp], tsum_all[warp], lane, -1);
+                staged_dot_rows<T, MV_MAX_NT>(stage_all[warp], soff, kn, (int)(a.n_in / qtype<T>::BS), a,
+                                              (size_t)t * K + k, tsum_all[warp], lane, acc);
+                if (lane < kn) d[k + lane] = acc;
+                __syncwarp();
+                k += kn;
+                continue;
             }
-            if (lane == 0) d[k + j] = v;
         }
+        const int p = t * K + k;
+        const uint8_t *wr = EXPERT_ROW(k);
+        const int xr[1] = {p};
+        float v;
+        if (!EXPERT_BASE(k)) {  // computed elsewhere (a sparse table): adds nothing here
+            v = 0.0f;
+        } else if constexpr (is_float_type<T>()) {
+            v = mv_row_f<T, 1>(wr, a, xr, 1, lane);
+        } else {
+            v = mv_row<T, 1>(wr, a, xr, 1, stage_all[warp], tsum_all[warp], lane, -1);
+        }
+        if (lane == 0) d[k] = v;
         __syncwarp();
-        k += kn;
+        k += 1;
     }
 #undef EXPERT_ROW
 #undef EXPERT_BASE
