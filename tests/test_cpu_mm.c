@@ -6,7 +6,9 @@
 // expert) on the second matrix again (consecutive jobs on one matrix, as the output head of
 // several sequences) and a matrix of another type beside them, marked the output head. The types with a canonical integer form
 // (gemm.h) go through the GEMM driver, whose tile kernel takes the larger calls and the
-// canonical dots the smaller ones; the others through the quant kernels' dots.
+// canonical dots the smaller ones; the others through the quant kernels' dots. Q8_0, the K-quants,
+// MXFP4 and Q4_0 must take the GEMM at every level (gpt-oss's experts are MXFP4): a type that
+// fell back to the quant dots would still pass the bit checks, so that is checked too.
 //   test_cpu_mm [--seed N]
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +89,11 @@ static void test_type(const struct strata_backend *be, uint32_t type, const floa
             }
     }
     const enum strata_gemm_level lv = strata_gemm_level_for(strata_isa_detect());
+    static const uint32_t everywhere[] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q4_K, STRATA_TYPE_Q5_K, STRATA_TYPE_Q6_K,
+                                          STRATA_TYPE_MXFP4, STRATA_TYPE_Q4_0};
+    for (size_t i = 0; i < sizeof everywhere / sizeof everywhere[0]; i++)
+        CHECK(type != everywhere[i] || strata_gemm_supports(lv, type), "%s: %s has no GEMM at %s", where,
+              strata_type_name(type), strata_gemm_level_name(lv));
     char name[160];
     snprintf(name, sizeof name, "%s %-8s (%s): calls of 1, 7, 8, 16, 33 tokens = one call of %d, bit for bit", where,
              strata_type_name(type), strata_gemm_supports(lv, type) ? "gemm" : "quant dots", N_TOK);

@@ -28,8 +28,9 @@
 #define EPS32 (1.0 / 16777216.0)
 
 static const uint32_t g_types[] = {STRATA_TYPE_Q8_0,    STRATA_TYPE_Q4_K,    STRATA_TYPE_Q5_K,   STRATA_TYPE_Q6_K,
-                                   STRATA_TYPE_Q2_K,    STRATA_TYPE_Q3_K,    STRATA_TYPE_IQ1_M,  STRATA_TYPE_IQ2_XXS,
-                                   STRATA_TYPE_IQ2_XS,  STRATA_TYPE_IQ3_XXS, STRATA_TYPE_IQ4_XS};
+                                   STRATA_TYPE_MXFP4,   STRATA_TYPE_Q4_0,    STRATA_TYPE_Q2_K,   STRATA_TYPE_Q3_K,
+                                   STRATA_TYPE_IQ1_M,   STRATA_TYPE_IQ2_XXS, STRATA_TYPE_IQ2_XS, STRATA_TYPE_IQ3_XXS,
+                                   STRATA_TYPE_IQ4_XS};
 #define N_TYPES (sizeof g_types / sizeof g_types[0])
 
 
@@ -221,7 +222,7 @@ static void test_gemm(uint32_t type, uint64_t *rng)
 {
     static const int toks_a[] = {1, 2, 3, 5, 8, 9, 15, 16, 17, 33, 40, 7};
     static const int toks_b[] = {16, 16, 3, 3, 31, 31, 1, 1};
-    const int64_t n = type == STRATA_TYPE_Q8_0 ? 320 : 512;
+    const int64_t n = strata_type_traits(type)->block_size == 32 ? 320 : 512;  // 10 blocks of 32: a tail
     for (int lv = 0; lv < STRATA_GEMM_LEVEL_COUNT; lv++) {
         if (!strata_gemm_level_runs((enum strata_gemm_level)lv) || !strata_gemm_supports((enum strata_gemm_level)lv, type)) continue;
         const int before = g_failures;
@@ -254,6 +255,8 @@ static void test_extremes(uint32_t type, uint64_t *rng)
         case STRATA_TYPE_Q4_K:
         case STRATA_TYPE_Q5_K: memset(blk + 4, 0xff, bb - 4); break;
         case STRATA_TYPE_Q6_K: memset(blk, 0xff, 192); memset(blk + 192, 0x80, 16); break;  // q = 63, scale -128
+        case STRATA_TYPE_MXFP4: memset(blk + 1, b % 2 ? 0xff : 0x77, 16); break;            // -12 / +12
+        case STRATA_TYPE_Q4_0: memset(blk + 2, 0x00, 16); break;                             // q - 8 = -8
         default: break;
         }
     }
@@ -354,7 +357,10 @@ static void bench_type(uint32_t type, int n_tok, int experts, enum strata_gemm_l
                     for (int i = 0; i < na; i++) acts[i] = a + (size_t)(t + i) * ab;
                     for (int r = 0; r < n_out; r++) {
                         float s[STRATA_DOT_TOKENS];
-                        multis[m](n, s, w + rb * ((size_t)n_out * e + r), acts, na);
+                        const void *wr = w + rb * ((size_t)n_out * e + r);
+                        if (multis[m]) multis[m](n, s, wr, acts, na);
+                        else  // no quant multi-dot (MXFP4, Q4_0): the one-token dot per token, as ops.c
+                            for (int i = 0; i < na; i++) strata_kernels()->vec_dot[type](n, &s[i], wr, acts[i]);
                         y[r] = s[0];
                     }
                 }
@@ -399,7 +405,7 @@ int main(int argc, char **argv)
         test_dots(type, 8 * bs, &rng);
         if (bs == 32) test_dots(type, 7 * bs, &rng);
         test_gemm(type, &rng);
-        if (k < 4) test_extremes(type, &rng);  // the byte patterns of Q8_0 and the K-quants
+        if (k < 6) test_extremes(type, &rng);  // the byte patterns of Q8_0, the K-quants, MXFP4, Q4_0
     }
     printf("%s\n", g_failures ? "FAILED" : "all passed");
     return g_failures ? 1 : 0;

@@ -6,8 +6,8 @@
 // call once into the context's scratch (act), then runs every product of the call in one
 // parallel region (ops.c). The scratch is sized by reserve and grows if a call needs more.
 //
-// Products of the weight types with a canonical integer form at this ISA (gemm.h: Q8_0 and the
-// K-quants everywhere, the IQ formats and Q2_K/Q3_K at AVX-512) run through the GEMM driver: the
+// Products of the weight types with a canonical integer form at this ISA (gemm.h: Q8_0, MXFP4,
+// Q4_0 and the K-quants everywhere, the IQ formats and Q2_K/Q3_K at AVX-512) run through the GEMM driver: the
 // tile kernel where a job has enough tokens, the canonical multi-token or one-token dot below
 // that, all of them the same float order, so a token's result is the same bits in a call of 1
 // or 128 tokens (backend.h, "Determinism"). The other types, and the output head (prompts give

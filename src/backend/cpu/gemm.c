@@ -13,12 +13,17 @@
 
 #include "backend/cpu/gemm_impl.h"
 #include "quant/fp16.h"
+#include "quant/iq_grids.h"
+#include "quant/lowbit.h"
 #include "util/log.h"
 
 // ---- formats --------------------------------------------------------------------------------
 
 static const struct gemm_format g_formats[] = {
     {STRATA_TYPE_Q8_0, STRATA_TYPE_Q8_0, QK8_0, QK8_0, false, true, false},
+    // blocks of 32 against Q8_0 like Q8_0: one float factor and the int8 values of each block
+    {STRATA_TYPE_MXFP4, STRATA_TYPE_Q8_0, 32, 32, false, true, false},
+    {STRATA_TYPE_Q4_0, STRATA_TYPE_Q8_0, 32, 32, false, true, false},
     {STRATA_TYPE_Q4_K, STRATA_TYPE_Q8_K, QK_K, 32, true, false, true},
     {STRATA_TYPE_Q5_K, STRATA_TYPE_Q8_K, QK_K, 32, true, false, true},
     {STRATA_TYPE_Q6_K, STRATA_TYPE_Q8_K, QK_K, 16, false, false, false},
@@ -86,6 +91,21 @@ static void canon_block_of(const struct gemm_format *f, const uint8_t *blk, stru
         memcpy(c->w, x->qs, QK8_0);
         c->sc[0] = 1;
         c->dw = strata_fp16_to_fp32(x->d);
+        c->ndmin = 0.0f;
+        break;
+    }
+    case STRATA_TYPE_MXFP4:
+    case STRATA_TYPE_Q4_0: {
+        // element j < 16 the low nibble of qs[j], j >= 16 the high nibble of qs[j - 16] (lowbit.h);
+        // MXFP4: the table value (twice E2M1) and 2^(e - 128), Q4_0: q - 8 and d
+        const bool mx = f->wtype == STRATA_TYPE_MXFP4;
+        const uint8_t *qs = mx ? ((const struct block_mxfp4 *)blk)->qs : ((const struct block_q4_0 *)blk)->qs;
+        for (int i = 0; i < 32; i++) {
+            const int q = (qs[i % 16] >> (4 * (i / 16))) & 0xf;
+            c->w[i] = (int8_t)(mx ? strata_kvalues_mxfp4[q] : q - 8);
+        }
+        c->sc[0] = 1;
+        c->dw = mx ? strata_e8m0_half(((const struct block_mxfp4 *)blk)->e) : strata_fp16_to_fp32(((const struct block_q4_0 *)blk)->d);
         c->ndmin = 0.0f;
         break;
     }
@@ -294,6 +314,8 @@ static float canon_dot(const struct gemm_format *f, int64_t n, const void *w, co
         for (int t = 0; t < n_act; t++) s[t] = canon_dot(gemm_format_of(TYPE), n, w, a[t]);         \
     }
 SCALAR_DOTS(q8_0, STRATA_TYPE_Q8_0)
+SCALAR_DOTS(mxfp4, STRATA_TYPE_MXFP4)
+SCALAR_DOTS(q4_0, STRATA_TYPE_Q4_0)
 SCALAR_DOTS(q4_k, STRATA_TYPE_Q4_K)
 SCALAR_DOTS(q5_k, STRATA_TYPE_Q5_K)
 SCALAR_DOTS(q6_k, STRATA_TYPE_Q6_K)
@@ -308,12 +330,16 @@ const struct gemm_kernels gemm_kernels_scalar = {
     .panel = panel_scalar,
     .vec_dot = {
         [STRATA_TYPE_Q8_0] = canon_vec_dot_q8_0,
+        [STRATA_TYPE_MXFP4] = canon_vec_dot_mxfp4,
+        [STRATA_TYPE_Q4_0] = canon_vec_dot_q4_0,
         [STRATA_TYPE_Q4_K] = canon_vec_dot_q4_k,
         [STRATA_TYPE_Q5_K] = canon_vec_dot_q5_k,
         [STRATA_TYPE_Q6_K] = canon_vec_dot_q6_k,
     },
     .vec_dot_multi = {
         [STRATA_TYPE_Q8_0] = canon_vec_dot_multi_q8_0,
+        [STRATA_TYPE_MXFP4] = canon_vec_dot_multi_mxfp4,
+        [STRATA_TYPE_Q4_0] = canon_vec_dot_multi_q4_0,
         [STRATA_TYPE_Q4_K] = canon_vec_dot_multi_q4_k,
         [STRATA_TYPE_Q5_K] = canon_vec_dot_multi_q5_k,
         [STRATA_TYPE_Q6_K] = canon_vec_dot_multi_q6_k,

@@ -1,13 +1,16 @@
 // Integer GEMM for prompt processing: one weight matrix times many activation rows, for the
-// weight types that have a canonical integer form (Q8_0, Q4_K, Q5_K, Q6_K).
+// weight types that have a canonical integer form (Q8_0, MXFP4, Q4_0, the K-quants, and at
+// AVX-512 Q2_K, Q3_K and some IQ formats).
 //
-// The canonical form. A weight row is a sequence of blocks (32 elements for Q8_0, 256 for the
-// K-quants); each block has a float factor dw, integer sub-block scales sc[j] (sub-blocks of 32
-// or 16 elements) and int8 values w; Q4_K/Q5_K also have a float factor dmin and integer mins
-// m[j]. The activation row is in the weight type's dot format (Q8_0 or Q8_K blocks: int8 a and a
-// float factor da per block). (The low-bit formats decompose likewise: their grid or table values
-// with signs as w, their quarter or group scales as sc, the block's float factor (with its
-// constant, e.g. 0.125) as dw; Q3_K's offset is inside w, Q2_K's minimum is the mins term.)
+// The canonical form. A weight row is a sequence of blocks (32 elements for Q8_0, MXFP4 and
+// Q4_0, 256 for the K-quants); each block has a float factor dw, integer sub-block scales sc[j]
+// (sub-blocks of 32 or 16 elements) and int8 values w; Q4_K/Q5_K also have a float factor dmin
+// and integer mins m[j]. The activation row is in the weight type's dot format (Q8_0 or Q8_K
+// blocks: int8 a and a float factor da per block). (MXFP4 and Q4_0 have Q8_0's form: one
+// sub-block of scale 1, w the table value kvalues_mxfp4[q] (twice E2M1) or q - 8, dw 2^(e - 128)
+// or the f16 d. The low-bit formats decompose likewise: their grid or table values with signs as
+// w, their quarter or group scales as sc, the block's float factor (with its constant, e.g.
+// 0.125) as dw; Q3_K's offset is inside w, Q2_K's minimum is the mins term.)
 // Every result, for every ISA and every number of tokens, is
 //
 //   acc = 0

@@ -107,7 +107,9 @@ static void panel_amx(const struct gemm_format *f, const struct gemm_rec_layout 
     (void)n_tiles;  // one tile per call (max_tiles = 1)
     configure(f->sb);
     switch (f->wtype) {
-    case STRATA_TYPE_Q8_0: panel_body(L, T, recs, n_rows, tiles[0], out, QK8_0, QK8_0, false, true, false); break;
+    case STRATA_TYPE_Q8_0:
+    case STRATA_TYPE_MXFP4:
+    case STRATA_TYPE_Q4_0: panel_body(L, T, recs, n_rows, tiles[0], out, QK8_0, QK8_0, false, true, false); break;
     case STRATA_TYPE_Q4_K:
     case STRATA_TYPE_Q5_K: panel_body(L, T, recs, n_rows, tiles[0], out, QK_K, 32, true, false, true); break;
     case STRATA_TYPE_Q6_K:

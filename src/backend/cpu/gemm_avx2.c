@@ -1,4 +1,4 @@
-// AVX2 level of the GEMM: the canonical dots (gemm.h) of Q8_0, Q4_K, Q5_K and Q6_K, the block
+// AVX2 level of the GEMM: the canonical dots (gemm.h) of Q8_0, MXFP4, Q4_0, Q4_K, Q5_K and Q6_K, the block
 // loops of the quant kernels with the canonical float part. There is no tile kernel: without
 // VNNI, 4 bytes of 8 tokens times 4 broadcast weight bytes cost maddubs, a sign fix-up and madd
 // per 32 products, and a tile kernel built that way ran at half the multi-token dot's speed
@@ -118,22 +118,24 @@ static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, 
     for (int t = 0; t < nt; t++) s[t] = acc[t];
 }
 
-static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, const void *w, const void *const *act,
-                                                           int nt)
+// Blocks of 32 against Q8_0 (Q8_0, MXFP4, Q4_0: gemm_b32_values), four per step.
+static inline __attribute__((always_inline)) void dot_b32(int64_t n, float *s, const void *w, const void *const *act,
+                                                          int nt, const uint32_t type)
 {
-    const struct block_q8_0 *x = w;
+    const uint8_t *x = w;
+    const size_t bb = gemm_b32_bytes(type);
     float acc[STRATA_DOT_TOKENS];
     for (int t = 0; t < nt; t++) acc[t] = 0.0f;
     const int64_t nb = n / QK8_0;
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
-        strata_prefetch_ahead(x + b, 4 * sizeof(struct block_q8_0));
+        strata_prefetch_ahead(x + b * bb, 4 * (int)bb);
         __m256i wq[4], wa[4];
         float dw[4];
         for (int i = 0; i < 4; i++) {
-            wq[i] = _mm256_loadu_si256((const __m256i *)x[b + i].qs);
+            wq[i] = gemm_b32_values(x + (b + i) * bb, type);
             wa[i] = _mm256_abs_epi8(wq[i]);
-            dw[i] = _cvtsh_ss(x[b + i].d);
+            dw[i] = gemm_b32_factor(x + (b + i) * bb, type);
         }
         for (int t = 0; t < nt; t++) {
             const struct block_q8_0 *y = (const struct block_q8_0 *)act[t] + b;
@@ -149,8 +151,8 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
         }
     }
     for (; b < nb; b++) {
-        const __m256i wq = _mm256_loadu_si256((const __m256i *)x[b].qs), wa = _mm256_abs_epi8(wq);
-        const float dw = _cvtsh_ss(x[b].d);
+        const __m256i wq = gemm_b32_values(x + b * bb, type), wa = _mm256_abs_epi8(wq);
+        const float dw = gemm_b32_factor(x + b * bb, type);
         for (int t = 0; t < nt; t++) {
             const struct block_q8_0 *y = (const struct block_q8_0 *)act[t] + b;
             __m256i is = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), wq)),
@@ -160,6 +162,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
     }
     for (int t = 0; t < nt; t++) s[t] = acc[t];
 }
+
 
 static inline __attribute__((always_inline)) void dot_q4_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
 {
@@ -171,7 +174,7 @@ static inline __attribute__((always_inline)) void dot_q5_k_n(int64_t n, float *s
     dot_k4_k5(n, s, w, sizeof(struct block_q5_k), a, nt, true);
 }
 
-STRATA_DOT_KERNELS(q8_0, dot_q8_0, 4)
+GEMM_B32_DOTS(4)
 STRATA_DOT_KERNELS(q4_k, dot_q4_k_n, 4)
 STRATA_DOT_KERNELS(q5_k, dot_q5_k_n, 4)
 STRATA_DOT_KERNELS(q6_k, dot_q6_k, 4)
@@ -183,12 +186,16 @@ const struct gemm_kernels gemm_kernels_avx2 = {
     .unpack = gemm_unpack_row,
     .vec_dot = {
         [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
+        [STRATA_TYPE_MXFP4] = vec_dot_mxfp4,
+        [STRATA_TYPE_Q4_0] = vec_dot_q4_0,
         [STRATA_TYPE_Q4_K] = vec_dot_q4_k,
         [STRATA_TYPE_Q5_K] = vec_dot_q5_k,
         [STRATA_TYPE_Q6_K] = vec_dot_q6_k,
     },
     .vec_dot_multi = {
         [STRATA_TYPE_Q8_0] = vec_dot_multi_q8_0,
+        [STRATA_TYPE_MXFP4] = vec_dot_multi_mxfp4,
+        [STRATA_TYPE_Q4_0] = vec_dot_multi_q4_0,
         [STRATA_TYPE_Q4_K] = vec_dot_multi_q4_k,
         [STRATA_TYPE_Q5_K] = vec_dot_multi_q5_k,
         [STRATA_TYPE_Q6_K] = vec_dot_multi_q6_k,

@@ -1,5 +1,6 @@
 // AVX-512 VNNI level of the GEMM: the tile kernel (16 tokens in the lanes of a zmm, 4 weight
-// rows at a time) and the canonical dots (gemm.h) of Q8_0, Q4_K, Q5_K and Q6_K.
+// rows at a time) and the canonical dots (gemm.h) of Q8_0, MXFP4, Q4_0 (one code for the
+// blocks of 32 against Q8_0: dot_b32), Q4_K, Q5_K and Q6_K.
 //
 // Tile kernel. The tile holds 4 consecutive activation bytes of 16 tokens per zmm, + 128 so that
 // they are the unsigned operand of vpdpbusd; each instruction multiplies them with 4 weight bytes
@@ -124,7 +125,9 @@ static void panel_avx512(const struct gemm_format *f, const struct gemm_rec_layo
                          const uint8_t *recs, int n_rows, const uint8_t *const *tiles, int n_tiles, float *out)
 {
     switch (f->wtype) {
-    case STRATA_TYPE_Q8_0: PANEL(QK8_0, QK8_0, false, true, false); break;
+    case STRATA_TYPE_Q8_0:
+    case STRATA_TYPE_MXFP4:
+    case STRATA_TYPE_Q4_0: PANEL(QK8_0, QK8_0, false, true, false); break;
     case STRATA_TYPE_Q4_K:
     case STRATA_TYPE_Q5_K: PANEL(QK_K, 32, true, false, true); break;
     case STRATA_TYPE_Q6_K:
@@ -230,6 +233,28 @@ static inline void q6_half_quants(const uint8_t *ql64, const uint8_t *qh32, __m5
 
 // ---- unpacking ---------------------------------------------------------------------------------
 
+// The blocks of 32 against Q8_0 (Q8_0, MXFP4, Q4_0): their values, scale 1, corr, the factor.
+static inline __attribute__((always_inline)) void unpack_b32(const struct gemm_rec_layout *L, const void *row,
+                                                             uint8_t *rec, const uint32_t type)
+{
+    int8_t *w = (int8_t *)rec;
+    int32_t *sc = (int32_t *)(rec + L->off_sc), *corr = (int32_t *)(rec + L->off_corr);
+    float *dw = (float *)(rec + L->off_dw);
+    const size_t bb = gemm_b32_bytes(type);
+    for (uint32_t b = 0; b < L->nb; b++) {
+        const uint8_t *x = (const uint8_t *)row + b * bb;
+        strata_prefetch_ahead(x, (int)bb);
+        const __m256i q = gemm_b32_values(x, type);
+        _mm256_storeu_si256((__m256i *)(w + (size_t)b * 32), q);
+        // sum of (w + 128) over the block, minus 32 * 128
+        const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+        const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+        sc[b] = 1;
+        corr[b] = 128 * ((int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128);
+        dw[b] = gemm_b32_factor(x, type);
+    }
+}
+
 // gemm_unpack_row (gemm.c) in AVX-512: the same record bytes, but corr is not written for
 // Q4_K/Q5_K (their unsigned weights need no correction in the tile kernel).
 void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec)
@@ -284,21 +309,9 @@ void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layou
         }
         break;
     }
-    case STRATA_TYPE_Q8_0: {
-        const struct block_q8_0 *x = row;
-        for (uint32_t b = 0; b < L->nb; b++) {
-            strata_prefetch_ahead(x + b, sizeof(struct block_q8_0));
-            const __m256i q = _mm256_loadu_si256((const __m256i *)x[b].qs);
-            _mm256_storeu_si256((__m256i *)(w + (size_t)b * QK8_0), q);
-            // sum of (w + 128) over the block, minus 32 * 128
-            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
-            const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
-            sc[b] = 1;
-            corr[b] = 128 * ((int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128);
-            dw[b] = _cvtsh_ss(x[b].d);
-        }
-        break;
-    }
+    case STRATA_TYPE_Q8_0: unpack_b32(L, row, rec, STRATA_TYPE_Q8_0); break;
+    case STRATA_TYPE_MXFP4: unpack_b32(L, row, rec, STRATA_TYPE_MXFP4); break;
+    case STRATA_TYPE_Q4_0: unpack_b32(L, row, rec, STRATA_TYPE_Q4_0); break;
     default:
         gemm_unpack_lowbit_avx512(f, L, row, rec);
     }
@@ -459,39 +472,40 @@ static inline __attribute__((always_inline)) __m256 q8_0_factors(__m512i rows, i
     return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(d32));  // the f16 is the low half of each loaded dword
 }
 
-// Q8_0. One row: four blocks per step, their 8-lane sums reduced together (hadd), four fmaf.
-// Several rows: two blocks per step, the 8-lane sums of every (row, block) reduced together
-// (reduce16), the rows' fmaf in lanes.
-static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, const void *w, const void *const *act,
-                                                           int nt)
+// Blocks of 32 against Q8_0 (Q8_0, MXFP4, Q4_0: gemm_b32_values). One row: four blocks per step,
+// their 8-lane sums reduced together (hadd), four fmaf. Several rows: two blocks per step, the
+// 8-lane sums of every (row, block) reduced together (reduce16), the rows' fmaf in lanes.
+static inline __attribute__((always_inline)) void dot_b32(int64_t n, float *s, const void *w, const void *const *act,
+                                                          int nt, const uint32_t type)
 {
-    const struct block_q8_0 *x = w;
+    const uint8_t *x = w;
+    const size_t bb = gemm_b32_bytes(type);
     const int64_t nb = n / QK8_0;
     if (nt == 1) {
         const struct block_q8_0 *y = act[0];
         float acc = 0.0f;
         int64_t b = 0;
         for (; b + 4 <= nb; b += 4) {
-            strata_prefetch_ahead(x + b, 4 * sizeof(struct block_q8_0));
+            strata_prefetch_ahead(x + b * bb, 4 * (int)bb);
             __m256i is[4];
             for (int i = 0; i < 4; i++) {
-                const __m256i wq = _mm256_loadu_si256((const __m256i *)x[b + i].qs);
+                const __m256i wq = gemm_b32_values(x + (b + i) * bb, type);
                 is[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
                                             _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[b + i].qs), wq));
             }
             // lanes 0..3: the four blocks' sums
             const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
             const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-            acc = __builtin_fmaf(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d), (float)_mm_cvtsi128_si32(sums), acc);
-            acc = __builtin_fmaf(_cvtsh_ss(x[b + 1].d) * _cvtsh_ss(y[b + 1].d), (float)_mm_extract_epi32(sums, 1), acc);
-            acc = __builtin_fmaf(_cvtsh_ss(x[b + 2].d) * _cvtsh_ss(y[b + 2].d), (float)_mm_extract_epi32(sums, 2), acc);
-            acc = __builtin_fmaf(_cvtsh_ss(x[b + 3].d) * _cvtsh_ss(y[b + 3].d), (float)_mm_extract_epi32(sums, 3), acc);
+            acc = __builtin_fmaf(gemm_b32_factor(x + b * bb, type) * _cvtsh_ss(y[b].d), (float)_mm_cvtsi128_si32(sums), acc);
+            acc = __builtin_fmaf(gemm_b32_factor(x + (b + 1) * bb, type) * _cvtsh_ss(y[b + 1].d), (float)_mm_extract_epi32(sums, 1), acc);
+            acc = __builtin_fmaf(gemm_b32_factor(x + (b + 2) * bb, type) * _cvtsh_ss(y[b + 2].d), (float)_mm_extract_epi32(sums, 2), acc);
+            acc = __builtin_fmaf(gemm_b32_factor(x + (b + 3) * bb, type) * _cvtsh_ss(y[b + 3].d), (float)_mm_extract_epi32(sums, 3), acc);
         }
         for (; b < nb; b++) {
-            const __m256i wq = _mm256_loadu_si256((const __m256i *)x[b].qs);
+            const __m256i wq = gemm_b32_values(x + b * bb, type);
             const __m256i is = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
                                                    _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[b].qs), wq));
-            acc = __builtin_fmaf(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d), (float)strata_hsum256_epi32(is), acc);
+            acc = __builtin_fmaf(gemm_b32_factor(x + b * bb, type) * _cvtsh_ss(y[b].d), (float)strata_hsum256_epi32(is), acc);
         }
         s[0] = acc;
         return;
@@ -502,12 +516,12 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
     const __m512i rows = strata_row_addresses(act, nt), zero = _mm512_setzero_si512();
     __m256 accv = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b += BPS) {
-        strata_prefetch_ahead(x + b, BPS * (int)sizeof(struct block_q8_0));
+        strata_prefetch_ahead(x + b * bb, BPS * (int)bb);
         const int nblk = nb - b < BPS ? (int)(nb - b) : BPS;
         __m512i sums[16];
         _Pragma("GCC unroll 8")
         for (int i = 0; i < BPS; i++) {
-            const __m256i wq = i < nblk ? _mm256_loadu_si256((const __m256i *)x[b + i].qs) : _mm256_setzero_si256();
+            const __m256i wq = i < nblk ? gemm_b32_values(x + (b + i) * bb, type) : _mm256_setzero_si256();
             const __m256i wa = _mm256_abs_epi8(wq);
             _Pragma("GCC unroll 8")
             for (int t = 0; t < TP; t++) {
@@ -525,11 +539,12 @@ static inline __attribute__((always_inline)) void dot_q8_0(int64_t n, float *s, 
             // block b + i's TP lanes down to lanes 0..TP-1
             const __m256 si = _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(TP * i),
                                                                                               _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0)), st));
-            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(x[b + i].d)), q8_0_factors(rows, b + i, nt)), si, accv);
+            accv = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(gemm_b32_factor(x + (b + i) * bb, type)), q8_0_factors(rows, b + i, nt)), si, accv);
         }
     }
     strata_store_results(s, 0.0f, accv, nt);
 }
+
 
 static inline __attribute__((always_inline)) void dot_q4_k_n(int64_t n, float *s, const void *w, const void *const *a, int nt)
 {
@@ -541,7 +556,7 @@ static inline __attribute__((always_inline)) void dot_q5_k_n(int64_t n, float *s
     dot_k4_k5(n, s, w, sizeof(struct block_q5_k), a, nt, true);
 }
 
-STRATA_DOT_KERNELS(q8_0, dot_q8_0, 8)
+GEMM_B32_DOTS(8)
 STRATA_DOT_KERNELS(q4_k, dot_q4_k_n, 8)
 STRATA_DOT_KERNELS(q5_k, dot_q5_k_n, 8)
 STRATA_DOT_KERNELS(q6_k, dot_q6_k, 8)
@@ -556,12 +571,16 @@ const struct gemm_kernels gemm_kernels_avx512 = {
     .panel = panel_avx512,
     .vec_dot = {
         [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
+        [STRATA_TYPE_MXFP4] = vec_dot_mxfp4,
+        [STRATA_TYPE_Q4_0] = vec_dot_q4_0,
         [STRATA_TYPE_Q4_K] = vec_dot_q4_k,
         [STRATA_TYPE_Q5_K] = vec_dot_q5_k,
         [STRATA_TYPE_Q6_K] = vec_dot_q6_k,
     },
     .vec_dot_multi = {
         [STRATA_TYPE_Q8_0] = vec_dot_multi_q8_0,
+        [STRATA_TYPE_MXFP4] = vec_dot_multi_mxfp4,
+        [STRATA_TYPE_Q4_0] = vec_dot_multi_q4_0,
         [STRATA_TYPE_Q4_K] = vec_dot_multi_q4_k,
         [STRATA_TYPE_Q5_K] = vec_dot_multi_q5_k,
         [STRATA_TYPE_Q6_K] = vec_dot_multi_q6_k,

@@ -111,6 +111,57 @@ static inline const int32_t *rec_mp(const struct gemm_rec_layout *L, const uint8
 static inline const float *tile_da(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const float *)(tile + T->off_da); }
 static inline const int32_t *tile_asum(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const int32_t *)(tile + T->off_asum); }
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant/iq_grids.h"
+
+// The blocks of 32 against Q8_0 (Q8_0, MXFP4, Q4_0): the 32 int8 values of the block at blk in
+// element order, and its float factor (f16 d, or MXFP4's 2^(e - 128)). `type` is a constant
+// after inlining. Nibble formats: element j < 16 the low nibble of qs[j], j >= 16 the high one.
+static inline __attribute__((always_inline)) __m256i gemm_b32_values(const uint8_t *blk, uint32_t type)
+{
+    if (type == STRATA_TYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)blk)->qs);
+    const __m128i b = _mm_loadu_si128((const __m128i *)(type == STRATA_TYPE_MXFP4 ? ((const struct block_mxfp4 *)blk)->qs
+                                                                                  : ((const struct block_q4_0 *)blk)->qs));
+    const __m256i q = _mm256_and_si256(_mm256_setr_m128i(b, _mm_srli_epi16(b, 4)), _mm256_set1_epi8(15));
+    if (type == STRATA_TYPE_MXFP4)
+        return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)strata_kvalues_mxfp4)), q);
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+}
+
+static inline __attribute__((always_inline)) float gemm_b32_factor(const uint8_t *blk, uint32_t type)
+{
+    if (type == STRATA_TYPE_MXFP4) return strata_e8m0_half(blk[0]);
+    uint16_t d;
+    memcpy(&d, blk, 2);  // Q8_0 and Q4_0 start with their f16 d
+    return _cvtsh_ss(d);
+}
+
+static inline __attribute__((always_inline)) size_t gemm_b32_bytes(uint32_t type)
+{
+    return type == STRATA_TYPE_MXFP4 ? sizeof(struct block_mxfp4)
+           : type == STRATA_TYPE_Q4_0 ? sizeof(struct block_q4_0) : sizeof(struct block_q8_0);
+}
+
+// vec_dot_T and vec_dot_multi_T (T: q8_0, mxfp4, q4_0) from the including file's always-inline
+// dot_b32(n, s, w, act, nt, type), up to max_nt activation rows per call of it.
+#define GEMM_B32_DOT(name, TYPE)                                                                   \
+    static inline __attribute__((always_inline)) void dot_##name(int64_t n, float *s, const void *w, \
+                                                                 const void *const *a, int nt)     \
+    {                                                                                              \
+        dot_b32(n, s, w, a, nt, TYPE);                                                             \
+    }
+#define GEMM_B32_DOTS(max_nt)                                                                      \
+    GEMM_B32_DOT(q8_0, STRATA_TYPE_Q8_0)                                                           \
+    GEMM_B32_DOT(mxfp4, STRATA_TYPE_MXFP4)                                                         \
+    GEMM_B32_DOT(q4_0, STRATA_TYPE_Q4_0)                                                           \
+    STRATA_DOT_KERNELS(q8_0, dot_q8_0, max_nt)                                                     \
+    STRATA_DOT_KERNELS(mxfp4, dot_mxfp4, max_nt)                                                   \
+    STRATA_DOT_KERNELS(q4_0, dot_q4_0, max_nt)
+#endif
+
 #ifdef __AVX512F__
 #include <immintrin.h>
 #include <string.h>
