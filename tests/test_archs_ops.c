@@ -225,10 +225,11 @@ static void test_attention_heads(void)
     case_result("attention, heads grouped over one latent row: the bits of each head alone", f0);
 }
 
-// Rows (strata_attn_rows: the heads of several tokens over the latent rows, as tiled products)
-// give each query the bits of strata_attn_head alone, at every variant: head dims with and without
-// a remainder past the lane blocks, tiles cut at every size, rows of consecutive tokens (n_kv
-// rising by one per token), with and without the sparse mask.
+// Rows (strata_attn_rows: the heads of several tokens over the latent rows or one key head, as
+// tiled products) give each query the bits of strata_attn_head alone, at every variant: head dims
+// with and without a remainder past the lane blocks, tiles cut at every size, rows of consecutive
+// tokens (n_kv rising by one per token), plain, with the sparse mask, and with a sliding window,
+// sinks and values apart from the keys (gpt-oss).
 static void test_attention_rows(void)
 {
     const int f0 = g_failures;
@@ -237,6 +238,7 @@ static void test_attention_rows(void)
     float *kv = malloc(sizeof(float) * NKV * DMAX), (*q)[DMAX] = malloc(sizeof(float) * R * DMAX);
     float (*out)[DMAX] = malloc(sizeof(float) * R * DMAX), one[DMAX], (*scores)[NKV] = malloc(sizeof(float) * R * NKV);
     uint8_t (*vis)[NKV] = malloc((size_t)R * NKV);
+    float sinks[R];
     for (int i = 0; i < NKV * DMAX; i++) kv[i] = frand(1.0f);
     void (*single[])(const struct strata_attn_query *) = {strata_attn_head_vl8, strata_attn_head_vl16,
                                                           strata_attn_head_vl8_avx2, strata_attn_head_vl16_avx512};
@@ -246,18 +248,22 @@ static void test_attention_rows(void)
     for (int v = 0; v < 4; v++) {
         if ((v == 2 && have < STRATA_ISA_AVX2) || (v == 3 && have < STRATA_ISA_AVX512)) continue;
         for (size_t dc = 0; dc < sizeof dims / sizeof dims[0]; dc++)
-            for (int sparse = 0; sparse < 2; sparse++)
+            for (int mode = 0; mode < 3; mode++)  // plain, sparse, window + sinks + separate values
                 for (int n = 1; n <= R; n += n < 8 ? 1 : 5) {
                     const int heads = 1 + (int)(urand() * 5), base = 1 + (int)(urand() * (NKV - 1 - R));
+                    const int swa = 1 + (int)(urand() * 60);
+                    const int sparse = mode == 1;
                     struct strata_attn_query a[R];
                     for (int i = 0; i < n; i++) {
                         const int t = i / heads, n_kv = base + t;
                         for (uint32_t d = 0; d < dims[dc][0]; d++) q[i][d] = frand(1.0f);
                         for (int p = 0; p < NKV; p++) vis[t][p] = urand() < 0.3 || p == n_kv - 1;
+                        sinks[i] = frand(4.0f);
                         a[i] = (struct strata_attn_query){
-                            .q = q[i], .k = kv, .k_stride = DMAX, .v = kv, .v_stride = DMAX, .n_kv = n_kv,
-                            .D = dims[dc][0], .Dv = dims[dc][1], .scale = 1.0f / sqrtf(192.0f), .scores = scores[i],
-                            .out = out[i], .visible = sparse ? vis[t] : NULL,
+                            .q = q[i], .k = kv, .k_stride = DMAX, .v = mode == 2 ? kv + 7 : kv, .v_stride = DMAX,
+                            .n_kv = n_kv, .D = dims[dc][0], .Dv = dims[dc][1], .scale = 1.0f / sqrtf(192.0f),
+                            .scores = scores[i], .out = out[i], .visible = sparse ? vis[t] : NULL,
+                            .kv_start = mode == 2 && n_kv > swa ? n_kv - swa : 0, .sink = mode == 2 ? &sinks[i] : NULL,
                         };
                     }
                     rows[v](a, n);
@@ -266,13 +272,13 @@ static void test_attention_rows(void)
                         b.out = one;
                         single[v](&b);
                         CHECK(memcmp(one, out[i], sizeof(float) * b.Dv) == 0,
-                              "variant %d dims %u/%u sparse %d n %d row %d n_kv %d differs", v, b.D, b.Dv, sparse, n, i,
-                              b.n_kv);
+                              "variant %d dims %u/%u mode %d n %d row %d n_kv %d start %d differs", v, b.D, b.Dv, mode, n,
+                              i, b.n_kv, b.kv_start);
                     }
                 }
     }
     free(kv), free(q), free(out), free(scores), free(vis);
-    case_result("attention rows, tiled over tokens and heads of one latent head: the bits of each alone", f0);
+    case_result("attention rows, tiled over tokens and heads of one key head (windows, sinks): the bits of each alone", f0);
 }
 
 // ---- small ops ----------------------------------------------------------------------------

@@ -14,13 +14,13 @@ void strata_attn_heads_vl16(const struct strata_attn_query *a, int g) { attn_hea
 
 static void kq8(const struct strata_attn_query *a, int mr, int j0, int nr) { attn_rows_kq_port(a, mr, j0, nr, 8); }
 static void kq16(const struct strata_attn_query *a, int mr, int j0, int nr) { attn_rows_kq_port(a, mr, j0, nr, 16); }
-static void kqv8(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd)
+static void kqv8(const struct strata_attn_query *a, int mr, int P0, int P, uint32_t d0, int nd)
 {
-    attn_rows_kqv_port(a, mr, P, d0, nd, 8);
+    attn_rows_kqv_port(a, mr, P0, P, d0, nd, 8);
 }
-static void kqv16(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd)
+static void kqv16(const struct strata_attn_query *a, int mr, int P0, int P, uint32_t d0, int nd)
 {
-    attn_rows_kqv_port(a, mr, P, d0, nd, 16);
+    attn_rows_kqv_port(a, mr, P0, P, d0, nd, 16);
 }
 void strata_attn_rows_vl8(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, 8, 0, kq8, kqv8); }
 void strata_attn_rows_vl16(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, 16, 1, kq16, kqv16); }

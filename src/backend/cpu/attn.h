@@ -68,10 +68,11 @@ void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a);
 #define STRATA_ATTN_GROUP 8
 void strata_attn_heads(enum strata_isa isa, const struct strata_attn_query *a, int g);
 // n <= STRATA_ATTN_ROWS queries over one key head that share k, v, D, Dv and scale but each have
-// their own q, n_kv, visible, scores and out (the heads of several tokens of a prompt over MLA's
-// latent rows); no window, ring or sinks. The kq and kqv run as products over tiles of queries x
-// positions (each key and value row read once per tile); each result has the bits strata_attn_head
-// gives it alone. Every scores buffer holds the largest n_kv of the call.
+// their own q, n_kv, kv_start, visible, sink, scores and out (the heads of several tokens of a
+// prompt over MLA's latent rows or over one key head of grouped-query attention); no ring. The kq
+// and kqv run as products over tiles of queries x positions (each key and value row read once per
+// tile); each result has the bits strata_attn_head gives it alone. Every scores buffer holds the
+// largest n_kv of the call.
 #define STRATA_ATTN_ROWS 32
 void strata_attn_rows(enum strata_isa isa, const struct strata_attn_query *a, int n);
 

@@ -9,8 +9,8 @@ void strata_attn_head_vl8_avx2(const struct strata_attn_query *a) { attn_head_bo
 void strata_attn_heads_vl8_avx2(const struct strata_attn_query *a, int g) { attn_heads_body(a, g, 8, 0); }
 
 static void kq8(const struct strata_attn_query *a, int mr, int j0, int nr) { attn_rows_kq_port(a, mr, j0, nr, 8); }
-static void kqv8(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd)
+static void kqv8(const struct strata_attn_query *a, int mr, int P0, int P, uint32_t d0, int nd)
 {
-    attn_rows_kqv_port(a, mr, P, d0, nd, 8);
+    attn_rows_kqv_port(a, mr, P0, P, d0, nd, 8);
 }
 void strata_attn_rows_vl8_avx2(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, 8, 0, kq8, kqv8); }

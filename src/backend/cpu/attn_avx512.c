@@ -66,7 +66,7 @@ static void kq16(const struct strata_attn_query *a, int mr, int j0, int nr)
 
 // attn_rows_kqv_port for 16 lanes: lane r (positions r, r + 16, ...) of ATTN_VR rows x 64 value
 // dims in registers at a time, the 16 lanes' sums kept for the tree.
-static void kqv16(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd)
+static void kqv16(const struct strata_attn_query *a, int mr, int P0, int P, uint32_t d0, int nd)
 {
     const float *w[ATTN_VR];
     for (int i = 0; i < ATTN_VR; i++) w[i] = a[i < mr ? i : 0].scores;
@@ -82,7 +82,7 @@ static void kqv16(const struct strata_attn_query *a, int mr, int P, uint32_t d0,
         for (int i = 0; i < ATTN_VR; i++)
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) acc[i][k] = _mm512_setzero_ps();
-        for (int p = r; p < P; p += 16) {
+        for (int p = P0 + r; p < P; p += 16) {
             const float *vp = a->v + (size_t)p * a->v_stride + d0;
             __m512 vv[4];
 #pragma GCC unroll 4

@@ -211,15 +211,16 @@ static inline void attn_rows_kq_port(const struct strata_attn_query *a, int mr, 
         }
 }
 
-// out[d0 .. d0 + nd) of the rows a[0 .. mr) from their weights over positions [0, P).
-static inline void attn_rows_kqv_port(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd,
+// out[d0 .. d0 + nd) of the rows a[0 .. mr) from their weights over positions [P0, P) (P0 a
+// multiple of 16: lane r takes the positions p = r mod vl).
+static inline void attn_rows_kqv_port(const struct strata_attn_query *a, int mr, int P0, int P, uint32_t d0, int nd,
                                       const int vl)
 {
     float acc[ATTN_VR][16][ATTN_TILE];
     for (int i = 0; i < mr; i++)
         for (int r = 0; r < vl; r++)
             for (int d = 0; d < nd; d++) acc[i][r][d] = 0.0f;
-    for (int p = 0, r = 0; p < P; p++, r = r + 1 == vl ? 0 : r + 1) {
+    for (int p = P0, r = 0; p < P; p++, r = r + 1 == vl ? 0 : r + 1) {
         const float *vp = a->v + (size_t)p * a->v_stride + d0;
         for (int i = 0; i < mr; i++) {
             const float w = a[i].scores[p];
@@ -231,7 +232,7 @@ static inline void attn_rows_kqv_port(const struct strata_attn_query *a, int mr,
 }
 
 typedef void (*attn_rows_kq_fn)(const struct strata_attn_query *a, int mr, int j0, int nr);
-typedef void (*attn_rows_kqv_fn)(const struct strata_attn_query *a, int mr, int P, uint32_t d0, int nd);
+typedef void (*attn_rows_kqv_fn)(const struct strata_attn_query *a, int mr, int P0, int P, uint32_t d0, int nd);
 
 static inline int attn_rows_reach(const struct strata_attn_query *a, int m)
 {
@@ -240,11 +241,12 @@ static inline int attn_rows_reach(const struct strata_attn_query *a, int m)
     return r;
 }
 
-// Whether any of the rows a[0 .. m) sees a position of [j0, j0 + nr) (masks only: the caller
-// stops at the rows' reach).
+// Whether any of the rows a[0 .. m) sees a position of [j0, j0 + nr) (windows and masks only: the
+// caller stops at the rows' reach).
 static inline int attn_rows_any_visible(const struct strata_attn_query *a, int m, int j0, int nr)
 {
     for (int i = 0; i < m; i++) {
+        if (j0 + nr <= a[i].kv_start) continue;
         if (!a[i].visible) return 1;
         for (int j = 0; j < nr; j++)
             if (a[i].visible[j0 + j]) return 1;
@@ -268,27 +270,35 @@ static inline void attn_rows_body(const struct strata_attn_query *a, int n, cons
             }
         }
     }
-    // softmax per row (masked cells -inf, as attn_head_body), weights past the row's n_kv +0
+    // softmax per row over its window (masked cells -inf, as attn_head_body; the sink in the
+    // maximum and the sum)
     for (int i = 0; i < n; i++) {
         const uint8_t *vis = a[i].visible;
         float *s = a[i].scores, mx = -INFINITY;
-        for (int p = 0; p < a[i].n_kv; p++) {
+        for (int p = a[i].kv_start; p < a[i].n_kv; p++) {
             if (vis && !vis[p]) {
                 s[p] = -INFINITY;
                 continue;
             }
             mx = s[p] > mx ? s[p] : mx;
         }
-        attn_softmax(s, 0, a[i].n_kv, mx, NULL, vl, exp512);
+        attn_softmax(s, a[i].kv_start, a[i].n_kv, mx, a[i].sink, vl, exp512);
     }
-    // kqv, tiles of ATTN_VR rows x ATTN_TILE value dims over the positions their rows reach
+    // kqv, tiles of ATTN_VR rows x ATTN_TILE value dims over the positions their rows reach, from
+    // the first lane block any of them sees; weights outside a row's window +0 (attn_head_body's
+    // lanes that no cell reached: adding +0 leaves the tree as it is)
     for (int i0 = 0; i0 < n; i0 += ATTN_VR) {
         const int mr = n - i0 < ATTN_VR ? n - i0 : ATTN_VR, reach = attn_rows_reach(a + i0, mr);
-        for (int i = i0; i < i0 + mr; i++)
+        int P0 = reach;
+        for (int i = i0; i < i0 + mr; i++) P0 = a[i].kv_start < P0 ? a[i].kv_start : P0;
+        P0 -= P0 % 16;
+        for (int i = i0; i < i0 + mr; i++) {
+            for (int p = P0; p < a[i].kv_start; p++) a[i].scores[p] = 0.0f;
             for (int p = a[i].n_kv; p < reach; p++) a[i].scores[p] = 0.0f;
+        }
         for (uint32_t d0 = 0; d0 < a->Dv; d0 += ATTN_TILE) {
             const int nd = a->Dv - d0 < ATTN_TILE ? (int)(a->Dv - d0) : ATTN_TILE;
-            kqv(a + i0, mr, reach, d0, nd);
+            kqv(a + i0, mr, P0, reach, d0, nd);
         }
     }
 }

@@ -587,10 +587,12 @@ static void attn_worker(void *arg, int ith, int nth)
     }
 }
 
-// MLA over several tokens: the (token, head) rows of each sequence, token-major, in items of up to
-// `per` rows that strata_attn_rows computes as tiled products over the latent rows. An item whose
-// token sees under a quarter of its positions (the indexer's top-k over a long context) takes the
-// grouped heads instead, which skip the masked positions' dots. The same bits either way.
+// Several tokens (a prompt): the (token, head) rows of each sequence and key head (MLA: the one
+// latent head; grouped-query attention: the query heads of each key head), token-major, in items
+// of up to `per` rows that strata_attn_rows computes as tiled products over the key and value
+// rows. An item whose token sees under a quarter of its positions (the indexer's top-k over a long
+// context) takes the grouped heads instead, which skip the masked positions' dots. The same bits
+// either way, and those of attn_worker's heads one at a time.
 struct attn_rows_job {
     const struct cpu_ctx *c;
     const struct strata_attn_op *op;
@@ -613,34 +615,39 @@ static void attn_rows_worker(void *arg, int ith, int nth)
     struct attn_rows_job *j = arg;
     const struct strata_attn_op *op = j->op;
     const struct strata_batch *b = op->batch;
-    const int H = (int)op->n_head, per = j->per;
+    const int H = (int)op->n_head, HKV = (int)op->n_head_kv, group = H / HKV, per = j->per;
     float *scores = j->scratch + (size_t)ith * STRATA_ATTN_ROWS * j->scratch_ctx;
     int n_items = 0;
-    for (int s = 0; s < b->n_seq; s++) n_items += (b->seq[s].n_tok * H + per - 1) / per;
+    for (int s = 0; s < b->n_seq; s++) n_items += HKV * ((b->seq[s].n_tok * group + per - 1) / per);
     struct strata_attn_query aq[STRATA_ATTN_ROWS];
     int i0, i1;
     while (strata_chunk_next(&j->next, n_items, 1, &i0, &i1)) {
         int s = 0, item = i0;
         for (;; s++) {
-            const int n = (b->seq[s].n_tok * H + per - 1) / per;
+            const int n = HKV * ((b->seq[s].n_tok * group + per - 1) / per);
             if (item < n) break;
             item -= n;
         }
         const struct strata_seq *sq = &b->seq[s];
+        const int n_rows = sq->n_tok * group, per_kvh = (n_rows + per - 1) / per, kvh = item / per_kvh;
         const struct cpu_kv *kv = sq->kv;
-        const size_t KD = op->head_dim_k;
-        const float *kc = kv->k + (size_t)op->kv_slot * sq->n_ctx * KD;
+        const size_t D = op->head_dim_k, Dv = op->head_dim_v, KD = (size_t)HKV * D, VD = (size_t)HKV * Dv;
+        const float *kc = kv->k + (size_t)op->kv_slot * sq->n_ctx * KD + (size_t)kvh * D;
+        // MLA: the value is the latent prefix of the key row
+        const float *vc = op->latent_kv ? kc : kv->v + (size_t)op->kv_slot * sq->n_ctx * VD + (size_t)kvh * Dv;
         const size_t vis_stride = op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx;
-        const int r0 = item * per, r1 = r0 + per < sq->n_tok * H ? r0 + per : sq->n_tok * H;
+        const int r0 = item % per_kvh * per, r1 = r0 + per < n_rows ? r0 + per : n_rows;
         for (int r = r0; r < r1; r++) {
-            const int t = sq->tok0 + r / H, h = r % H;
+            const int t = sq->tok0 + r / group, h = kvh * group + r % group, n_kv = b->pos[t] + 1;
             aq[r - r0] = (struct strata_attn_query){
                 .q = op->q + (size_t)t * op->q_tok_stride + (size_t)h * op->q_head_stride,
-                .k = kc, .k_stride = KD, .v = kc, .v_stride = KD, .n_kv = b->pos[t] + 1,
-                .D = op->head_dim_k, .Dv = op->head_dim_v, .scale = op->scale,
+                .k = kc, .k_stride = KD, .v = vc, .v_stride = op->latent_kv ? KD : VD,
+                .n_kv = n_kv, .D = (uint32_t)D, .Dv = (uint32_t)Dv, .scale = op->scale,
                 .scores = scores + (size_t)(r - r0) * j->scratch_ctx,
-                .out = op->out + (size_t)t * H * op->head_dim_v + (size_t)h * op->head_dim_v,
+                .out = op->out + (size_t)t * H * Dv + (size_t)h * Dv,
+                .kv_start = op->n_swa && n_kv > (int)op->n_swa ? n_kv - (int)op->n_swa : 0,
                 .visible = op->visible ? op->visible + (size_t)t * vis_stride : NULL,
+                .sink = op->sinks ? op->sinks + h : NULL,
             };
         }
         const int n = r1 - r0;
@@ -793,9 +800,9 @@ static int cpu_attention(void *vctx, const struct strata_attn_op *op)
             if (!op->latent_kv) memcpy(vc + (size_t)b->pos[t] * VD, op->v + (size_t)t * VD, VD * sizeof(float));
         }
     }
-    // MLA over several tokens (a prompt): tiles of rows, as many as leave every thread two items or
-    // more; one token (decode): the grouped heads below
-    if (op->latent_kv && b->n_tok > 1 && !op->n_swa && !op->sinks) {
+    // Several tokens (a prompt): tiles of rows, as many as leave every thread two items or more;
+    // one token (decode): the heads below, grouped for MLA
+    if (b->n_tok > 1) {
         int n_ctx = 1;
         for (int s = 0; s < b->n_seq; s++) n_ctx = b->seq[s].n_ctx > n_ctx ? b->seq[s].n_ctx : n_ctx;
         const size_t nth = (size_t)strata_pool_size(c->pool);
