@@ -803,8 +803,10 @@ static int cpu_attention(void *vctx, const struct strata_attn_op *op)
     // Several tokens (a prompt): tiles of rows, as many as leave every thread two items or more;
     // one token (decode): the heads below, grouped for MLA
     if (b->n_tok > 1) {
+        // scores up to the furthest position of the batch (the scratch follows the filled context,
+        // as the KV rows do, not -c: 32 rows per thread)
         int n_ctx = 1;
-        for (int s = 0; s < b->n_seq; s++) n_ctx = b->seq[s].n_ctx > n_ctx ? b->seq[s].n_ctx : n_ctx;
+        for (int t = 0; t < b->n_tok; t++) n_ctx = b->pos[t] + 1 > n_ctx ? b->pos[t] + 1 : n_ctx;
         const size_t nth = (size_t)strata_pool_size(c->pool);
         int rc = grow((void **)&c->rows_scratch, &c->rows_scratch_cap,
                       nth * STRATA_ATTN_ROWS * (size_t)n_ctx * sizeof(float), "attention row scores");
