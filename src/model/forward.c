@@ -29,6 +29,12 @@
         if ((rc = (call)) != 0) return rc; \
     } while (0)
 
+enum { SP_DENSE, SP_ROUTE, SP_READY, SP_HITS, SP_CPU, SP_ACQ, SP_OP2, SP_ADD, SP_SYNC, SP_REL, SP_N };
+static const char *const sp_names[SP_N] = {"dense (previous split's end to this block)", "router + routes down",
+                                           "ready pins + split", "hits op + copies out", "CPU share",
+                                           "copies' wait", "copied op", "CPU sums up + add", "sync",
+                                           "release"};
+
 struct strata_forward {
     const struct strata_model *m;
     struct strata_backend *be;
@@ -96,6 +102,11 @@ struct strata_forward {
     uint64_t cpu_calls;           // CPU shares computed (the first, cold one is not measured)
     int since_cpu;                // layers with misses since the CPU last computed one
     struct strata_gpu_miss_stats miss_st;
+    // STRATA_SPLIT_PROF=1: host seconds of moe_split's steps (SP_*), printed at free
+    bool sp_on;
+    double sp[SP_N], sp_end;
+    uint64_t sp_calls;
+    int sp_last_ml;
     bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
     bool separate_rope;           // STRATA_SEPARATE_ROPE=1: no attention_rope (comparisons)
 };
@@ -295,6 +306,8 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->bc = m->be->ctx;
     f->experts = experts;
     f->max_tok = max_tok;
+    const char *sp = getenv("STRATA_SPLIT_PROF");
+    f->sp_on = sp && *sp && *sp != '0';
     const size_t B = (size_t)max_tok, E = hp->n_embd, K = hp->n_expert_used, X = hp->n_expert;
     const size_t KD = (size_t)hp->n_head_kv * hp->head_dim_k, VD = (size_t)hp->n_head_kv * hp->head_dim_v;
     const size_t OD = (size_t)hp->n_head * hp->head_dim_v, F = hp->n_ff_exp;
@@ -388,6 +401,15 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
 void strata_forward_free(struct strata_forward *f)
 {
     if (!f) return;
+    if (f->sp_on && f->sp_calls) {
+        double tot = 0;
+        for (int i = 0; i < SP_N; i++) tot += f->sp[i];
+        strata_log_info("split profile: %llu layer calls, %.1f us each", (unsigned long long)f->sp_calls,
+                        1e6 * tot / (double)f->sp_calls);
+        for (int i = 0; i < SP_N; i++)
+            strata_log_info("split profile: %-44s %8.1f us %5.1f%%", sp_names[i], 1e6 * f->sp[i] / (double)f->sp_calls,
+                            tot > 0 ? 100.0 * f->sp[i] / tot : 0.0);
+    }
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     if (f->visible) f->bi->release(f->bc, f->visible);
     void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
@@ -1101,6 +1123,15 @@ static int split_moe(struct strata_forward *f, const struct strata_layer *L, int
 
 #define EWMA(old, now) ((old) > 0 ? 0.75 * (old) + 0.25 * (now) : (now))
 
+// Charges the time since *t to step i and moves *t on.
+static inline void sp_mark(struct strata_forward *f, int i, double *t)
+{
+    if (!f->sp_on) return;
+    const double now = strata_now();
+    f->sp[i] += now - *t;
+    *t = now;
+}
+
 // A layer's experts of a small pass from device routes, split three ways: the ones the VRAM tier
 // holds run at once on the GPU (a sparse moe op with the shared expert), while the CPU computes
 // its share of the misses from the host copies and the copy thread brings the rest; then a second
@@ -1116,6 +1147,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     const struct strata_route_groups *g = &f->g;
     const int nu = g->n_used_experts;
     const uint64_t tb = f->m->layout.layers[ml].triplet_bytes;
+    double tp = f->sp_on ? strata_now() : 0;
     int rc = strata_vram_acquire_ready(f->vram, ml, g->used, nu, f->c_views, f->c_state);
     if (rc < 0) return rc;
     const int n_hit = rc, slots = strata_provider_max_batch(f->experts), hb = strata_provider_max_batch(f->host);
@@ -1168,6 +1200,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     if (nc) f->since_cpu = 0;
     else if (np) f->since_cpu++;
     rc = 0;  // the CPU's input rows came down with the routes
+    sp_mark(f, SP_READY, &tp);
     // the router lookahead's guesses for the next layers go out (low priority: after this layer's copies)
     if (rc == 0 && f->lookahead) rc = lookahead(f, L, n);
     // the GPU starts on the hits (and the shared expert) now
@@ -1177,6 +1210,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     if (rc == 0 && np) rc = strata_provider_fetch(f->experts, ml, f->c_copy, np);
     struct strata_vram_extra x0;
     strata_vram_extra_stats(f->vram, &x0);
+    sp_mark(f, SP_HITS, &tp);
     if (rc == 0 && nc) {
         const double t0 = strata_now();
         rc = cpu_experts(f, L, n, nc);
@@ -1192,11 +1226,13 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
             if (f->miss_mode == STRATA_GPU_MISS_CPU)  // the tier learns what is used
                 (void)strata_provider_prefetch(f->experts, ml, f->c_cpu, nc);
         }
+        sp_mark(f, SP_CPU, &tp);
     }
     // the copies: their views (acquire waits for the ones still on their way)
     struct strata_expert_view *pv = f->c_views + nu;
     if (rc == 0 && np) {
         rc = strata_provider_acquire(f->experts, ml, f->c_copy, np, pv);
+        sp_mark(f, SP_ACQ, &tp);
         if (rc == 0) {
             struct strata_vram_extra x1;
             strata_vram_extra_stats(f->vram, &x1);
@@ -1211,6 +1247,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
                     c++;
                 }
             rc = split_moe(f, L, n, 2, false);
+            sp_mark(f, SP_OP2, &tp);
         } else {
             np = 0;  // nothing stays pinned after a failed acquire
         }
@@ -1218,14 +1255,22 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     if (rc == 0 && nc) {
         rc = f->bi->upload(f->bc, f->cpu_sum_dev, f->c_sum, (size_t)n * E * sizeof(float));
         if (rc == 0) rc = f->bi->add(f->bc, f->x, f->cpu_sum_dev, E, n, E);
+        sp_mark(f, SP_ADD, &tp);
     }
     // the kernels must be done with the views before they are released
     const int src = f->bi->sync(f->bc);
     if (rc == 0) rc = src;
+    sp_mark(f, SP_SYNC, &tp);
     for (int j = 0, h = 0; j < nu; j++)
         if (f->c_state[j] == STRATA_VRAM_READY) f->c_hviews[h++] = f->c_views[j];
     strata_provider_release(f->experts, ml, f->c_hviews, n_hit);
     if (np) strata_provider_release(f->experts, ml, pv, np);
+    if (f->sp_on) {
+        sp_mark(f, SP_REL, &tp);
+        f->sp_calls++;
+        f->sp_end = tp;
+        f->sp_last_ml = (int)ml;
+    }
     return rc;
 }
 
@@ -1240,9 +1285,11 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     TRY(norm_before(f, f->h, L->ffn_norm, n, &L->exp_gate));
     if (dev) return moe_device(f, L, n, st, t0);
     bool routed_dev;
+    if (f->sp_on && f->sp_end > 0 && L->moe_index == f->sp_last_ml + 1) f->sp[SP_DENSE] += t0 - f->sp_end;
     TRY(route(f, L, n, &routed_dev));
     if (f->lookahead) strata_lookahead_observe(f->lookahead, (uint32_t)L->moe_index, f->g.used, f->g.n_used_experts);
     const double t1 = strata_now();
+    if (f->sp_on) f->sp[SP_ROUTE] += t1 - t0;
     st->t_router += t1 - t0;
     if (routed_dev && split_ok(f, n) && moe_op_ok(f, L)) {  // more experts than VRAM slots: the CPU takes the rest
         rc = moe_split(f, L, n);

@@ -263,6 +263,9 @@ __device__ __forceinline__ void pdl_enter()
     pdl_wait();
 }
 
+// A 128-byte line of global memory into L2 (no register, no wait).
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // ---- asynchronous copies global -> shared (sm_80) -----------------------------------------------------
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)

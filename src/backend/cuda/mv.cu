@@ -333,13 +333,23 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
     int lr;
     mm_segment(a, row, wp, yp, ys, lr);
     int first_off = -1;
-    if constexpr (!is_float_type<T>()) {
-        // a plain weight does not depend on the previous kernel: its first stage is queued now
-        if (!a.w_table && row < (int)a.n_out) {
+    // a plain weight does not depend on the previous kernel: its first stage is queued now, and the
+    // rest of its bytes (a float row, a row past the stage, the up row of SwiGLU) are fetched into
+    // L2 by the first block column while the previous kernel still runs
+    if (!a.w_table && row < (int)a.n_out) {
+        const uint8_t *wr = (const uint8_t *)wp + (size_t)lr * a.row_bytes;
+        size_t staged = 0;
+        if constexpr (!is_float_type<T>()) {
             const int nb = min(stage_blocks<T>(), (int)(a.n_in / qtype<T>::BS));
-            first_off = stage_issue(stage_all[warp], (const uint8_t *)wp + (size_t)lr * a.row_bytes,
-                                    nb * qtype<T>::TS, lane);
+            first_off = stage_issue(stage_all[warp], wr, nb * qtype<T>::TS, lane);
             cp_async_commit();
+            staged = (size_t)nb * qtype<T>::TS;
+        }
+        if (blockIdx.y == 0) {
+            for (size_t o = staged + 128 * (size_t)lane; o < a.row_bytes; o += 32 * 128) prefetch_l2(wr + o);
+            if (a.w2)
+                for (size_t o = 128 * (size_t)lane; o < a.row_bytes; o += 32 * 128)
+                    prefetch_l2((const uint8_t *)a.w2 + (size_t)row * a.row_bytes + o);
         }
     }
     pdl_wait();
