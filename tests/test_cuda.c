@@ -1687,6 +1687,20 @@ static void test_e2e_refused(const char *arch)
     case_result(name, f0);
 }
 
+// Engine parameters of the VRAM tier's cases: the CUDA backend, `vram` bytes of expert slots.
+static struct strata_engine_params vram_params(const char *path, uint64_t vram, enum strata_gpu_miss miss)
+{
+    struct strata_engine_params ep = strata_engine_default_params();
+    ep.model = path;
+    ep.backend = STRATA_BACKEND_CUDA;
+    ep.n_threads = 4;
+    ep.n_ctx = 128;
+    ep.n_batch = 64;
+    ep.vram_cache_bytes = vram;
+    ep.gpu_miss = miss;
+    return ep;
+}
+
 // The VRAM expert tier: a model's logits with every expert resident in VRAM and through bounded
 // VRAM caches (4 slots per layer, and one token's experts with a bounded host cache behind)
 // are the same bits, for a prompt in one pass, in chunks, and for decode steps: the same kernels
@@ -1717,14 +1731,8 @@ static void test_vram_tier(const char *type_name)
         const uint64_t slot = info.expert_bytes / info.n_expert;  // one slot in every MoE layer
         const uint64_t n_slots[2] = {4, info.n_expert_used};
         for (int b = 0; b < 2 && g_failures == f0; b++) {
-            struct strata_engine_params ep = strata_engine_default_params();
-            ep.model = path;
-            ep.backend = STRATA_BACKEND_CUDA;
-            ep.n_threads = 4;
-            ep.n_ctx = 128;
-            ep.n_batch = 64;
-            ep.vram_cache_bytes = slot * (n_slots[b] + 1);  // a slot of slack: classes and alignment
-            ep.gpu_miss = STRATA_GPU_MISS_COPY;             // every expert on the GPU's kernels
+            // a slot of slack (classes and alignment); copy: every expert on the GPU's kernels
+            struct strata_engine_params ep = vram_params(path, slot * (n_slots[b] + 1), STRATA_GPU_MISS_COPY);
             if (b == 1) ep.host_cache_bytes = info.expert_bytes / 2 + slot / 8;
             struct strata_engine *ev = NULL;
             if (strata_engine_open(&ev, &ep)) {
@@ -1758,14 +1766,7 @@ static void test_vram_tier(const char *type_name)
         // judged as the CUDA backend's against the CPU's; a prompt in one pass copies as before.
         const enum strata_gpu_miss modes[2] = {STRATA_GPU_MISS_CPU, STRATA_GPU_MISS_AUTO};
         for (int m = 0; m < 2 && g_failures == f0; m++) {
-            struct strata_engine_params ep = strata_engine_default_params();
-            ep.model = path;
-            ep.backend = STRATA_BACKEND_CUDA;
-            ep.n_threads = 4;
-            ep.n_ctx = 128;
-            ep.n_batch = 64;
-            ep.vram_cache_bytes = slot * 5;
-            ep.gpu_miss = modes[m];
+            struct strata_engine_params ep = vram_params(path, slot * 5, modes[m]);
             struct strata_engine *ev = NULL;
             if (strata_engine_open(&ev, &ep)) {
                 CHECK(0, "%s: open with misses on the CPU (mode %d): %s", name, (int)modes[m], strata_last_error());

@@ -1123,6 +1123,14 @@ static int split_moe(struct strata_forward *f, const struct strata_layer *L, int
 
 #define EWMA(old, now) ((old) > 0 ? 0.75 * (old) + 0.25 * (now) : (now))
 
+// Releases the n_hit experts acquire_ready pinned (the READY ones among the nu used, in order).
+static void release_hits(struct strata_forward *f, uint32_t ml, int nu, int n_hit)
+{
+    for (int j = 0, h = 0; j < nu; j++)
+        if (f->c_state[j] == STRATA_VRAM_READY) f->c_hviews[h++] = f->c_views[j];
+    strata_provider_release(f->experts, ml, f->c_hviews, n_hit);
+}
+
 // Charges the time since *t to step i and moves *t on.
 static inline void sp_mark(struct strata_forward *f, int i, double *t)
 {
@@ -1182,9 +1190,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
             if (cpu && nc >= hb) cpu = false;
             if (!cpu && n_hit + np >= slots) cpu = true;
             if (cpu && nc >= hb) {  // neither path has room for this pass: the copy path's groups
-                for (int j = 0, h = 0; j < nu; j++)
-                    if (f->c_state[j] == STRATA_VRAM_READY) f->c_hviews[h++] = f->c_views[j];
-                strata_provider_release(f->experts, ml, f->c_hviews, n_hit);
+                release_hits(f, ml, nu, n_hit);
                 return 1;
             }
             if (cpu) {
@@ -1261,9 +1267,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     const int src = f->bi->sync(f->bc);
     if (rc == 0) rc = src;
     sp_mark(f, SP_SYNC, &tp);
-    for (int j = 0, h = 0; j < nu; j++)
-        if (f->c_state[j] == STRATA_VRAM_READY) f->c_hviews[h++] = f->c_views[j];
-    strata_provider_release(f->experts, ml, f->c_hviews, n_hit);
+    release_hits(f, ml, nu, n_hit);
     if (np) strata_provider_release(f->experts, ml, pv, np);
     if (f->sp_on) {
         sp_mark(f, SP_REL, &tp);
