@@ -1467,7 +1467,8 @@ static void drop_line(enum strata_log_level level, const char *line, void *user)
     (void)level, (void)line, (void)user;
 }
 
-static struct strata_engine *e2e_open(const char *path, enum strata_backend_kind kind)
+// The end-to-end cases' engine parameters: 4 threads, 128 positions, passes of up to 64.
+static struct strata_engine_params e2e_params(const char *path, enum strata_backend_kind kind)
 {
     struct strata_engine_params ep = strata_engine_default_params();
     ep.model = path;
@@ -1475,6 +1476,12 @@ static struct strata_engine *e2e_open(const char *path, enum strata_backend_kind
     ep.n_threads = 4;
     ep.n_ctx = 128;
     ep.n_batch = 64;
+    return ep;
+}
+
+static struct strata_engine *e2e_open(const char *path, enum strata_backend_kind kind)
+{
+    struct strata_engine_params ep = e2e_params(path, kind);
     struct strata_engine *e = NULL;
     if (strata_engine_open(&e, &ep)) printf("    cannot open %s on %s: %s\n", path, kind == STRATA_BACKEND_CUDA ? "cuda" : "cpu",
                                             strata_last_error());
@@ -1690,12 +1697,7 @@ static void test_e2e_refused(const char *arch)
 // Engine parameters of the VRAM tier's cases: the CUDA backend, `vram` bytes of expert slots.
 static struct strata_engine_params vram_params(const char *path, uint64_t vram, enum strata_gpu_miss miss)
 {
-    struct strata_engine_params ep = strata_engine_default_params();
-    ep.model = path;
-    ep.backend = STRATA_BACKEND_CUDA;
-    ep.n_threads = 4;
-    ep.n_ctx = 128;
-    ep.n_batch = 64;
+    struct strata_engine_params ep = e2e_params(path, STRATA_BACKEND_CUDA);
     ep.vram_cache_bytes = vram;
     ep.gpu_miss = miss;
     return ep;
