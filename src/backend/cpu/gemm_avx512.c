@@ -14,6 +14,7 @@
 // sub-block scales folded in by vpdpwssd) with the canonical float part: the block's int32
 // lanes are summed to one integer, then the same scalar fmaf sequence as every level.
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "backend/cpu/gemm_impl.h"
@@ -472,8 +473,25 @@ static inline __attribute__((always_inline)) __m256 q8_0_factors(__m512i rows, i
     return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(d32));  // the f16 is the low half of each loaded dword
 }
 
+// Two blocks of 32 (at blk0, blk1) as one zmm: the values of blk0 in element order in the low 256
+// bits, blk1's in the high.
+static inline __attribute__((always_inline)) __m512i b32_pair_values(const uint8_t *blk0, const uint8_t *blk1, uint32_t type)
+{
+    if (type == STRATA_TYPE_Q8_0)
+        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)blk0)->qs)),
+                                  _mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)blk1)->qs), 1);
+    const size_t off = type == STRATA_TYPE_MXFP4 ? offsetof(struct block_mxfp4, qs) : offsetof(struct block_q4_0, qs);
+    // qs0, qs0, qs1, qs1 per 128 bits, the second copy of each shifted by 4: the nibbles in order
+    const __m512i r = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk0 + off)))),
+                                         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk1 + off))), 1);
+    const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(r, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(15));
+    if (type == STRATA_TYPE_MXFP4)
+        return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)strata_kvalues_mxfp4)), q);
+    return _mm512_sub_epi8(q, _mm512_set1_epi8(8));
+}
+
 // Blocks of 32 against Q8_0 (Q8_0, MXFP4, Q4_0: gemm_b32_values). One row: four blocks per step,
-// their 8-lane sums reduced together (hadd), four fmaf. Several rows: two blocks per step, the
+// two per zmm (b32_pair_values), their 8-lane sums reduced together by shuffles, four fmaf. Several rows: two blocks per step, the
 // 8-lane sums of every (row, block) reduced together (reduce16), the rows' fmaf in lanes.
 static inline __attribute__((always_inline)) void dot_b32(int64_t n, float *s, const void *w, const void *const *act,
                                                           int nt, const uint32_t type)
@@ -485,21 +503,27 @@ static inline __attribute__((always_inline)) void dot_b32(int64_t n, float *s, c
         const struct block_q8_0 *y = act[0];
         float acc = 0.0f;
         int64_t b = 0;
+        const __m512i zero = _mm512_setzero_si512();
         for (; b + 4 <= nb; b += 4) {
             strata_prefetch_ahead(x + b * bb, 4 * (int)bb);
-            __m256i is[4];
-            for (int i = 0; i < 4; i++) {
-                const __m256i wq = gemm_b32_values(x + (b + i) * bb, type);
-                is[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
-                                            _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[b + i].qs), wq));
+            __m512i is[2];
+            for (int i = 0; i < 2; i++) {
+                const __m512i wq = b32_pair_values(x + (b + 2 * i) * bb, x + (b + 2 * i + 1) * bb, type);
+                const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[b + 2 * i].qs)),
+                                                     _mm256_loadu_si256((const __m256i *)y[b + 2 * i + 1].qs), 1);
+                is[i] = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wq), _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(wq), zero, a));
             }
-            // lanes 0..3: the four blocks' sums
-            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
-            const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-            acc = __builtin_fmaf(gemm_b32_factor(x + b * bb, type) * _cvtsh_ss(y[b].d), (float)_mm_cvtsi128_si32(sums), acc);
-            acc = __builtin_fmaf(gemm_b32_factor(x + (b + 1) * bb, type) * _cvtsh_ss(y[b + 1].d), (float)_mm_extract_epi32(sums, 1), acc);
-            acc = __builtin_fmaf(gemm_b32_factor(x + (b + 2) * bb, type) * _cvtsh_ss(y[b + 2].d), (float)_mm_extract_epi32(sums, 2), acc);
-            acc = __builtin_fmaf(gemm_b32_factor(x + (b + 3) * bb, type) * _cvtsh_ss(y[b + 3].d), (float)_mm_extract_epi32(sums, 3), acc);
+            // is[0]: blocks b (lanes 0..7) and b + 1, is[1]: b + 2 and b + 3. Per 128 bits: the
+            // 4 lanes of is[0] summed, then is[1]'s (lanes 0, 1), then the two 128-bit parts of
+            // each block; lanes 0, 8, 1, 9 are then the sums of blocks b .. b + 3.
+            const __m512i p = strata_pair_epi32(is[0], is[1]);
+            const __m512i q = strata_pair64_epi32(p, p);
+            const __m512i h = _mm512_add_epi32(q, _mm512_shuffle_i32x4(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+            const __m128i sums = _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_castsi128_si512(_mm_setr_epi32(0, 8, 1, 9)), h));
+            float f1[4];
+            for (int i = 0; i < 4; i++) f1[i] = gemm_b32_factor(x + (b + i) * bb, type) * _cvtsh_ss(y[b + i].d);
+            const __m128 r1 = _mm_cvtepi32_ps(sums);
+            acc = fmaf_group4(acc, r1, f1, r1, f1, false, 4);
         }
         for (; b < nb; b++) {
             const __m256i wq = gemm_b32_values(x + b * bb, type);
