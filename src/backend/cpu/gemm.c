@@ -645,7 +645,8 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
         gemm_rec_layout_init(&p->L, p->f, jobs[j].w.n_in);
         gemm_tile_layout_init(&p->T, p->f, jobs[j].w.n_in, k->lanes);
         p->n_groups = (jobs[j].n_tok + (int)k->lanes - 1) / (int)k->lanes;
-        p->small = !k->panel || jobs[j].n_tok < k->min_tokens;
+        const int min_tok = p->f->qb == 32 && k->min_tokens_b32 ? k->min_tokens_b32 : k->min_tokens;
+        p->small = !k->panel || jobs[j].n_tok < min_tok;
         p->owner = j;
         for (int i = 0; i < j && !p->small; i++)
             if (!plan[i].small && plan[i].owner == i && same_activations(&jobs[i], &jobs[j], &plan[i], p)) {

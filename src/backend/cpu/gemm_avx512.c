@@ -591,6 +591,10 @@ const struct gemm_kernels gemm_kernels_avx512 = {
     .rows_per_panel = 16,
     .max_tiles = 2,
     .min_tokens = 9,  // below, the multi-token dot is faster (test_gemm --bench)
+    // blocks of 32: the tile kernel from 2 tokens (test_gemm --bench T, one thread, GMAC/s, multi
+    // dot / tile kernel at 2, 4, 8 tokens: MXFP4 14.1 / 17.5, 22.4 / 34.7, 31.3 / 69.0; Q8_0
+    // 15.0 / 20.1, 24.5 / 39.6, 36.2 / 78.8)
+    .min_tokens_b32 = 2,
     .unpack = gemm_unpack_avx512,
     .panel = panel_avx512,
     .vec_dot = {

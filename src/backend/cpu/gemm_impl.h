@@ -81,6 +81,8 @@ struct gemm_kernels {
     int rows_per_panel;     // weight rows unpacked together by the driver
     int max_tiles;          // tiles one panel call takes
     int min_tokens;         // jobs with fewer tokens take the multi-token dot (faster there)
+    int min_tokens_b32;     // the same for the blocks of 32 (Q8_0, MXFP4, Q4_0; 0: min_tokens),
+                            // whose multi-token dot is slower than the tile kernel sooner
     gemm_unpack_fn unpack;  // gemm_unpack_row, or the level's own (the same bytes but corr where
                             // the level's kernel does not read it)
     gemm_panel_fn panel;    // NULL: every job takes the multi-token dot
