@@ -281,6 +281,55 @@ static void test_attention_rows(void)
     case_result("attention rows, tiled over tokens and heads of one key head (windows, sinks): the bits of each alone", f0);
 }
 
+// The rows' vector softmax (AVX-512) against the portable one, bit for bit: scores spread from 0
+// down past the smallest normal and subnormal results of the exp (-87 .. -104) and past its cut at
+// 192 binades, masked cells, -inf and NaN cells (a NaN score makes the row NaN: the sign of those
+// NaNs is left out of the comparison), every tail length, windows that start inside a group of 16
+// (the cells before them untouched) and sinks.
+static int same_bits_or_nan(const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof(float)) != 0) return 0;
+    return 1;
+}
+
+static void test_attention_rows_softmax(void)
+{
+    const int f0 = g_failures;
+    if (strata_isa_detect() < STRATA_ISA_AVX512) {
+        case_result("attention rows softmax: AVX-512 absent, skipped", f0);
+        return;
+    }
+    enum { N = 400 };
+    float a[N], b[N];
+    uint8_t vis[N];
+    for (int c = 0; c < 300; c++) {
+        const int n_kv = 1 + c % N, sparse = c % 3 == 1;
+        const float spread = c % 4 == 0 ? 1.0f : c % 4 == 1 ? 30.0f : c % 4 == 2 ? 120.0f : 300.0f;
+        for (int p = 0; p < N; p++) {
+            a[p] = frand(spread) + (c % 5 == 0 ? 100.0f : 0.0f);
+            vis[p] = urand() < 0.6;
+            if (c % 7 == 3 && urand() < 0.05) a[p] = -INFINITY;
+            if (c == 299 && p == 5) a[p] = NAN;
+        }
+        const int p0 = c % 3 == 2 ? (c * 7) % n_kv : 0;
+        const float sinkv = frand(spread), *sink = c % 4 == 3 ? &sinkv : NULL;
+        memcpy(b, a, sizeof a);
+        strata_attn_rows_softmax_vl16(a, p0, n_kv, sparse ? vis : NULL, sink);
+        strata_attn_rows_softmax_vl16_avx512(b, p0, n_kv, sparse ? vis : NULL, sink);
+        CHECK(same_bits_or_nan(a, b, N), "case %d p0 %d n_kv %d spread %g differs", c, p0, n_kv, spread);
+    }
+    // the exp's whole range on its own: one cell at 0 (the maximum), the others at -x
+    for (int c = 0; c < 64; c++) {
+        for (int p = 0; p < N; p++) a[p] = p == 0 ? 0.0f : -(float)(c * N + p) * (200.0f / (64 * N));
+        memcpy(b, a, sizeof a);
+        strata_attn_rows_softmax_vl16(a, 0, N, NULL, NULL);
+        strata_attn_rows_softmax_vl16_avx512(b, 0, N, NULL, NULL);
+        CHECK(memcmp(a, b, sizeof a) == 0, "exp sweep %d differs", c);
+    }
+    case_result("attention rows softmax: AVX-512 lanes give the portable bits (subnormal exp, masks, tails, windows, sinks)", f0);
+}
+
 // ---- small ops ----------------------------------------------------------------------------
 
 static void test_small_ops(void)
@@ -681,6 +730,7 @@ int main(void)
     test_indexer();
     test_attention_heads();
     test_attention_rows();
+    test_attention_rows_softmax();
     test_indexer_op();
     test_indexer_op_decode();
     test_routing();

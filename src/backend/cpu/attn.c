@@ -22,8 +22,19 @@ static void kqv16(const struct strata_attn_query *a, int mr, int P0, int P, uint
 {
     attn_rows_kqv_port(a, mr, P0, P, d0, nd, 16);
 }
-void strata_attn_rows_vl8(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, 8, 0, kq8, kqv8); }
-void strata_attn_rows_vl16(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, 16, 1, kq16, kqv16); }
+static void softmax8(float *s, int p0, int n_kv, const uint8_t *vis, const float *sink)
+{
+    attn_rows_softmax_port(s, p0, n_kv, vis, sink, 8, 0);
+}
+void strata_attn_rows_vl8(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, kq8, softmax8, kqv8); }
+void strata_attn_rows_softmax_vl16(float *s, int p0, int n_kv, const uint8_t *vis, const float *sink)
+{
+    attn_rows_softmax_port(s, p0, n_kv, vis, sink, 16, 1);
+}
+void strata_attn_rows_vl16(const struct strata_attn_query *a, int n)
+{
+    attn_rows_body(a, n, kq16, strata_attn_rows_softmax_vl16, kqv16);
+}
 
 void strata_attn_head(enum strata_isa isa, const struct strata_attn_query *a)
 {

@@ -89,5 +89,8 @@ void strata_attn_rows_vl8(const struct strata_attn_query *a, int n);
 void strata_attn_rows_vl16(const struct strata_attn_query *a, int n);
 void strata_attn_rows_vl8_avx2(const struct strata_attn_query *a, int n);
 void strata_attn_rows_vl16_avx512(const struct strata_attn_query *a, int n);
+// The rows' softmax (masking, maximum, attn.h's order), exposed for its test.
+void strata_attn_rows_softmax_vl16(float *s, int p0, int n_kv, const uint8_t *vis, const float *sink);
+void strata_attn_rows_softmax_vl16_avx512(float *s, int p0, int n_kv, const uint8_t *vis, const float *sink);
 
 #endif

@@ -13,4 +13,8 @@ static void kqv8(const struct strata_attn_query *a, int mr, int P0, int P, uint3
 {
     attn_rows_kqv_port(a, mr, P0, P, d0, nd, 8);
 }
-void strata_attn_rows_vl8_avx2(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, 8, 0, kq8, kqv8); }
+static void softmax8(float *s, int p0, int n_kv, const uint8_t *vis, const float *sink)
+{
+    attn_rows_softmax_port(s, p0, n_kv, vis, sink, 8, 0);
+}
+void strata_attn_rows_vl8_avx2(const struct strata_attn_query *a, int n) { attn_rows_body(a, n, kq8, softmax8, kqv8); }

@@ -106,7 +106,90 @@ static void kqv16(const struct strata_attn_query *a, int mr, int P0, int P, uint
         for (int k = 0; k < 4; k++) _mm512_mask_storeu_ps(a[i].out + d0 + 16 * k, m[k], part[0][i][k]);
 }
 
+// ggml_vexpf16 on 16 lanes, each operation of the scalar version in its order (the power of two
+// of an exponent out of the normal range in two steps, |n| > 192 to 0 or inf).
+static inline __m512 vexpf16(__m512 x)
+{
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512i ni = _mm512_cvttps_epi32(n), e127 = _mm512_set1_epi32(127);
+    const __m512 p2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, e127), 23));
+    __m512 res = _mm512_mul_ps(j, p2);
+    const __mmask16 hi = _mm512_cmpgt_epi32_mask(ni, e127), lo = _mm512_cmplt_epi32_mask(ni, _mm512_set1_epi32(-126));
+    if (hi) {  // (j * 2^127) * 2^(n - 127)
+        const __m512 ph = _mm512_castsi512_ps(_mm512_slli_epi32(ni, 23));
+        res = _mm512_mask_mul_ps(res, hi, _mm512_mul_ps(j, _mm512_set1_ps(0x1p127f)), ph);
+    }
+    if (lo) {  // (j * 2^-126) * 2^(n + 126)
+        const __m512 pl = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(253)), 23));
+        res = _mm512_mask_mul_ps(res, lo, _mm512_mul_ps(j, _mm512_set1_ps(0x1p-126f)), pl);
+    }
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    if (big) {
+        const __mmask16 neg = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+        res = _mm512_mask_mov_ps(res, big & neg, _mm512_setzero_ps());
+        res = _mm512_mask_mov_ps(res, big & (__mmask16)~neg, _mm512_set1_ps(INFINITY));
+    }
+    return res;
+}
+
+// attn_rows_softmax_port for 16 lanes: the maximum by lanes (max_ps keeps its second operand
+// unless the first is greater, as the scalar loop; which of two zeros wins changes no s - max),
+// attn_softmax's groups of 16 cells as vectors, from the group holding p0 (its cells before p0
+// neither read nor written, a 0 in the group's sum), the sink in the maximum and the sum.
+static inline __mmask16 rows_cells(int g, int p0, int n_kv)
+{
+    __mmask16 t = n_kv - g >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n_kv - g)) - 1);
+    if (g < p0) t &= (__mmask16)(0xffffu << (p0 - g));
+    return t;
+}
+
+void strata_attn_rows_softmax_vl16_avx512(float *s, int p0, int n_kv, const uint8_t *vis, const float *sink)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    const int g0 = p0 - p0 % 16;
+    __m512 mv = ninf;
+    for (int g = g0; g < n_kv; g += 16) {
+        const __mmask16 t = rows_cells(g, p0, n_kv);
+        __m512 v = _mm512_mask_loadu_ps(ninf, t, s + g);
+        if (vis) {
+            const __mmask16 seen = _mm_test_epi8_mask(_mm_maskz_loadu_epi8(t, vis + g), _mm_set1_epi8(-1));
+            v = _mm512_mask_mov_ps(ninf, seen, v);
+            _mm512_mask_storeu_ps(s + g, t, v);
+        }
+        mv = _mm512_max_ps(v, mv);
+    }
+    float lane[16], mx = -INFINITY;
+    _mm512_storeu_ps(lane, mv);
+    for (int i = 0; i < 16; i++) mx = lane[i] > mx ? lane[i] : mx;
+    if (sink) mx = mx > *sink ? mx : *sink;
+    const __m512 m = _mm512_set1_ps(mx);
+    double sum = 0.0;
+    for (int g = g0; g < n_kv; g += 16) {
+        const __mmask16 t = rows_cells(g, p0, n_kv);
+        const __m512 v = _mm512_maskz_loadu_ps(t, s + g);
+        const __mmask16 live = t & _mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ);
+        const __m512 e = _mm512_maskz_mov_ps(live, vexpf16(_mm512_sub_ps(v, m)));
+        _mm512_mask_storeu_ps(s + g, t, e);
+        sum += (double)hsum16(e);
+    }
+    if (sink) sum += (double)expf(*sink - mx);
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
+    for (int g = g0; g < n_kv; g += 16) {
+        const __mmask16 t = rows_cells(g, p0, n_kv);
+        _mm512_mask_storeu_ps(s + g, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, s + g), inv));
+    }
+}
+
 void strata_attn_rows_vl16_avx512(const struct strata_attn_query *a, int n)
 {
-    attn_rows_body(a, n, 16, 1, kq16, kqv16);
+    attn_rows_body(a, n, kq16, strata_attn_rows_softmax_vl16_avx512, kqv16);
 }

@@ -231,8 +231,25 @@ static inline void attn_rows_kqv_port(const struct strata_attn_query *a, int mr,
     for (int i = 0; i < mr; i++) attn_lane_tree(acc[i], vl, vl, nd, a[i].out + d0);
 }
 
+// Row s[p0 .. n_kv) to its softmax weights as attn_head_body makes them: masked cells -inf (0 after),
+// the maximum of the others and the sink, attn_softmax.
+static inline void attn_rows_softmax_port(float *s, int p0, int n_kv, const uint8_t *vis, const float *sink,
+                                          const int vl, const int exp512)
+{
+    float mx = -INFINITY;
+    for (int p = p0; p < n_kv; p++) {
+        if (vis && !vis[p]) {
+            s[p] = -INFINITY;
+            continue;
+        }
+        mx = s[p] > mx ? s[p] : mx;
+    }
+    attn_softmax(s, p0, n_kv, mx, sink, vl, exp512);
+}
+
 typedef void (*attn_rows_kq_fn)(const struct strata_attn_query *a, int mr, int j0, int nr);
 typedef void (*attn_rows_kqv_fn)(const struct strata_attn_query *a, int mr, int P0, int P, uint32_t d0, int nd);
+typedef void (*attn_rows_softmax_fn)(float *s, int p0, int n_kv, const uint8_t *vis, const float *sink);
 
 static inline int attn_rows_reach(const struct strata_attn_query *a, int m)
 {
@@ -254,8 +271,8 @@ static inline int attn_rows_any_visible(const struct strata_attn_query *a, int m
     return 0;
 }
 
-static inline void attn_rows_body(const struct strata_attn_query *a, int n, const int vl, const int exp512,
-                                  attn_rows_kq_fn kq, attn_rows_kqv_fn kqv)
+static inline void attn_rows_body(const struct strata_attn_query *a, int n, attn_rows_kq_fn kq,
+                                  attn_rows_softmax_fn softmax, attn_rows_kqv_fn kqv)
 {
     const int P = attn_rows_reach(a, n);
     // kq, a block of positions at a time for every row, tiles of ATTN_MR rows x ATTN_NR positions
@@ -272,18 +289,7 @@ static inline void attn_rows_body(const struct strata_attn_query *a, int n, cons
     }
     // softmax per row over its window (masked cells -inf, as attn_head_body; the sink in the
     // maximum and the sum)
-    for (int i = 0; i < n; i++) {
-        const uint8_t *vis = a[i].visible;
-        float *s = a[i].scores, mx = -INFINITY;
-        for (int p = a[i].kv_start; p < a[i].n_kv; p++) {
-            if (vis && !vis[p]) {
-                s[p] = -INFINITY;
-                continue;
-            }
-            mx = s[p] > mx ? s[p] : mx;
-        }
-        attn_softmax(s, a[i].kv_start, a[i].n_kv, mx, a[i].sink, vl, exp512);
-    }
+    for (int i = 0; i < n; i++) softmax(a[i].scores, a[i].kv_start, a[i].n_kv, a[i].visible, a[i].sink);
     // kqv, tiles of ATTN_VR rows x ATTN_TILE value dims over the positions their rows reach, from
     // the first lane block any of them sees; weights outside a row's window +0 (attn_head_body's
     // lanes that no cell reached: adding +0 leaves the tree as it is)
