@@ -84,6 +84,11 @@ static void kqv16(const struct strata_attn_query *a, int mr, int P0, int P, uint
             for (int k = 0; k < 4; k++) acc[i][k] = _mm512_setzero_ps();
         for (int p = P0 + r; p < P; p += 16) {
             const float *vp = a->v + (size_t)p * a->v_stride + d0;
+            const char *pf = (const char *)(vp + 32 * a->v_stride);
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            _mm_prefetch(pf + 128, _MM_HINT_T0);
+            _mm_prefetch(pf + 192, _MM_HINT_T0);
             __m512 vv[4];
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) vv[k] = _mm512_maskz_loadu_ps(m[k], vp + 16 * k);
