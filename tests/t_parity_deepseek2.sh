@@ -4,7 +4,9 @@
 # blocks with 16 experts in 4 groups, 2 kept, top-4, sigmoid + selection bias, one shared expert):
 # teacher-forced logits at 48 positions and 32 greedy tokens (tolerances: parity_lib.sh) in F32,
 # Q8_0 and Q4_K (attn_k_b in its Q5_0 fallback), prompt chunks of 1, 7 and 48 bit-identical, 1,100 positions at F32, and
-# the Q4_K model streamed through an expert cache below its experts' size, bit-identical.
+# the Q4_K model streamed through an expert cache below its experts' size, bit-identical; a
+# low-bit mix of the types real releases use (IQ1_M, IQ1_S, IQ2_XXS, Q2_K, Q3_K, Q5_K, Q6_K), checked
+# and streamed the same way.
 set -u
 . "$STRATA_ROOT/tests/oracle/lib.sh"
 oracle_available || exit 77
@@ -25,4 +27,11 @@ echo "f32 1100 positions: $(echo "$res" | tail -n 1)"
 parity_full q8_0 && parity_check deepseek2 tiny q8_0 "--type Q8_0" q
 parity_check deepseek2 tiny q4_k "--type Q4_K" q
 parity_streamed q4_k 2
+# shaped like a dynamic low-bit release of DeepSeek-V3 / Kimi-K2 (IQ1_M / IQ1_S / IQ2_XXS experts,
+# Q2_K and Q3_K down projections, the shared expert and attention in Q5_K / Q6_K, the head Q6_K),
+# and streamed at the minimum cache
+if parity_full lowbit; then
+    parity_check deepseek2 tiny lowbit "--type Q4_K --type-overrides blk\.1\.ffn_(gate|up)_exps=IQ1_M,blk\.1\.ffn_down_exps=Q2_K,blk\.2\.ffn_(gate|up)_exps=IQ2_XXS,blk\.2\.ffn_down_exps=Q3_K,blk\.3\.ffn_(gate|up)_exps=IQ1_S,blk\.3\.ffn_down_exps=IQ2_XXS,shexp=Q6_K,attn_q_b=Q5_K,attn_output=Q5_K,token_embd=Q8_0,^output\.weight=Q6_K" q
+    parity_streamed lowbit 2
+fi
 exit $parity_fail

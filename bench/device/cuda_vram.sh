@@ -7,7 +7,8 @@
 #   3. --gpu-cache-mib at each share of the expert bytes in VRAM_SHARES (host cache full): speed,
 #      tokens compared with the resident run (the same kernels compute every expert, so they must
 #      be identical), per-tier statistics; a profile of the smallest budget;
-#   4. a budget below one token's experts per layer: one error line naming the minimum.
+#   4. a budget below one token's experts per layer, and one beyond the device's memory: one error
+#      line each, naming the minimum / the free memory.
 # Rows go to bench/results.tsv (copied to $OUT/results.tsv), logs and profiles to $OUT.
 #
 #   bash bench/device/deps.sh && make CUDA=1 build-cuda/strata build-cuda/tests/test_cuda{,_host}
@@ -18,7 +19,8 @@
 # Environment: BIN (binaries, default build-cuda), TYPE (Q4_K), LAYERS (48), PROMPT (512), GEN (128),
 # VRAM_SHARES ("50 25", percent of the expert bytes), DISK_SHARE (unset; see below), MISS_MODES ("auto": --gpu-miss values run at each share; MODE+pf adds --prefetch 1), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
 # the decode-graph run), HOSTROUTE (1; 0 skips the STRATA_HOST_ROUTE=1 run), BUDGET_S
-# (420: later phases are skipped past it), COMMIT.
+# (420: later phases are skipped past it), VPROF (1; 0 skips the profile of the smallest budget), PIN (0; 1 adds each share's run with --pin-from a trace of
+# another prompt), COMMIT.
 # llama.cpp CUDA is not built here (5 minutes there); the rows compare with shared/DEVICE.md's
 # numbers for this shape: Q4_K all in VRAM 299 / 6,455; -ncmoe 48 35.1 / 184; -ncmoe 36 (25% of the
 # experts in VRAM) 49.5 / 241; -ncmoe 24 (50%) 66.7 / 402; Q8_0 279 / 9,080, 24.6 / 194, 31.9 / 205 (8/48).
@@ -80,6 +82,15 @@ for t in j["tensors"]:
     else: b += t["bytes"]
 print(int(b), int(e))')
 echo "bytes per token $bpt, expert bytes $exp_bytes"
+
+# the budget errors first (they need only the file): below the minimum, beyond the device
+if ! late; then
+    "$bin/strata" run -m "$m" -p "hi" -n 2 --backend cuda --gpu-cache-mib 1 > /dev/null 2> "$out/tiny.err"
+    summary+=("--gpu-cache-mib 1: rc=$? $(grep -i 'error\|minimum' "$out/tiny.err" | head -n 2 | tr '\n' ' ')")
+    # more VRAM than the device has: the pre-flight check refuses before the upload, in one line
+    "$bin/strata" run -m "$m" -p "hi" -n 2 --backend cuda --gpu-cache-mib 150000 > /dev/null 2> "$out/huge.err"
+    summary+=("--gpu-cache-mib 150000: rc=$? $(grep -i 'error\|free\|vram' "$out/huge.err" | head -n 2 | tr '\n' ' ')")
+fi
 
 case $type in Q8_0) lp=9080 ld=279 ;; Q4_K) lp=6455 ld=299 ;; *) lp=0 ld=0 ;; esac
 
@@ -164,6 +175,23 @@ for share in ${VRAM_SHARES-50 25}; do
             "tokens $same as resident; vs llama.cpp split at equal VRAM ($split: $sd / $sp, $src): decode $(ratio "$d" "$sd" 3), prompt vs experts-on-CPU $cpu_p: $(ratio "$p" "$cpu_p" 2); $t1; $t2"
         summary+=("VRAM $share% ($mib MiB) --gpu-miss $miss: prompt $p decode $d, tokens $same; $t1 | $t2")
         grep -i 'vram experts' "$out/$tag.err" | head -n 3
+        # PIN=1: the same budget with a hot set pinned from another prompt's trace (every expert in
+        # VRAM, a different prompt, gen 64): tokens must be the resident run's, the speed the row's
+        if [ "${PIN:-0}" = 1 ] && ! late; then
+            [ -f "$w/other.trace" ] || {
+                python3 -c "import random; r=random.Random(11); print(','.join(str(r.randrange(1, 1000)) for _ in range(128)))" > "$w/other.txt"
+                timeout "${RUN_S:-150}" "$bin/strata" run -m "$m" --prompt-tokens "@$w/other.txt" -n 64 --temp 0 --ignore-eos \
+                    -c 1024 --backend cuda --trace-out "$w/other.trace" > /dev/null 2> "$out/trace.err" ||
+                    echo "trace run failed: $(tail -n 1 "$out/trace.err")"
+            }
+            if [ -f "$w/other.trace" ] && run "$tag-pin" "" --gpu-cache-mib "$mib" "${mflags[@]}" --pin-from "$w/other.trace"; then
+                { read -r p2 d2 l v same; read -r t1; read -r t2; } < <(facts "$tag-pin")
+                row "strata cuda vram $share% miss=$miss --pin-from" "--gpu-cache-mib $mib ${mflags[*]} --pin-from (another prompt's trace, share 0.25) prompt=$P gen=$G" \
+                    "$p2" "$d2" "$(ratio "$d2" "$d" 3)" yes "vs_llama column: against the same run without pins ($d); tokens $same as resident; $t1; $t2"
+                summary+=("VRAM $share% --gpu-miss $miss --pin-from: prompt $p2 decode $d2 (without: $d), tokens $same; $t1 | $t2")
+                grep -i 'pinned' "$out/$tag-pin.err" | head -n 2
+            fi
+        fi
     fi
     done
 done
@@ -197,7 +225,7 @@ EOF2
     G=$GEN_SAVE; P=$P_SAVE; cp "$w/prompt.full" "$w/prompt.txt"
 fi
 last=${VRAM_SHARES-50 25}; last=${last##* }
-if [ -n "$last" ] && ! late; then
+if [ -n "$last" ] && [ "${VPROF:-1}" != 0 ] && ! late; then
     mib=$((exp_bytes * last / 100 / 1048576))
     GEN_SAVE=$G; G=32
     run vprof "STRATA_CUDA_PROF=1" --gpu-cache-mib "$mib" &&
@@ -233,10 +261,6 @@ print(round(p[0], 1), round(g[0], 2))' "$w/llama_$key.json")
             summary+=("llama.cpp $key failed: $(tail -n 1 "$out/llama_$key.err")")
         fi
     done
-fi
-if ! late; then
-    "$bin/strata" run -m "$m" -p "hi" -n 2 --backend cuda --gpu-cache-mib 1 > /dev/null 2> "$out/tiny.err"
-    summary+=("--gpu-cache-mib 1: rc=$? $(grep -i 'error\|minimum' "$out/tiny.err" | head -n 2 | tr '\n' ' ')")
 fi
 rm -f "$m"
 echo "---- summary ($((SECONDS - t0)) s)"
