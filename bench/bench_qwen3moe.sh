@@ -5,9 +5,10 @@
 # RAM-bandwidth floor; strata's time share of the attention blocks (full and linear); a row per
 # engine in results.tsv.
 #   bench/bench_qwen3moe.sh [ARCH=qwen3moe] [PRESET=qwen3-30b-a3b] [LAYERS=6] [TYPE=Q4_K]
-#                           [THREADS=2] [PROMPT=128] [GEN=64] [REPS=3] [EXPERTS=N]
+#                           [THREADS=2] [PROMPT=128] [GEN=64] [REPS=3] [EXPERTS=N] [EXPS_TYPE=T]
 # EXPERTS (default: the preset's) cuts the experts per layer so that a 256-expert shape fits
-# (a token reads its k experts whatever the count).
+# (a token reads its k experts whatever the count). EXPS_TYPE gives the routed experts their own
+# type (EXPS_TYPE=MXFP4 with TYPE=Q8_0 is llama-quantize's MXFP4_MOE, gpt-oss as released).
 # The model goes to $BENCH_DIR (default /tmp/strata-bench). Needs the oracle (tests/oracle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +21,10 @@ make -s -j2 build/strata build/membw
 ORACLE_AMX=${ORACLE_AMX:-1}  # llama.cpp as users run it (its AMX build on AMX CPUs)
 . tests/oracle/lib.sh
 oracle_available || { echo "bench needs the oracle: cd tests/oracle && npm ci --omit=optional"; exit 1; }
-model="$BENCH_DIR/${PRESET}-L${LAYERS}${EXPERTS:+-E$EXPERTS}-${TYPE}.gguf"
+EXPS_TYPE=${EXPS_TYPE:-}
+model="$BENCH_DIR/${PRESET}-L${LAYERS}${EXPERTS:+-E$EXPERTS}-${TYPE}${EXPS_TYPE:+-exps-$EXPS_TYPE}.gguf"
 [ -f "$model" ] || build/strata synth --arch "$ARCH" --preset "$PRESET" --layers "$LAYERS" ${EXPERTS:+--experts "$EXPERTS"} \
-    --type "$TYPE" -o "$model"
+    --type "$TYPE" ${EXPS_TYPE:+--type-overrides "exps=$EXPS_TYPE"} -o "$model"
 # prompt ids below the vocabulary (DeepSeek-V3's has 129,280 tokens; the ids stay those of earlier
 # rows wherever the vocabulary holds 150,000)
 n_vocab=$(build/strata inspect --json "$model" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{

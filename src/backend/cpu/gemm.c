@@ -411,6 +411,13 @@ strata_vec_dot_multi_fn strata_gemm_vec_dot_multi(enum strata_gemm_level level, 
     return level == STRATA_GEMM_AVX512 ? strata_lowbit_avx512_table.vec_dot_multi[wtype] : NULL;
 }
 
+gemm_dot_rows_fn strata_gemm_vec_dot_rows(enum strata_gemm_level level, uint32_t wtype)
+{
+    if ((unsigned)level >= STRATA_GEMM_LEVEL_COUNT || wtype >= STRATA_TYPE_COUNT || !gemm_format_of(wtype)) return NULL;
+    if (level == STRATA_GEMM_AMX) level = STRATA_GEMM_AVX512;
+    return g_levels[level]->vec_dot_rows[wtype];
+}
+
 // ---- driver -----------------------------------------------------------------------------------
 
 // Per job of one call: its format, layouts, and where its tiles are.
@@ -565,6 +572,7 @@ static void small_job_rows(enum strata_gemm_level level, const struct strata_mm_
 {
     const struct strata_mat *w = &jobs[0].w;
     strata_vec_dot_multi_fn multi = strata_gemm_vec_dot_multi(level, w->type);
+    gemm_dot_rows_fn rows = strata_gemm_vec_dot_rows(level, w->type);
     const void *x[STRATA_DOT_TOKENS];
     float *y[STRATA_DOT_TOKENS];
     int n_left = 0;
@@ -578,7 +586,12 @@ static void small_job_rows(enum strata_gemm_level level, const struct strata_mm_
             y[i] = job->y + (size_t)(job->y_rows ? job->y_rows[t] : t) * job->y_stride;
         }
         n_left -= n_act;
-        for (int r = r0; r < r1; r++) {
+        int r = r0;
+        if (n_act == 1 && rows) {  // one token: GEMM_DOT_ROWS rows at a time, the same bits
+            for (; r + GEMM_DOT_ROWS <= r1; r += GEMM_DOT_ROWS)
+                rows((int64_t)w->n_in, y[0] + r, (const char *)w->data + (size_t)r * w->row_bytes, w->row_bytes, x[0]);
+        }
+        for (; r < r1; r++) {
             float s[STRATA_DOT_TOKENS];
             multi((int64_t)w->n_in, s, (const char *)w->data + (size_t)r * w->row_bytes, x, n_act);
             for (int i = 0; i < n_act; i++) y[i][r] = s[i];

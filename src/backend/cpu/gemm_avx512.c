@@ -580,6 +580,71 @@ static inline __attribute__((always_inline)) void dot_q5_k_n(int64_t n, float *s
     dot_k4_k5(n, s, w, sizeof(struct block_q5_k), a, nt, true);
 }
 
+// dot_b32's one-row loop for GEMM_DOT_ROWS rows of one token: per step of 4 blocks the rows' 8
+// pair registers (rows 0..3 of blocks b, b + 1, then of b + 2, b + 3) reduce together, each
+// 128-bit lane of the result one block of the 4 rows, and the rows' accumulators are the lanes
+// of one register: lane r takes fmaf(factor * d, sum, acc) of its row's blocks in order, the
+// float operations of dot_b32 on that row alone (the same bits; test_gemm).
+static inline __attribute__((always_inline)) void dot_b32_rows(int64_t n, float *s, const void *w, size_t row_bytes,
+                                                               const void *act, const uint32_t type)
+{
+    enum { R = GEMM_DOT_ROWS };
+    const uint8_t *x[R];
+    for (int r = 0; r < R; r++) x[r] = (const uint8_t *)w + (size_t)r * row_bytes;
+    const struct block_q8_0 *y = act;
+    const size_t bb = gemm_b32_bytes(type);
+    const int64_t nb = n / QK8_0;
+    const __m512i zero = _mm512_setzero_si512();
+    __m128 acc = _mm_setzero_ps();
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        for (int r = 0; r < R; r++) strata_prefetch_ahead(x[r] + b * bb, 4 * (int)bb);
+        __m512i v[2 * R];
+        for (int i = 0; i < 2; i++) {
+            const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[b + 2 * i].qs)),
+                                                 _mm256_loadu_si256((const __m256i *)y[b + 2 * i + 1].qs), 1);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) {
+                const __m512i wq = b32_pair_values(x[r] + (b + 2 * i) * bb, x[r] + (b + 2 * i + 1) * bb, type);
+                v[R * i + r] = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wq), _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(wq), zero, a));
+            }
+        }
+        // 128-bit lanes of each register: lane L's 4 int32 of v0..v3 (v4..v7) summed into lane L of
+        // h[0] (h[1]); a block is two of those lanes
+        __m512i g[4], h[2];
+        for (int i = 0; i < 4; i++)
+            g[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+        for (int i = 0; i < 2; i++)
+            h[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(g[2 * i], g[2 * i + 1]), _mm512_unpackhi_epi64(g[2 * i], g[2 * i + 1]));
+        const __m512 sums = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_shuffle_i32x4(h[0], h[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                                                _mm512_shuffle_i32x4(h[0], h[1], _MM_SHUFFLE(3, 1, 3, 1))));
+        const __m128 blk[4] = {_mm512_castps512_ps128(sums), _mm512_extractf32x4_ps(sums, 1), _mm512_extractf32x4_ps(sums, 2),
+                               _mm512_extractf32x4_ps(sums, 3)};
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < 4; i++) {
+            const float d = _cvtsh_ss(y[b + i].d);
+            const __m128 f = _mm_setr_ps(gemm_b32_factor(x[0] + (b + i) * bb, type) * d, gemm_b32_factor(x[1] + (b + i) * bb, type) * d,
+                                         gemm_b32_factor(x[2] + (b + i) * bb, type) * d, gemm_b32_factor(x[3] + (b + i) * bb, type) * d);
+            acc = _mm_fmadd_ps(f, blk[i], acc);
+        }
+    }
+    float out[R];
+    _mm_storeu_ps(out, acc);
+    for (; b < nb; b++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        for (int r = 0; r < R; r++) {
+            const __m256i wq = gemm_b32_values(x[r] + b * bb, type);
+            const __m256i is = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(a, wq));
+            out[r] = __builtin_fmaf(gemm_b32_factor(x[r] + b * bb, type) * _cvtsh_ss(y[b].d), (float)strata_hsum256_epi32(is), out[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) s[r] = out[r];
+}
+
+static void rows_q8_0(int64_t n, float *s, const void *w, size_t rb, const void *a) { dot_b32_rows(n, s, w, rb, a, STRATA_TYPE_Q8_0); }
+static void rows_mxfp4(int64_t n, float *s, const void *w, size_t rb, const void *a) { dot_b32_rows(n, s, w, rb, a, STRATA_TYPE_MXFP4); }
+static void rows_q4_0(int64_t n, float *s, const void *w, size_t rb, const void *a) { dot_b32_rows(n, s, w, rb, a, STRATA_TYPE_Q4_0); }
+
 GEMM_B32_DOTS(8)
 STRATA_DOT_KERNELS(q4_k, dot_q4_k_n, 8)
 STRATA_DOT_KERNELS(q5_k, dot_q5_k_n, 8)
@@ -612,5 +677,10 @@ const struct gemm_kernels gemm_kernels_avx512 = {
         [STRATA_TYPE_Q4_K] = vec_dot_multi_q4_k,
         [STRATA_TYPE_Q5_K] = vec_dot_multi_q5_k,
         [STRATA_TYPE_Q6_K] = vec_dot_multi_q6_k,
+    },
+    .vec_dot_rows = {
+        [STRATA_TYPE_Q8_0] = rows_q8_0,
+        [STRATA_TYPE_MXFP4] = rows_mxfp4,
+        [STRATA_TYPE_Q4_0] = rows_q4_0,
     },
 };

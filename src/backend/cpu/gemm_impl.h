@@ -75,6 +75,10 @@ typedef void (*gemm_panel_fn)(const struct gemm_format *f, const struct gemm_rec
 typedef void (*gemm_unpack_fn)(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row,
                                uint8_t *rec);
 
+// Rows a gemm_dot_rows_fn computes at once (one token's decode: the rows' float chains overlap
+// and the activation blocks are loaded once for all of them).
+#define GEMM_DOT_ROWS 4
+
 struct gemm_kernels {
     uint32_t lanes;         // tokens per tile
     bool plus128;           // tile bytes are a + 128 for formats whose weights may be negative
@@ -91,6 +95,9 @@ struct gemm_kernels {
     int (*thread_prepare)(void);
     strata_vec_dot_fn vec_dot[STRATA_TYPE_COUNT];
     strata_vec_dot_multi_fn vec_dot_multi[STRATA_TYPE_COUNT];
+    // One token against GEMM_DOT_ROWS consecutive weight rows (row_bytes apart), each result
+    // the bits of vec_dot on that row alone; NULL where the level has none.
+    gemm_dot_rows_fn vec_dot_rows[STRATA_TYPE_COUNT];
 };
 
 // gemm_unpack_row in AVX-512 (the AVX-512 and AMX levels), and its low-bit formats (whose
