@@ -16,7 +16,8 @@
 # Env: MODEL (default /tmp/q30b6_q8.gguf), TYPE (for synthesising MODEL when absent: Q8_0),
 # N (strata decode tokens, 16), LLAMA_N (8), REPS (runs per configuration, interleaved; the row
 # is the median run, 1), LIMITS ("50 25"), SKIP_LLAMA, LLAMA_TIMEOUT (900 s), PREFETCH (N: one more
-# strata configuration, the cache-in-limit one with --prefetch N),
+# strata configuration, the cache-in-limit one with --prefetch N), CACHES ("MiB ...": one more
+# strata configuration per size, --cache-mib MiB with io_uring, for a sweep under the limit),
 # MEM_GBS (default: build/membw 2, else 22), STRATA (the binary, build/strata; a copy keeps a
 # rebuild during the run out of it), QUIET_WAIT, ORACLE_NODE_MODULES.
 set -eu
@@ -247,6 +248,7 @@ for pct in ${LIMITS:-50 25}; do
         strata_row $pct $lim "cache-in-limit" --cache-mib $cache --io uring
         strata_row $pct $lim "page-cache" --cache-mib "$min_cache" --io pread
         [ -z "${PREFETCH:-}" ] || strata_row $pct $lim "cache-in-limit" --cache-mib $cache --io uring --prefetch "$PREFETCH"
+        for c in ${CACHES:-}; do strata_row $pct $lim "cache-sweep" --cache-mib "$c" --io uring; done
         [ -n "${SKIP_LLAMA:-}" ] || llama_row $pct $lim
     done
     finish $pct
