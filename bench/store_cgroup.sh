@@ -18,6 +18,8 @@
 # is the median run, 1), LIMITS ("50 25"), SKIP_LLAMA, LLAMA_TIMEOUT (900 s), PREFETCH (N: one more
 # strata configuration, the cache-in-limit one with --prefetch N), CACHES ("MiB ...": one more
 # strata configuration per size, --cache-mib MiB with io_uring, for a sweep under the limit),
+# ENV_B ("VAR=VALUE ...": the mem-bound configuration once more with these in its environment, an
+# A/B of an engine switch in the same interleaved run),
 # MEM_GBS (default: build/membw 2, else 22), STRATA (the binary, build/strata; a copy keeps a
 # rebuild during the run out of it), QUIET_WAIT, ORACLE_NODE_MODULES.
 set -eu
@@ -224,7 +226,7 @@ strata_row() {  # limit_pct limit_bytes label flags...
     drop
     echo "$lim" >"$cg/memory.limit_in_bytes"
     rc=0
-    run_in_cg "$out/o" "$out/e" "$out/s" 600 "$bin" run -m "$model" --prompt-tokens 1 -n $((n + 1)) --temp 0 -t 2 -c 256 -b 16 --ignore-eos --json "$@" || rc=$?
+    run_in_cg "$out/o" "$out/e" "$out/s" 600 env ${STRATA_ENV:-} "$bin" run -m "$model" --prompt-tokens 1 -n $((n + 1)) --temp 0 -t 2 -c 256 -b 16 --ignore-eos --json "$@" || rc=$?
     row strata "$pct" "$lim" "$label $*"
 }
 
@@ -249,6 +251,7 @@ for pct in ${LIMITS:-50 25}; do
         strata_row $pct $lim "page-cache" --cache-mib "$min_cache" --io pread
         [ -z "${PREFETCH:-}" ] || strata_row $pct $lim "cache-in-limit" --cache-mib $cache --io uring --prefetch "$PREFETCH"
         for c in ${CACHES:-}; do strata_row $pct $lim "cache-sweep" --cache-mib "$c" --io uring; done
+        [ -z "${ENV_B:-}" ] || STRATA_ENV="$ENV_B" strata_row $pct $lim "mem-bound $ENV_B" --mem-mib $((lim / 1048576)) --io uring
         [ -n "${SKIP_LLAMA:-}" ] || llama_row $pct $lim
     done
     finish $pct
