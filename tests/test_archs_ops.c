@@ -179,6 +179,17 @@ static void test_attention(void)
     case_result("attention: MLA latent, sliding window, ring cache, sparse selection, sinks", f0);
 }
 
+// The four builds of strata_attn_head (portable 8 / 16 lanes, AVX2, AVX-512) that the grouped-head
+// and row variants are compared with, variant v each, and whether this CPU runs variant v.
+static void (*const attn_single[4])(const struct strata_attn_query *) = {
+    strata_attn_head_vl8, strata_attn_head_vl16, strata_attn_head_vl8_avx2, strata_attn_head_vl16_avx512};
+
+static bool attn_variant_runs(int v)
+{
+    const enum strata_isa have = strata_isa_detect();
+    return !(v == 2 && have < STRATA_ISA_AVX2) && !(v == 3 && have < STRATA_ISA_AVX512);
+}
+
 // Grouped heads (strata_attn_heads: the heads of a token over one latent row, read once) give each
 // head the bits of strata_attn_head alone, at every variant, g = 1..8, with and without the mask,
 // a window and sinks.
@@ -189,13 +200,10 @@ static void test_attention_heads(void)
     float *kv = malloc(sizeof(float) * NKV * D), q[G][D], out[G][DV], one[DV], scores[G][NKV], sinks[G];
     uint8_t vis[NKV];
     for (int i = 0; i < NKV * D; i++) kv[i] = frand(1.0f);
-    void (*single[])(const struct strata_attn_query *) = {strata_attn_head_vl8, strata_attn_head_vl16,
-                                                          strata_attn_head_vl8_avx2, strata_attn_head_vl16_avx512};
     void (*group[])(const struct strata_attn_query *, int) = {strata_attn_heads_vl8, strata_attn_heads_vl16,
                                                               strata_attn_heads_vl8_avx2, strata_attn_heads_vl16_avx512};
-    const enum strata_isa have = strata_isa_detect();
     for (int v = 0; v < 4; v++) {
-        if ((v == 2 && have < STRATA_ISA_AVX2) || (v == 3 && have < STRATA_ISA_AVX512)) continue;
+        if (!attn_variant_runs(v)) continue;
         for (int c = 0; c < 4; c++)  // plain, sparse, window, sinks
             for (int g = 1; g <= G; g++)
                 for (int n_kv = 1; n_kv <= NKV; n_kv += 61) {
@@ -215,7 +223,7 @@ static void test_attention_heads(void)
                     for (int i = 0; i < g; i++) {
                         struct strata_attn_query b = a[i];
                         b.out = one;
-                        single[v](&b);
+                        attn_single[v](&b);
                         CHECK(memcmp(one, out[i], sizeof one) == 0, "variant %d case %d g %d head %d n_kv %d differs",
                               v, c, g, i, n_kv);
                     }
@@ -240,13 +248,10 @@ static void test_attention_rows(void)
     uint8_t (*vis)[NKV] = malloc((size_t)R * NKV);
     float sinks[R];
     for (int i = 0; i < NKV * DMAX; i++) kv[i] = frand(1.0f);
-    void (*single[])(const struct strata_attn_query *) = {strata_attn_head_vl8, strata_attn_head_vl16,
-                                                          strata_attn_head_vl8_avx2, strata_attn_head_vl16_avx512};
     void (*rows[])(const struct strata_attn_query *, int) = {strata_attn_rows_vl8, strata_attn_rows_vl16,
                                                              strata_attn_rows_vl8_avx2, strata_attn_rows_vl16_avx512};
-    const enum strata_isa have = strata_isa_detect();
     for (int v = 0; v < 4; v++) {
-        if ((v == 2 && have < STRATA_ISA_AVX2) || (v == 3 && have < STRATA_ISA_AVX512)) continue;
+        if (!attn_variant_runs(v)) continue;
         for (size_t dc = 0; dc < sizeof dims / sizeof dims[0]; dc++)
             for (int mode = 0; mode < 3; mode++)  // plain, sparse, window + sinks + separate values
                 for (int n = 1; n <= R; n += n < 8 ? 1 : 5) {
@@ -270,7 +275,7 @@ static void test_attention_rows(void)
                     for (int i = 0; i < n; i++) {
                         struct strata_attn_query b = a[i];
                         b.out = one;
-                        single[v](&b);
+                        attn_single[v](&b);
                         CHECK(memcmp(one, out[i], sizeof(float) * b.Dv) == 0,
                               "variant %d dims %u/%u mode %d n %d row %d n_kv %d start %d differs", v, b.D, b.Dv, mode, n,
                               i, b.n_kv, b.kv_start);
