@@ -149,13 +149,13 @@ static void test_dots(uint32_t type, int64_t n, uint64_t *rng)
                       strata_type_name(type), (long long)n, strata_gemm_level_name(lv), m);
             }
         }
-        // one token against 4 consecutive weight rows (decode's products), from rows 0, 1, 2
+        // one token against GEMM_DOT_ROWS consecutive weight rows (decode's products), from each start row
         const gemm_dot_rows_fn rows4 = strata_gemm_vec_dot_rows((enum strata_gemm_level)lv, type);
-        for (int r0 = 0; rows4 && r0 + 4 <= rows; r0++)
+        for (int r0 = 0; rows4 && r0 + GEMM_DOT_ROWS <= rows; r0++)
             for (int t = 0; t < n_act; t++) {
-                float s[4], one;
+                float s[GEMM_DOT_ROWS], one;
                 rows4(n, s, w + r0 * rb, rb, a + t * ab);
-                for (int i = 0; i < 4; i++) {
+                for (int i = 0; i < GEMM_DOT_ROWS; i++) {
                     dot(n, &one, w + (r0 + i) * rb, a + t * ab);
                     CHECK(!memcmp(&s[i], &one, 4), "%s n=%lld [%s] 4-row dot from row %d tok %d: row %d %.9g, dot %.9g",
                           strata_type_name(type), (long long)n, strata_gemm_level_name(lv), r0, t, r0 + i, s[i], one);

@@ -69,9 +69,11 @@ bool strata_gemm_level_runs(enum strata_gemm_level level);
 // NULL if unsupported.
 strata_vec_dot_fn strata_gemm_vec_dot(enum strata_gemm_level level, uint32_t wtype);
 strata_vec_dot_multi_fn strata_gemm_vec_dot_multi(enum strata_gemm_level level, uint32_t wtype);
-// One token against 4 consecutive rows (row_bytes apart) of `wtype` at `level`, each result the
-// bits of strata_gemm_vec_dot on that row (what decode's products take, 4 rows at a time); NULL
-// where the level has none (then the one-token dot row by row).
+// One token against GEMM_DOT_ROWS consecutive rows (row_bytes apart) of `wtype` at `level`, each
+// result the bits of strata_gemm_vec_dot on that row (decode's products: the rows' float chains
+// overlap and the activation blocks are loaded once for all of them); NULL where the level has
+// none (then the one-token dot row by row).
+#define GEMM_DOT_ROWS 4
 typedef void (*gemm_dot_rows_fn)(int64_t n, float *s, const void *w, size_t row_bytes, const void *a);
 gemm_dot_rows_fn strata_gemm_vec_dot_rows(enum strata_gemm_level level, uint32_t wtype);
 

@@ -589,6 +589,7 @@ static inline __attribute__((always_inline)) void dot_b32_rows(int64_t n, float 
                                                                const void *act, const uint32_t type)
 {
     enum { R = GEMM_DOT_ROWS };
+    _Static_assert(GEMM_DOT_ROWS == 4, "the reduction and the factors below are written for 4 rows");
     const uint8_t *x[R];
     for (int r = 0; r < R; r++) x[r] = (const uint8_t *)w + (size_t)r * row_bytes;
     const struct block_q8_0 *y = act;

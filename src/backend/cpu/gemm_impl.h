@@ -75,9 +75,6 @@ typedef void (*gemm_panel_fn)(const struct gemm_format *f, const struct gemm_rec
 typedef void (*gemm_unpack_fn)(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row,
                                uint8_t *rec);
 
-// Rows a gemm_dot_rows_fn computes at once (one token's decode: the rows' float chains overlap
-// and the activation blocks are loaded once for all of them).
-#define GEMM_DOT_ROWS 4
 
 struct gemm_kernels {
     uint32_t lanes;         // tokens per tile
