@@ -59,7 +59,7 @@ parity_model() {
     local forced
     forced="$prompt16,$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["tokens"])))' "$r/$name.greedy.json")"
     "${strata[@]}" eval -m "$m" --tokens "$forced" --logits-out "$r/$name.forced.cuda.f32" --backend cuda || bad=1
-    case " ${CHUNK_MODELS:-f32 q8_0 q4_k mix iq2_xxs dynamic glm_q4_k air_q4_k next_q4_k q35_q4_k} " in
+    case " ${CHUNK_MODELS:-f32 q8_0 q4_k mix iq2_xxs dynamic glm_q4_k air_q4_k next_q4_k q35_q4_k gptoss_q8_0 ds2_q4_k ds32_q8_0 dsa52_q4_k} " in
     *" $name "*)
         for b in 1 7; do
             "${strata[@]}" eval -m "$m" --tokens "$toks" --logits-out "$w/$name.b$b.f32" --backend cuda -b $b || bad=1
@@ -70,7 +70,7 @@ parity_model() {
             echo "FAIL $name: chunks of 1, 7 and 48 differ on the GPU" > "$r/$name.chunks"
         fi ;;
     esac
-    case " ${LONG_MODELS:-next_f32 q8_0} " in *" $name "*)
+    case " ${LONG_MODELS:-next_f32 q8_0 gptoss_f32 ds2_f32 dsa_f32} " in *" $name "*)
         for b in 1 7 512; do
             "${strata[@]}" eval -m "$m" --tokens "$long" --logits-out "$w/$name.long.b$b.f32" --backend cuda -b $b || bad=1
         done

@@ -14,11 +14,14 @@ set -u
 cd "$(dirname "$0")/../.."
 export STRATA_ROOT=$PWD STRATA_BIN=${STRATA_BIN:-$PWD/build/strata}
 . tests/oracle/lib.sh
+# gpt-oss: the oracle keeps every sliding-window position in its own cell, as tests/t_parity_gpt_oss.sh
+export ORACLE_SWA_FULL=1
 dir=$2
 mkdir -p "$dir"
 . tests/parity_lib.sh
 models=bench/device/cuda_parity_models.txt
 prompt16=$(echo "$PARITY_TOKENS" | cut -d, -f1-16)
+LONG_NAMES="next_f32 q8_0 gptoss_f32 ds2_f32 dsa_f32"  # as cuda_check.sh's LONG_MODELS
 long=$(awk 'BEGIN{s=777; for(i=0;i<1100;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%1021}}')
 
 each_model() {  # calls "$1 name arch preset targs tol" for every model
@@ -57,8 +60,9 @@ if [ "$1" = prep ]; then
     echo "$prompt16" > "$carry/prompt16"
     echo "$long" > "$carry/long"
     for f in "$dir"/*.sha256; do cp "$f" "$carry/"; done
-    # the long references: qwen3next f32 (recurrent state) and qwen3moe q8_0 (GEMM vs mat-vec)
-    for name in next_f32 q8_0; do
+    # the long references: qwen3next f32 (recurrent state), qwen3moe q8_0 (GEMM vs mat-vec), gpt-oss
+    # (far past the window), deepseek2 (the latent cache, YaRN) and glm-dsa (the indexer masking 97%)
+    for name in $LONG_NAMES; do
         oracle_run logits.mjs --model "$dir/$name.gguf" --tokens "$long" --out "$dir/$name.long.llama.f32" --threads 2 >/dev/null
     done
     exit 0
@@ -127,7 +131,7 @@ if [ -f "$res/chunks.txt" ]; then
     cat "$res/chunks.txt"
     grep -q FAIL "$res/chunks.txt" && fail=1
 fi
-for name in next_f32 q8_0; do
+for name in $LONG_NAMES; do
     [ -f "$res/$name.long.b512.f32" ] || continue
     [ -f "$dir/$name.long.llama.f32" ] ||
         oracle_run logits.mjs --model "$dir/$name.gguf" --tokens "$long" --out "$dir/$name.long.llama.f32" --threads 2 >/dev/null
