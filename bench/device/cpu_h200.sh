@@ -18,6 +18,12 @@
 # Every step has a time limit and the whole stays within BUDGET_S seconds; a step that does not
 # fit is skipped and says so.
 #
+# PART=strata or PART=llama measures one engine per call (a fresh machine each: building llama.cpp
+# takes about 4 minutes there, and llama-bench's 8,192-token prompt with its warm-up about as long,
+# so both engines do not fit one 10-minute call); the rows of the two calls are paired by hand.
+# Nothing is measured while llama.cpp builds: the first run of this script (bench/device/logs/
+# cpu_h200-e5b8dc0-overlapped.txt) measured strata beside the build and read 34 GB/s instead of ~91.
+#
 # Local check on a small model: THREADS=2 LAYERS=2 DEPTH_LAYERS=2 PROMPT_LONG=1024
 #   DEPTHS="512 1024" LLAMA_DIR=/path/with/b/bin/llama-bench bash bench/device/cpu_h200.sh
 # (NO_LLAMA=1: strata only.)
@@ -50,6 +56,8 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval
 log "host: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), amx: $(grep -c -m1 amx_int8 /proc/cpuinfo)"
 
 # ---- builds: llama.cpp in the background, strata now ----------------------------------------------
+PART=${PART:-all}
+[ "$PART" = strata ] && NO_LLAMA=1
 if [ -z "${NO_LLAMA:-}" ] && [ ! -x "$LLAMA_DIR/b/bin/llama-bench" ]; then
     (
         mkdir -p "$LLAMA_DIR/src" && tar -xJf .deps/llama-src.tar.xz -C "$LLAMA_DIR/src" &&
@@ -65,6 +73,11 @@ limited 240 make -j"$THREADS" EXTRA_CFLAGS="-I$PWD/.deps/include" EXTRA_LDLIBS="
     build/strata build/membw build/tests/test_gemm build/tests/test_fattn > "$OUT/strata_build.log" 2>&1 ||
     { log "strata build failed:"; tail -n 20 "$OUT/strata_build.log" | tee -a "$OUT/log.txt"; exit 1; }
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+dirty")
+if [ -n "${llama_build:-}" ]; then  # every measurement below runs on a quiet machine
+    log "waiting for the llama.cpp build"
+    while kill -0 "$llama_build" 2>/dev/null && [ "$(left)" -gt 30 ]; do sleep 2; done
+    log "llama.cpp build: $(tail -n 1 "$OUT/llama_build.log")"
+fi
 
 # ---- kernel tests: the GEMM's AMX level runs only here ----------------------------------------------
 log "kernel tests"
@@ -106,21 +119,22 @@ srun() {
         --json -t "$THREADS" -c $((np + ng + 16)) $kvflags > "$OUT/strata_$name.json" 2> "$OUT/strata_$name.err" ||
         log "strata $name: rc=$? $(tail -n 1 "$OUT/strata_$name.err")"
 }
-LIMIT=90 srun decode4 "$m48" 4 "$GEN"
-LIMIT=90 srun p512 "$m48" 512 16
-LIMIT=200 srun plong "$m48" "$PROMPT_LONG" 1
-for d in $DEPTHS; do LIMIT=150 srun "d$d" "$md" "$d" 32; done
+if [ "$PART" != llama ]; then
+    LIMIT=90 srun decode4 "$m48" 4 "$GEN"
+    LIMIT=90 srun p512 "$m48" 512 16
+    LIMIT=200 srun plong "$m48" "$PROMPT_LONG" 1
+    for d in $DEPTHS; do LIMIT=150 srun "d$d" "$md" "$d" 32; done
+fi
 
 # ---- llama.cpp ---------------------------------------------------------------------------------------------
-if [ -n "${llama_build:-}" ]; then
-    log "waiting for the llama.cpp build"
-    while kill -0 "$llama_build" 2>/dev/null && [ "$(left)" -gt 30 ]; do sleep 2; done
-fi
 lb=$LLAMA_DIR/b/bin/llama-bench
 if [ -z "${NO_LLAMA:-}" ] && [ -x "$lb" ]; then
-    log "llama.cpp: prompt 512 and $PROMPT_LONG, decode $GEN ($LAYERS layers)"
-    limited 260 "$lb" -m "$m48" -t "$THREADS" -p "512,$PROMPT_LONG" -n "$GEN" -r 1 -fa 1 -o json > "$OUT/llama_main.json" 2> "$OUT/llama_main.err" ||
+    log "llama.cpp: prompt 512, decode $GEN ($LAYERS layers)"
+    limited 120 "$lb" -m "$m48" -t "$THREADS" -p 512 -n "$GEN" -r 1 -fa 1 -o json > "$OUT/llama_main.json" 2> "$OUT/llama_main.err" ||
         log "llama-bench main: rc=$? $(tail -n 2 "$OUT/llama_main.err" | head -n 1)"
+    log "llama.cpp: prompt $PROMPT_LONG ($LAYERS layers, no warm-up: one pass of it is minutes)"
+    limited 240 "$lb" -m "$m48" -t "$THREADS" -p "$PROMPT_LONG" -n 0 -r 1 -fa 1 --no-warmup -o json > "$OUT/llama_long.json" 2> "$OUT/llama_long.err" ||
+        log "llama-bench long: rc=$? $(tail -n 2 "$OUT/llama_long.err" | head -n 1)"
     log "llama.cpp: decode 32 at depths $DEPTHS ($DEPTH_LAYERS layers)"
     limited 300 "$lb" -m "$md" -t "$THREADS" -p 0 -n 32 -d "$(echo $DEPTHS | tr ' ' ,)" -r 1 -fa 1 -o json > "$OUT/llama_depth.json" 2> "$OUT/llama_depth.err" ||
         log "llama-bench depth: rc=$? $(tail -n 2 "$OUT/llama_depth.err" | head -n 1)"
@@ -140,7 +154,7 @@ date_s=$(date -u +%Y-%m-%dT%H:%M) machine="h200-host-${THREADS}t"
     echo "|---|---|---|---|---|---|"
     sp=$(sv p512 prompt_tok_s) lp=$(lv llama_main.json 512 0 0)
     echo "| prompt 512 tok/s | $LAYERS | ${sp:--} | ${lp:--} | $(ratio "$sp" "$lp") | >= 3x |"
-    sl=$(sv plong prompt_tok_s) ll=$(lv llama_main.json "$PROMPT_LONG" 0 0)
+    sl=$(sv plong prompt_tok_s) ll=$(lv llama_long.json "$PROMPT_LONG" 0 0)
     echo "| prompt $PROMPT_LONG tok/s | $LAYERS | ${sl:--} | ${ll:--} | $(ratio "$sl" "$ll") | >= 3x |"
     sd=$(sv decode4 decode_tok_s) ld=$(lv llama_main.json 0 "$GEN" 0)
     echo "| decode, 4-token prompt tok/s | $LAYERS | ${sd:--} ($(pct "$sd" "$floor") of the floor, $floor) | ${ld:--} ($(pct "$ld" "$floor")) | $(ratio "$sd" "$ld") | >= 90% of the floor |"
