@@ -619,7 +619,7 @@ static void test_attention(bool f16, bool gated)
     int32_t *pos = xmalloc(n_ctx * 4);
     for (int i = 0; i < n_ctx; i++) pos[i] = i;
     int32_t *dpos = dev_from(pos, n_ctx * 4);
-    CHECK(strata_cuda_kv_store(g_cu, dk, dv, f16, kvw, dks, kvw, dvs, kvw, (uint32_t)kvw, (uint32_t)kvw, dpos, n_ctx) == 0,
+    CHECK(strata_cuda_kv_store(g_cu, dk, dv, f16, kvw, kvw, dks, kvw, dvs, kvw, (uint32_t)kvw, (uint32_t)kvw, dpos, n_ctx) == 0,
           "kv_store");
     if (f16) {
         uint16_t *h = xmalloc(n_ctx * kvw * 2);
@@ -1048,7 +1048,7 @@ static void test_fused(void)
     CHECK(strata_cuda_qk_rope_store(g_cu, &qr) == 0, "qk_rope_store");
     CHECK(strata_cuda_norm_rope(g_cu, dq2, qs, (int)nt, dpos, &rq) == 0, "norm_rope q");
     CHECK(strata_cuda_norm_rope(g_cu, dk2, ks, (int)nt, dpos, &rk) == 0, "norm_rope k");
-    CHECK(strata_cuda_kv_store(g_cu, kc2, vc2, true, ks, dk2, ks, dv, ks, (uint32_t)ks, (uint32_t)ks, dpos, (int)nt) == 0,
+    CHECK(strata_cuda_kv_store(g_cu, kc2, vc2, true, ks, ks, dk2, ks, dv, ks, (uint32_t)ks, (uint32_t)ks, dpos, (int)nt) == 0,
           "kv_store");
     float *h1 = xmalloc(nt * qs * 4), *h2 = xmalloc(nt * qs * 4);
     fetch(h1, dq1, nt * qs * 4), fetch(h2, dq2, nt * qs * 4);
