@@ -17,12 +17,16 @@
 // Tolerances beyond the products come from float rounding of the same formula: norms, softmax,
 // exp/log/sin/cos of the GPU are within a few ulp of glibc's.
 //
+//   - the attention op's options (window, sinks, MLA's latent cache, the indexer's mask, wide
+//     heads, F16) through the backend interface against the CPU backend (test_attn_opts);
 //   - the CUDA backend end to end against the CPU backend on tiny synthetic models of every
 //     architecture it runs (test_backend below).
 //
 //   test_cuda [--seed N]        exit 77 (skip) without a GPU or a CUDA build
 //   test_cuda --backend         the end-to-end backend checks only
-//   test_cuda --self-check      the end-to-end harness with the CPU in the GPU's place (no GPU needed)
+//   test_cuda --attention       the attention cases only (the kernel's and the op's options)
+//   test_cuda --self-check      the end-to-end and attention-option harnesses with the CPU in the
+//                               GPU's place (no GPU needed)
 //   test_cuda --bench           decode GB/s per type, GEMM TOPS, attention and delta-net timings
 //   test_cuda --bench-attn      attention alone: decode at several positions, a prompt pass
 #include <math.h>
@@ -42,6 +46,7 @@ int main(void)
 }
 #else
 
+#include "backend/backend.h"
 #include "backend/cpu/attn.h"
 #include "backend/cpu/deltanet.h"
 #include "backend/cpu/kernels.h"
@@ -619,7 +624,7 @@ static void test_attention(bool f16, bool gated)
     int32_t *pos = xmalloc(n_ctx * 4);
     for (int i = 0; i < n_ctx; i++) pos[i] = i;
     int32_t *dpos = dev_from(pos, n_ctx * 4);
-    CHECK(strata_cuda_kv_store(g_cu, dk, dv, f16, kvw, dks, kvw, dvs, kvw, (uint32_t)kvw, (uint32_t)kvw, dpos, n_ctx) == 0,
+    CHECK(strata_cuda_kv_store(g_cu, dk, dv, f16, kvw, kvw, dks, kvw, dvs, kvw, (uint32_t)kvw, (uint32_t)kvw, dpos, n_ctx) == 0,
           "kv_store");
     if (f16) {
         uint16_t *h = xmalloc(n_ctx * kvw * 2);
@@ -1048,7 +1053,7 @@ static void test_fused(void)
     CHECK(strata_cuda_qk_rope_store(g_cu, &qr) == 0, "qk_rope_store");
     CHECK(strata_cuda_norm_rope(g_cu, dq2, qs, (int)nt, dpos, &rq) == 0, "norm_rope q");
     CHECK(strata_cuda_norm_rope(g_cu, dk2, ks, (int)nt, dpos, &rk) == 0, "norm_rope k");
-    CHECK(strata_cuda_kv_store(g_cu, kc2, vc2, true, ks, dk2, ks, dv, ks, (uint32_t)ks, (uint32_t)ks, dpos, (int)nt) == 0,
+    CHECK(strata_cuda_kv_store(g_cu, kc2, vc2, true, ks, ks, dk2, ks, dv, ks, (uint32_t)ks, (uint32_t)ks, dpos, (int)nt) == 0,
           "kv_store");
     float *h1 = xmalloc(nt * qs * 4), *h2 = xmalloc(nt * qs * 4);
     fetch(h1, dq1, nt * qs * 4), fetch(h2, dq2, nt * qs * 4);
@@ -1387,6 +1392,22 @@ static void bench_attention(void)
                             .Dv = D, .scale = 0.088f, .pos = dpos, .n_tok = 512, .max_pos = 511, .out = out,
                             .out_stride = H * D, .scratch = scr}};
     printf("  prompt of 512 from 0:     %8.1f us\n", 1000.0f * time_ms(attn_bench_run, &b, 20));
+    // MLA at DeepSeek-V3's shape: 128 heads over one latent KV head of 576, values its first 512
+    const uint32_t HM = 128, DM = 576, DVM = 512;
+    float *lk = dev_floats((size_t)n_ctx * DM, 1.0f), *mq = dev_floats((size_t)512 * HM * DM, 1.0f);
+    float *mout = dev((size_t)512 * HM * DVM * 4), *mscr = dev(strata_cuda_attn_scratch_floats(512, n_ctx, HM, DVM) * 4);
+    printf("attention, MLA: 128 heads over one latent KV head of 576 (values 512), F32 cache\n");
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        struct attn_bench m = {{.q = mq, .q_stride = HM * DM, .k = lk, .kv_stride = DM, .latent = true, .H = HM, .Hkv = 1,
+                                .D = DM, .Dv = DVM, .scale = 0.0417f, .pos = dpos + at[i], .n_tok = 1, .max_pos = at[i],
+                                .min_pos = at[i], .out = mout, .out_stride = HM * DVM, .scratch = mscr}};
+        printf("  decode at position %4d: %8.1f us\n", at[i], 1000.0f * time_ms(attn_bench_run, &m, 50));
+    }
+    struct attn_bench m = {{.q = mq, .q_stride = HM * DM, .k = lk, .kv_stride = DM, .latent = true, .H = HM, .Hkv = 1,
+                            .D = DM, .Dv = DVM, .scale = 0.0417f, .pos = dpos, .n_tok = 512, .max_pos = 511,
+                            .out = mout, .out_stride = HM * DVM, .scratch = mscr}};
+    printf("  prompt of 512 from 0:     %8.1f us\n", 1000.0f * time_ms(attn_bench_run, &m, 5));
+    strata_cuda_free(g_cu, lk), strata_cuda_free(g_cu, mq), strata_cuda_free(g_cu, mout), strata_cuda_free(g_cu, mscr);
     free(pos);
     fflush(stdout);
 }
@@ -1770,6 +1791,215 @@ static void test_vram_tier(const char *type_name)
     case_result(name, f0);
 }
 
+// ---- the attention op's options through the backend interface --------------------------------------
+// backend.h's attention op with a sliding window and sinks (gpt-oss), MLA's latent cache (keys
+// only; the values are the first Dv floats of each key row) at a tiny and at DeepSeek-V3's shape,
+// the indexer's visibility mask, key and value widths apart, F32 and F16 caches: the CUDA backend
+// against the CPU backend, each a prompt pass then decode tokens one at a time. The CPU's
+// non-plain caches are F32: for an F16 case it gets the keys and values already rounded to F16,
+// which are the values the GPU's cache holds, so both compute the same formula on the same numbers.
+//
+// Tolerance. Both compute in float with other association orders (ggml's lane trees on the CPU;
+// chunks of 32 positions merged online on the GPU). A score's rounding error grows like sqrt(D) u
+// for unit-normal q and k and a 1/sqrt(D) scale (u = 6e-8: ~5e-7 at D = 64, ~1.4e-6 at 576); it
+// moves each weight relatively by as much, and the output, a convex combination of value rows,
+// by that times max|v|, plus the weighted sum's own rounding (sqrt(positions) u max|v|). The
+// kernel tests hold 1e-5 relative + 1e-5 absolute at D = 64 (about 20x that estimate); the
+// absolute part grows with the dot's error: |gpu - cpu| <= 1e-5 |cpu| + 1e-5 sqrt(D / 64) max|v|.
+// The largest ratio of error to bound is printed. On the GPU itself: the decode tokens give the
+// same bits as in one prompt pass of every token, and nothing is NaN (fully hidden chunks, windows).
+
+struct attn_opt_case {
+    const char *name;
+    uint32_t H, Hkv, D, Dv;
+    bool latent, sinks, mask, f16;
+    uint32_t n_swa;
+    int n_prompt, n_decode, n_ctx;
+    size_t vis_stride;           // 0: the sequence's n_ctx (backend.h)
+};
+
+// Host inputs of a case: every token's query, key, value, the sinks and the mask rows.
+struct attn_opt_data {
+    int n;                       // tokens (= positions 0 .. n - 1)
+    size_t KD, VD, OD, vis_row;  // floats of a token's keys / values / output; mask row length
+    float *q, *k, *v, *sinks;
+    float *k16, *v16;            // k, v rounded to F16 and back (the F16 cache's values)
+    uint8_t *vis;
+    int32_t *pos;
+};
+
+// Rows a token sees of the mask: a quarter of the 32-position chunks hidden whole, the rest half
+// visible, the token's own position always (no row sees nothing); past the token random bytes
+// the attention must ignore.
+static void attn_opt_mask(uint8_t *row, int n_ctx, int p)
+{
+    for (int c0 = 0; c0 < n_ctx; c0 += 32) {
+        const bool hide = strata_rng_next(&g_rng) % 4 == 0;
+        for (int c = c0; c < c0 + 32 && c < n_ctx; c++)
+            row[c] = c > p ? (uint8_t)strata_rng_next(&g_rng) : hide ? 0 : (uint8_t)(strata_rng_next(&g_rng) % 2);
+    }
+    row[p] = 1;
+}
+
+static void attn_opt_data_init(struct attn_opt_data *d, const struct attn_opt_case *cs)
+{
+    memset(d, 0, sizeof *d);
+    d->n = cs->n_prompt + cs->n_decode;
+    d->KD = (size_t)cs->Hkv * cs->D;
+    d->VD = cs->latent ? 0 : (size_t)cs->Hkv * cs->Dv;
+    d->OD = (size_t)cs->H * cs->Dv;
+    d->vis_row = cs->vis_stride ? cs->vis_stride : (size_t)cs->n_ctx;
+    const size_t n = (size_t)d->n;
+    d->q = xmalloc(n * cs->H * cs->D * 4);
+    d->k = xmalloc(n * d->KD * 4), d->k16 = xmalloc(n * d->KD * 4);
+    d->v = xmalloc(n * d->VD * 4), d->v16 = xmalloc(n * d->VD * 4);
+    d->sinks = xmalloc(cs->H * 4);
+    d->vis = xmalloc(n * d->vis_row);
+    d->pos = xmalloc(n * 4);
+    random_floats(d->q, n * cs->H * cs->D, 1.0f);
+    random_floats(d->k, n * d->KD, 1.0f);
+    random_floats(d->v, n * d->VD, 1.0f);
+    random_floats(d->sinks, cs->H, 2.0f);
+    for (size_t i = 0; i < n * d->KD; i++) d->k16[i] = strata_fp16_to_fp32(strata_fp32_to_fp16(d->k[i]));
+    for (size_t i = 0; i < n * d->VD; i++) d->v16[i] = strata_fp16_to_fp32(strata_fp32_to_fp16(d->v[i]));
+    memset(d->vis, 0, n * d->vis_row);
+    for (int t = 0; t < d->n; t++) {
+        d->pos[t] = t;
+        attn_opt_mask(d->vis + (size_t)t * d->vis_row, cs->n_ctx, t);
+    }
+}
+
+static void attn_opt_data_free(struct attn_opt_data *d)
+{
+    free(d->q), free(d->k), free(d->k16), free(d->v), free(d->v16), free(d->sinks), free(d->vis), free(d->pos);
+}
+
+static void *be_from(const struct strata_backend *be, const void *host, size_t bytes, int *rc)
+{
+    void *p = be->iface->alloc(be->ctx, bytes ? bytes : 64, "test buffer");
+    if (!p) *rc = STRATA_ENOMEM;
+    else if (host && bytes && *rc == 0) *rc = be->iface->upload(be->ctx, p, host, bytes);
+    return p;
+}
+
+// The case's tokens through backend `be` in passes of the given sizes (in order, one sequence,
+// a fresh cache; keys and values `k`, `v`; F16 cache when f16) into out [n][OD]. 0 or the error.
+static int attn_opt_run(const struct strata_backend *be, const struct attn_opt_case *cs, const struct attn_opt_data *d,
+                        const float *k, const float *v, bool f16, const int *passes, int n_passes, float *out)
+{
+    const struct strata_backend_i *bi = be->iface;
+    const size_t n = (size_t)d->n, QD = (size_t)cs->H * cs->D;
+    const struct strata_backend_reserve res = {.max_tok = d->n, .max_rows = d->n, .max_n_in = (uint32_t)QD,
+                                               .max_ctx = cs->n_ctx};
+    int rc = bi->reserve(be->ctx, &res);
+    const uint32_t type = f16 ? STRATA_TYPE_F16 : STRATA_TYPE_F32;
+    const struct strata_kv_params kp = {.n_layers = 1, .n_head_kv = cs->Hkv, .head_dim_k = cs->D,
+                                        .head_dim_v = cs->latent ? 0 : cs->Dv, .n_ctx = cs->n_ctx, .k_type = type,
+                                        .v_type = type, .plain = false};
+    void *kv = NULL;
+    if (rc == 0) rc = bi->kv_create(be->ctx, &kp, &kv);
+    float *dq = be_from(be, d->q, n * QD * 4, &rc), *dk = be_from(be, k, n * d->KD * 4, &rc);
+    float *dv = be_from(be, v, n * d->VD * 4, &rc), *ds = be_from(be, d->sinks, cs->H * 4, &rc);
+    uint8_t *dvis = be_from(be, d->vis, n * d->vis_row, &rc);
+    int32_t *dpos = be_from(be, d->pos, n * 4, &rc);
+    float *dout = be_from(be, NULL, n * d->OD * 4, &rc);
+    for (int i = 0, t0 = 0; rc == 0 && i < n_passes; t0 += passes[i++]) {
+        const struct strata_seq seq = {.tok0 = 0, .n_tok = passes[i], .pos0 = t0, .n_ctx = cs->n_ctx, .kv = kv};
+        const struct strata_batch b = {.n_tok = passes[i], .n_seq = 1, .seq = &seq, .pos = dpos + t0};
+        const struct strata_attn_op op = {
+            .batch = &b, .kv_slot = 0, .q = dq + (size_t)t0 * QD, .q_tok_stride = QD, .q_head_stride = cs->D,
+            .k = dk + (size_t)t0 * d->KD, .v = cs->latent ? NULL : dv + (size_t)t0 * d->VD,
+            .out = dout + (size_t)t0 * d->OD, .n_head = cs->H, .n_head_kv = cs->Hkv, .head_dim_k = cs->D,
+            .head_dim_v = cs->Dv, .scale = 1.0f / sqrtf((float)cs->D), .latent_kv = cs->latent, .n_swa = cs->n_swa,
+            .sinks = cs->sinks ? ds : NULL, .visible = cs->mask ? dvis + (size_t)t0 * d->vis_row : NULL,
+            .visible_stride = cs->vis_stride,
+        };
+        rc = bi->batch_begin(be->ctx, &b);
+        if (rc == 0) rc = bi->attention(be->ctx, &op);
+    }
+    if (rc == 0) rc = bi->download(be->ctx, out, dout, n * d->OD * 4);
+    void *bufs[] = {dq, dk, dv, ds, dvis, dpos, dout};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) bi->release(be->ctx, bufs[i]);
+    if (kv) bi->kv_free(be->ctx, kv);
+    return rc;
+}
+
+static void test_attn_opt(const struct attn_opt_case *cs)
+{
+    const int f0 = g_failures;
+    char name[192];
+    snprintf(name, sizeof name, "attention op, %s: H %u / %u, D %u / %u, %d + %d tokens, %s cache: CPU within tolerance, "
+             "decode = prompt bit for bit", cs->name, cs->H, cs->Hkv, cs->D, cs->Dv, cs->n_prompt, cs->n_decode,
+             cs->f16 ? "F16" : "F32");
+    struct strata_backend cpu = {0}, gpu = {0};
+    const struct strata_backend_params pc = {.kind = STRATA_BACKEND_CPU, .n_threads = 4};
+    const struct strata_backend_params pg = {.kind = g_e2e_kind, .n_threads = 4, .gpu = 0};
+    CHECK(strata_backend_open(&cpu, &pc) == 0 && strata_backend_open(&gpu, &pg) == 0, "%s: open the backends", name);
+    struct attn_opt_data d;
+    attn_opt_data_init(&d, cs);
+    const size_t total = (size_t)d.n * d.OD;
+    float *ref = xmalloc(total * 4), *one = xmalloc(total * 4), *steps = xmalloc(total * 4);
+    // the CPU's non-plain caches are F32: the F16 cache's values given as floats
+    const float *k = cs->f16 ? d.k16 : d.k, *v = cs->f16 ? d.v16 : d.v;
+    const bool dev_f16 = cs->f16 && g_e2e_kind == STRATA_BACKEND_CUDA;  // --self-check: the CPU in its place
+    int passes[1 + 64];
+    CHECK(cs->n_decode <= 64, "%s: at most 64 decode tokens", name);
+    passes[0] = cs->n_prompt;
+    for (int i = 0; i < cs->n_decode; i++) passes[1 + i] = 1;
+    const int all[1] = {d.n};
+    if (g_failures == f0) {
+        int rc = attn_opt_run(&cpu, cs, &d, k, v, false, passes, 1 + cs->n_decode, ref);
+        CHECK(rc == 0, "%s: the CPU backend failed (%d): %s", name, rc, strata_last_error());
+        // the device's cache rounds the keys and values itself
+        if (rc == 0) rc = attn_opt_run(&gpu, cs, &d, dev_f16 ? d.k : k, dev_f16 ? d.v : v, dev_f16, all, 1, one);
+        CHECK(rc == 0, "%s: one pass on the backend under test failed (%d): %s", name, rc, strata_last_error());
+        if (rc == 0) rc = attn_opt_run(&gpu, cs, &d, dev_f16 ? d.k : k, dev_f16 ? d.v : v, dev_f16, passes,
+                                       1 + cs->n_decode, steps);
+        CHECK(rc == 0, "%s: prompt and decode passes failed (%d): %s", name, rc, strata_last_error());
+        if (rc == 0) {
+            float vmax = 0.0f;
+            for (size_t i = 0; i < (size_t)d.n * (cs->latent ? d.KD : d.VD); i++)
+                vmax = fmaxf(vmax, fabsf(cs->latent ? k[i] : v[i]));
+            const float abs_tol = 1e-5f * sqrtf((float)cs->D / 64.0f) * vmax;
+            size_t bad = 0, nan = count_nan(one, total);
+            double worst = 0.0;
+            for (size_t i = 0; i < total; i++) {
+                const double bound = 1e-5 * fabs(ref[i]) + abs_tol, err = fabs((double)one[i] - ref[i]);
+                bad += !(err <= bound);
+                worst = fmax(worst, err / bound);
+            }
+            printf("    %s: largest error %.3g of the bound (1e-5 relative + %.3g)\n", cs->name, worst, abs_tol);
+            CHECK(nan == 0, "%s: %zu outputs NaN", name, nan);
+            CHECK(bad == 0, "%s: %zu of %zu outputs beyond the bound from the CPU", name, bad, total);
+            int differ = -1;
+            for (int t = 0; t < d.n && differ < 0; t++)
+                if (memcmp(one + (size_t)t * d.OD, steps + (size_t)t * d.OD, d.OD * 4)) differ = t;
+            CHECK(differ < 0, "%s: token %d gives other bits in passes of %d + 1 x %d than in one pass of %d", name, differ,
+                  cs->n_prompt, cs->n_decode, d.n);
+        }
+    }
+    free(ref), free(one), free(steps);
+    attn_opt_data_free(&d);
+    if (gpu.iface) strata_backend_close(&gpu);
+    if (cpu.iface) strata_backend_close(&cpu);
+    case_result(name, f0);
+}
+
+static void test_attn_opts(void)
+{
+    static const struct attn_opt_case cases[] = {
+        {"gpt-oss window + sinks", 8, 2, 64, 64, false, true, false, false, 32, 80, 3, 128, 0},
+        {"gpt-oss window + sinks", 8, 2, 64, 64, false, true, false, true, 32, 80, 3, 128, 0},
+        {"keys wider than values", 8, 2, 192, 128, false, false, false, false, 0, 80, 3, 128, 0},
+        {"MLA tiny", 4, 1, 320, 256, true, false, false, false, 0, 80, 3, 128, 0},
+        {"MLA tiny, mask", 4, 1, 320, 256, true, false, true, true, 0, 80, 3, 128, 136},
+        {"MLA DeepSeek-V3", 128, 1, 576, 512, true, false, false, false, 0, 297, 3, 320, 0},
+        {"MLA GLM-5, mask", 64, 1, 576, 512, true, false, true, false, 0, 297, 3, 320, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attn_opt(&cases[i]);
+}
+
 static void test_backend(void)
 {
     if (!mkdtemp(g_dir)) {
@@ -1809,17 +2039,19 @@ static void test_backend(void)
 
 int main(int argc, char **argv)
 {
-    bool do_bench = false, only_backend = false, bench_attn = false;
+    bool do_bench = false, only_backend = false, bench_attn = false, only_attn = false;
     g_rng = (uint64_t)time(NULL);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--bench") == 0) do_bench = true;
         else if (strcmp(argv[i], "--backend") == 0) only_backend = true;
         else if (strcmp(argv[i], "--bench-attn") == 0) bench_attn = true;
+        else if (strcmp(argv[i], "--attention") == 0) only_attn = true;
     }
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--self-check") == 0) {  // the end-to-end harness, the CPU against itself
             g_e2e_kind = STRATA_BACKEND_CPU;
+            test_attn_opts();
             test_backend();
             printf("%s\n", g_failures ? "FAILED" : "all passed");
             return g_failures ? 1 : 0;
@@ -1844,6 +2076,14 @@ int main(int argc, char **argv)
         bench();
         strata_cuda_close(g_cu);
         return 0;
+    }
+    if (only_attn) {
+        test_attention(false, false);
+        test_attention(true, true);
+        strata_cuda_close(g_cu);
+        test_attn_opts();
+        printf("%s\n", g_failures ? "FAILED" : "all passed");
+        return g_failures ? 1 : 0;
     }
     if (only_backend) {
         strata_cuda_close(g_cu);
@@ -1871,6 +2111,7 @@ int main(int argc, char **argv)
     test_deltanet(32, false);
     test_deltanet(128, true);
     strata_cuda_close(g_cu);
+    test_attn_opts();
     test_backend();
     printf("%s\n", g_failures ? "FAILED" : "all passed");
     return g_failures ? 1 : 0;

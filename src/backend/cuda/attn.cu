@@ -9,6 +9,17 @@
 // operations whether it is alone (decode) or in a prompt of hundreds: a token's output never
 // depends on its batch. Prompts share each staged chunk among ATTN_TOK tokens; long decodes
 // spread over many chunks (flash-decoding).
+//
+// The options of backend.h's attention op (a sliding window, a visibility mask, MLA's latent rows
+// as values, head dims past 256, key and value widths apart) go through a second chunk kernel,
+// k_attn_part_ext, so that the plain one (qwen3moe's decode) keeps its code and its bits. It
+// splits the query heads of a KV head over blocks (MLA: 128 heads of 576 share one KV head), stages
+// one chunk's rows in rounds of registers and computes each (token, head) of the block in turn,
+// one warp each: scores of the chunk's positions one per lane, masked ones -inf, the chunk's
+// maximum, sum and weighted values. A chunk a token reaches but sees nothing of (window, mask)
+// leaves maximum -inf, sum 0 and output 0, which the merge weighs 0; the merge reads only the
+// chunks from the window's first on, so it never reads one the token did not write. Sinks join
+// the merge: the maximum and, as exp(sink - max), the sum.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/common.cuh"
@@ -66,6 +77,38 @@ __device__ __forceinline__ void kv_stage(uint32_t D, uint32_t Dv, int ns, const 
         const uint32_t g = threadIdx.x + j * ATTN_WARPS * 32;
         if (g < (uint32_t)ns * D4) *(float4 *)(sk + (g / D4) * KSTRIDE(D) + 4 * (g % D4)) = r.k[j];
         if (g < (uint32_t)ns * V4) *(float4 *)(sv + (g / V4) * Dv + 4 * (g % V4)) = r.v[j];
+    }
+}
+
+// q . k over D dims of two 16-byte aligned rows in shared memory, the products added in dimension
+// order (UNROLL: the loop's unroll, which does not change the order).
+template <int UNROLL>
+__device__ __forceinline__ float row_dot(const float *q, const float *k, uint32_t D)
+{
+    float dot = 0.0f;
+#pragma unroll UNROLL
+    for (uint32_t dd = 0; dd < D; dd += 4) {
+        const float4 qv = *(const float4 *)(q + dd), kv = *(const float4 *)(k + dd);
+        dot = __fmaf_rn(qv.x, kv.x, dot);
+        dot = __fmaf_rn(qv.y, kv.y, dot);
+        dot = __fmaf_rn(qv.z, kv.z, dot);
+        dot = __fmaf_rn(qv.w, kv.w, dot);
+    }
+    return dot;
+}
+
+// One (token, head, chunk)'s scratch row from its warp: output dims lane + 32 j, then max and sum.
+template <int J>
+__device__ __forceinline__ void part_store(float *out, const float (&o)[J], float m, float l, uint32_t Dv, int lane)
+{
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+        const uint32_t dd = lane + 32 * j;
+        if (dd < Dv) out[dd] = o[j];
+    }
+    if (lane == 0) {
+        out[Dv] = m;
+        out[Dv + 1] = l;
     }
 }
 
@@ -128,19 +171,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
                 const float *q = sq + ((size_t)i * G + hh) * D;
                 float sc = -INFINITY;
                 const int pl = s0 + lane;
-                if (lane < ns && pl <= pos) {
-                    const float *k = sk + lane * KSTRIDE(D);
-                    float dot = 0.0f;
-#pragma unroll 32
-                    for (uint32_t dd = 0; dd < D; dd += 4) {
-                        const float4 qv = *(const float4 *)(q + dd), kv = *(const float4 *)(k + dd);
-                        dot = __fmaf_rn(qv.x, kv.x, dot);
-                        dot = __fmaf_rn(qv.y, kv.y, dot);
-                        dot = __fmaf_rn(qv.z, kv.z, dot);
-                        dot = __fmaf_rn(qv.w, kv.w, dot);
-                    }
-                    sc = __fmul_rn(dot, a.scale);
-                }
+                if (lane < ns && pl <= pos) sc = __fmul_rn(row_dot<32>(q, sk + lane * KSTRIDE(D), D), a.scale);
                 const float mx = fmaxf(m[i], warp_max(sc));
                 const float alpha = expf(__fsub_rn(m[i], mx));   // 0 when m was -inf
                 const float pr = sc == -INFINITY ? 0.0f : expf(__fsub_rn(sc, mx));
@@ -168,25 +199,119 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
             if (i >= ntk) break;
             if (p0 > a.pos[t_begin + tg + i]) continue;
             const int h = kvh * G + hh;
-            float *out = a.scratch + (((size_t)(tg + i) * a.H + h) * n_chunks + chunk) * PART_STRIDE(Dv);
+            part_store(a.scratch + (((size_t)(tg + i) * a.H + h) * n_chunks + chunk) * PART_STRIDE(Dv), o[i], m[i], l[i],
+                       Dv, lane);
+        }
+    }
+}
+
+// The first position token `pos` sees (its sliding window's start; 0 without one).
+__device__ __host__ __forceinline__ int attn_lo(int pos, uint32_t n_swa)
+{
+    return n_swa && pos + 1 > (int)n_swa ? pos + 1 - (int)n_swa : 0;
+}
+
+// Rows s0 .. s0 + ns - 1 of W elements (starting at element `off` of each row, rows `stride`
+// apart) into shared memory, dst_stride floats apart: KV_REG 16- or 8-byte loads per thread in
+// flight, then their stores, as many rounds as the rows need.
+__device__ __forceinline__ void stage_rows(const void *src, bool f16, size_t stride, size_t off, uint32_t W, int s0,
+                                           int ns, float *dst, uint32_t dst_stride)
+{
+    const uint32_t W4 = W / 4, n = (uint32_t)ns * W4;
+    for (uint32_t base = 0; base < n; base += KV_REG * ATTN_WARPS * 32) {
+        float4 r[KV_REG];
 #pragma unroll
-            for (int j = 0; j < MAXJ; j++) {
+        for (int j = 0; j < KV_REG; j++) {
+            const uint32_t g = base + threadIdx.x + j * ATTN_WARPS * 32;
+            if (g < n) r[j] = kv_load4(src, f16, (size_t)(s0 + g / W4) * stride + off + 4 * (g % W4));
+        }
+#pragma unroll
+        for (int j = 0; j < KV_REG; j++) {
+            const uint32_t g = base + threadIdx.x + j * ATTN_WARPS * 32;
+            if (g < n) *(float4 *)(dst + (g / W4) * dst_stride + 4 * (g % W4)) = r[j];
+        }
+    }
+}
+
+// One chunk of one KV head for the heads h0 .. h0 + hb - 1 of its group and up to nt tokens
+// (grid: chunks from c_first, Hkv x slices of hb heads, token groups), with the options. The
+// scratch rows are k_attn_part's. VJ: output dims per lane (Dv <= 32 VJ). A (token, head, chunk)
+// takes the same operations whatever nt, hb and the other tokens: its scores in dimension order,
+// the chunk's maximum and sum over the 32 lanes, its weighted values in position order (positions
+// past its own weigh +0, which leaves every sum as it is).
+template <int VJ>
+__global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part_ext(const struct strata_cuda_attn a, int t_begin,
+                                                                   int n_tok, int n_chunks, int c_first, int nt,
+                                                                   int hb, int n_slices)
+{
+    pdl_enter();
+    extern __shared__ __align__(16) float sm[];
+    const uint32_t D = a.D, Dv = a.Dv, G = a.H / a.Hkv;
+    const int chunk = c_first + blockIdx.x, kvh = blockIdx.y / n_slices, h0 = blockIdx.y % n_slices * hb;
+    const int tg = blockIdx.z * nt, ntk = min(nt, n_tok - tg), nhb = min(hb, (int)G - h0);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int p0 = chunk * ATTN_CHUNK;
+    int last = -1;  // largest position a token of the block that reaches this chunk attends to
+    for (int i = 0; i < ntk; i++) {
+        const int pos = a.pos[t_begin + tg + i];
+        if (p0 <= pos && p0 + ATTN_CHUNK > attn_lo(pos, a.n_swa)) last = max(last, pos);
+    }
+    if (last < 0 || nhb <= 0) return;
+    const int ns = min(ATTN_CHUNK, last + 1 - p0);
+    const uint32_t vrow = a.latent ? KSTRIDE(D) : Dv;  // floats between staged value rows
+    float *sk = sm;                                                    // [ns][D + 4]
+    float *sv = a.latent ? sk : sk + ATTN_CHUNK * KSTRIDE(D);         // [ns][Dv] (latent: the key rows)
+    float *sq = sk + ATTN_CHUNK * KSTRIDE(D) + (a.latent ? 0 : ATTN_CHUNK * Dv);  // [ntk][hb][D]
+    const uint32_t qh = a.q_head_stride ? a.q_head_stride : D;
+    const uint32_t nq = (uint32_t)(ntk * hb) * D;
+#pragma unroll 4
+    for (uint32_t i = threadIdx.x; i < nq; i += blockDim.x) {
+        const uint32_t tt = i / (hb * D), hh = (i / D) % hb, dd = i % D;
+        if ((int)hh < nhb)
+            sq[i] = a.q[(size_t)(t_begin + tg + tt) * a.q_stride + (size_t)(kvh * G + h0 + hh) * qh + dd];
+    }
+    stage_rows(a.k, a.kv_f16, a.kv_stride, (size_t)kvh * D, D, p0, ns, sk, KSTRIDE(D));
+    if (!a.latent)
+        stage_rows(a.v, a.kv_f16, a.v_stride ? a.v_stride : a.kv_stride, (size_t)kvh * Dv, Dv, p0, ns, sv, Dv);
+    __syncthreads();
+    for (int w = warp; w < ntk * nhb; w += ATTN_WARPS) {
+        const int i = w / nhb, hh = w % nhb, t = t_begin + tg + i, pos = a.pos[t], lo = attn_lo(pos, a.n_swa);
+        if (p0 > pos || p0 + ATTN_CHUNK <= lo) continue;  // this token does not reach the chunk
+        const int pl = p0 + lane;
+        bool seen = lane < ns && pl <= pos && pl >= lo;
+        if (seen && a.visible) seen = a.visible[(size_t)t * a.visible_stride + pl] != 0;
+        float sc = -INFINITY;
+        if (seen) sc = __fmul_rn(row_dot<8>(sq + ((size_t)i * hb + hh) * D, sk + lane * KSTRIDE(D), D), a.scale);
+        const float mx = warp_max(sc);  // -inf when the token sees nothing here
+        const float pr = seen ? expf(__fsub_rn(sc, mx)) : 0.0f;
+        const float l = warp_sum(pr);
+        float o[VJ];
+#pragma unroll
+        for (int j = 0; j < VJ; j++) o[j] = 0.0f;
+#pragma unroll 4
+        for (int pp = 0; pp < ns; pp++) {
+            const float wt = __shfl_sync(0xffffffffu, pr, pp);
+#pragma unroll
+            for (int j = 0; j < VJ; j++) {
                 const uint32_t dd = lane + 32 * j;
-                if (dd < Dv) out[dd] = o[i][j];
-            }
-            if (lane == 0) {
-                out[Dv] = m[i];
-                out[Dv + 1] = l[i];
+                if (dd < Dv) o[j] = __fmaf_rn(wt, sv[pp * vrow + dd], o[j]);
             }
         }
+        const int h = kvh * G + h0 + hh;
+        part_store(a.scratch + (((size_t)(tg + i) * a.H + h) * n_chunks + chunk) * PART_STRIDE(Dv), o, mx, l, Dv, lane);
     }
 }
 
 // Merge the chunks of each head of one token (one warp per head): the chunks' weights
 // exp(m_c - M) side by side in the lanes, the sum of l_c weighted in a fixed butterfly, each output
 // dimension summed over the chunks in chunk order; then the optional sigmoid gate, and the row
-// rounded to the output projection's format when asked.
+// rounded to the output projection's format when asked. The chunks are those from the token's
+// window's first (all from 0 without a window); a head's sink joins M and, after the butterfly,
+// the sum. A chunk the token saw nothing of (m_c = -inf) weighs 0, and a head that saw nothing at
+// all gives zeros.
 #define MERGE_CHUNKS 128 // chunks whose weights stay in shared memory (more: recomputed)
+__device__ __forceinline__ float chunk_weight(float m, float M) { return m == -INFINITY ? 0.0f : expf(__fsub_rn(m, M)); }
+
 __global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n_chunks, struct strata_cuda_act act,
                              int quantize)
 {
@@ -195,29 +320,31 @@ __global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_at
     pdl_enter();
     const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const size_t tt = (size_t)(t_begin + t);
-    const int nc = a.pos[tt] / ATTN_CHUNK + 1;
+    const int c_lo = attn_lo(a.pos[tt], a.n_swa) / ATTN_CHUNK, nc = a.pos[tt] / ATTN_CHUNK + 1 - c_lo;
     const uint32_t ghs = a.gate_head_stride ? a.gate_head_stride : a.Dv;
     const size_t cs = PART_STRIDE(a.Dv);
     for (uint32_t h = warp; h < a.H; h += nw) {
-        const float *part = a.scratch + ((size_t)t * a.H + h) * n_chunks * cs;
+        const float *part = a.scratch + (((size_t)t * a.H + h) * n_chunks + c_lo) * cs;
         float M = -INFINITY;
         for (int c = lane; c < nc; c += 32) M = fmaxf(M, part[(size_t)c * cs + a.Dv]);
         M = warp_max(M);
+        if (a.sinks) M = fmaxf(M, a.sinks[h]);
         float L = 0.0f;
         for (int c = lane; c < nc; c += 32) {
-            const float e = expf(__fsub_rn(part[(size_t)c * cs + a.Dv], M));
+            const float e = chunk_weight(part[(size_t)c * cs + a.Dv], M);
             if (c < MERGE_CHUNKS) wts[warp % 32][c] = e;
             L = __fadd_rn(L, __fmul_rn(part[(size_t)c * cs + a.Dv + 1], e));
         }
         L = warp_sum(L);
+        if (a.sinks) L = __fadd_rn(L, expf(__fsub_rn(a.sinks[h], M)));
         __syncwarp();
-        const float inv = __fdiv_rn(1.0f, L);
+        const float inv = L > 0.0f ? __fdiv_rn(1.0f, L) : 0.0f;
         // lane: dimensions 4 l .. 4 l + 3 (and 128 on), each summed over the chunks in chunk order
         for (uint32_t d = 4 * lane; d < a.Dv; d += 128) {
             float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 8
             for (int c = 0; c < nc; c++) {
-                const float e = c < MERGE_CHUNKS ? wts[warp % 32][c] : expf(__fsub_rn(part[(size_t)c * cs + a.Dv], M));
+                const float e = c < MERGE_CHUNKS ? wts[warp % 32][c] : chunk_weight(part[(size_t)c * cs + a.Dv], M);
                 const float4 p = *(const float4 *)(part + (size_t)c * cs + d);
                 acc.x = __fmaf_rn(p.x, e, acc.x);
                 acc.y = __fmaf_rn(p.y, e, acc.y);
@@ -244,11 +371,18 @@ __global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_at
     }
 }
 
+#define EXT_VJ_MAX 16      // k_attn_part_ext's output dims per lane at most: Dv <= 512
+#define EXT_PAIRS_DECODE 16 // (token, head) pairs per block of k_attn_part_ext: decode (more blocks)
+#define EXT_PAIRS 64        // prompts (each staged chunk shared by more)
+
 int strata_cuda_attn_init(void)
 {
 #define SET_SMEM(NT, DK) CU_TRY(cudaFuncSetAttribute(k_attn_part<NT, DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX))
     SET_SMEM(1, 0); SET_SMEM(1, 64); SET_SMEM(1, 128); SET_SMEM(1, 256);
     SET_SMEM(ATTN_TOK, 0); SET_SMEM(ATTN_TOK, 64); SET_SMEM(ATTN_TOK, 128); SET_SMEM(ATTN_TOK, 256);
+#undef SET_SMEM
+#define SET_SMEM(VJ) CU_TRY(cudaFuncSetAttribute(k_attn_part_ext<VJ>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX))
+    SET_SMEM(2); SET_SMEM(4); SET_SMEM(8); SET_SMEM(EXT_VJ_MAX);
 #undef SET_SMEM
     CU_TRY(cudaFuncSetAttribute(k_attn_merge, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 4));
     return 0;
@@ -273,16 +407,60 @@ size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint3
     return all < ATTN_SCRATCH_MAX + per ? all : ATTN_SCRATCH_MAX + per;
 }
 
+// The plain chunk kernel's shared memory (keys, values, the queries of nt tokens of a group).
+static size_t plain_smem(const struct strata_cuda_attn *a, int nt)
+{
+    return ((size_t)ATTN_SUB * KSTRIDE(a->D) + (size_t)ATTN_SUB * a->Dv + (size_t)nt * (a->H / a->Hkv) * a->D) * 4;
+}
+
+// The plain chunk kernel takes causal attention without a window, mask or latent rows, head dims
+// up to ATTN_DMAX, keys and values of one stride and a group whose queries fit its shared memory.
+static bool plain_takes(const struct strata_cuda_attn *a, int nt)
+{
+    return !a->latent && !a->n_swa && !a->visible && (!a->v_stride || a->v_stride == a->kv_stride) &&
+           a->D <= ATTN_DMAX && a->Dv <= ATTN_DMAX && plain_smem(a, nt) <= ATTN_SMEM_MAX;
+}
+
+// How k_attn_part_ext splits a launch: tokens and query heads per block, slices of a group.
+struct ext_plan {
+    int nt, hb, n_slices;
+    size_t smem;
+};
+
+static int ext_plan(const struct strata_cuda_attn *a, struct ext_plan *p)
+{
+    const uint32_t G = a->H / a->Hkv;
+    const size_t kv = ((size_t)ATTN_CHUNK * KSTRIDE(a->D) + (a->latent ? 0 : (size_t)ATTN_CHUNK * a->Dv)) * 4;
+    const size_t q1 = (size_t)a->D * 4;  // one (token, head)'s query
+    int nt = a->n_tok < 4 ? 1 : ATTN_TOK;
+    while (nt > 1 && kv + nt * q1 > ATTN_SMEM_MAX) nt /= 2;
+    if (a->Dv > 32 * EXT_VJ_MAX || kv + q1 > ATTN_SMEM_MAX) {
+        strata_log_error("cuda: attention: head dims %u/%u%s: at most %d value dims and %d KiB of staged keys, values "
+                         "and a query per block", a->D, a->Dv, a->latent ? " (latent)" : "", 32 * EXT_VJ_MAX,
+                         ATTN_SMEM_MAX / 1024);
+        return STRATA_EARG;
+    }
+    int hb = (nt == 1 ? EXT_PAIRS_DECODE : EXT_PAIRS) / nt;
+    if (hb < 1) hb = 1;
+    if (hb > (int)G) hb = (int)G;
+    while (hb > 1 && kv + (size_t)nt * hb * q1 > ATTN_SMEM_MAX) hb--;
+    p->n_slices = ((int)G + hb - 1) / hb;
+    p->hb = ((int)G + p->n_slices - 1) / p->n_slices;  // the slices as even as they come
+    p->nt = nt;
+    p->smem = kv + (size_t)nt * p->hb * q1;
+    return 0;
+}
+
 int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a)
 {
     if (a->n_tok <= 0) return 0;
-    if (a->D > ATTN_DMAX || a->Dv > ATTN_DMAX || a->Hkv == 0 || a->H % a->Hkv || a->D % 4 || a->Dv % 4 ||
-        a->kv_stride % 4) {
-        strata_log_error("cuda: attention: heads %u/%u of dims %u/%u (at most %d, multiples of 4)", a->H, a->Hkv, a->D,
-                         a->Dv, ATTN_DMAX);
+    const size_t vs = a->latent ? a->kv_stride : a->v_stride ? a->v_stride : a->kv_stride;
+    if (a->Hkv == 0 || a->H % a->Hkv || a->D % 4 || a->Dv % 4 || a->kv_stride % 4 || vs % 4 ||
+        (a->latent && a->Dv > a->D)) {
+        strata_log_error("cuda: attention: heads %u/%u of dims %u/%u%s, strides %zu/%zu (multiples of 4)", a->H, a->Hkv,
+                         a->D, a->Dv, a->latent ? " (latent: values within the keys)" : "", a->kv_stride, vs);
         return STRATA_EARG;
     }
-    const uint32_t G = a->H / a->Hkv;
     const int n_chunks = a->max_pos / ATTN_CHUNK + 1;
     struct strata_cuda_act act;
     memset(&act, 0, sizeof act);
@@ -292,29 +470,44 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
         a->act->f_stride = a->out_stride;
     } else if (a->act) {
         if (a->act->n_in != a->H * a->Dv || (uint32_t)a->n_tok > a->act->n_rows || (size_t)a->H * a->Dv > 16384) {
-            strata_log_error("cuda: attention: output of %u x %u into %u-element activations", a->H, a->Dv, a->act->n_in);
+            strata_log_error("cuda: attention: output of %u x %u into %u-element activations (rounded rows: at most "
+                             "16384 elements)", a->H, a->Dv, a->act->n_in);
             return STRATA_EARG;
         }
         act = *a->act;
         quantize = 1;
     }
     const int nt = a->n_tok < 4 ? 1 : ATTN_TOK;  // tokens per block (the same operations per token)
-    const size_t smem = ((size_t)ATTN_SUB * KSTRIDE(a->D) + (size_t)ATTN_SUB * a->Dv + (size_t)nt * G * a->D) * 4;
-    if (smem > ATTN_SMEM_MAX) {
-        strata_log_error("cuda: attention: %u query heads per KV head of dim %u need too much shared memory", G, a->D);
-        return STRATA_EARG;
+    const bool plain = plain_takes(a, nt);
+    struct ext_plan ep = {0, 0, 0, 0};
+    if (!plain) {
+        const int rc = ext_plan(a, &ep);
+        if (rc) return rc;
     }
+    // chunks no token of the call reaches (behind every window) are not launched
+    const int c_first = plain || a->min_pos <= 0 ? 0 : attn_lo(a->min_pos, a->n_swa) / ATTN_CHUNK;
+    const int vj = a->Dv <= 64 ? 2 : a->Dv <= 128 ? 4 : a->Dv <= 256 ? 8 : EXT_VJ_MAX;
     const int pass = attn_pass(a->n_tok, (size_t)n_chunks, a->H, a->Dv);
     for (int t0 = 0; t0 < a->n_tok; t0 += pass) {
         const int n = a->n_tok - t0 < pass ? a->n_tok - t0 : pass;
-        const dim3 grid(n_chunks, a->Hkv, cdiv(n, nt));
-        const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
+        if (plain) {
+            const dim3 grid(n_chunks, a->Hkv, cdiv(n, nt));
+            const size_t smem = plain_smem(a, nt);
+            const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
 #define PART(NT, DK)                                                                                          \
     if (nt == NT && dk == DK) CU_LAUNCH("k_attn_part", (k_attn_part<NT, DK>), grid, ATTN_WARPS * 32, smem, *a, t0, n, \
                                         n_chunks)
-        PART(1, 0); PART(1, 64); PART(1, 128); PART(1, 256);
-        PART(ATTN_TOK, 0); PART(ATTN_TOK, 64); PART(ATTN_TOK, 128); PART(ATTN_TOK, 256);
+            PART(1, 0); PART(1, 64); PART(1, 128); PART(1, 256);
+            PART(ATTN_TOK, 0); PART(ATTN_TOK, 64); PART(ATTN_TOK, 128); PART(ATTN_TOK, 256);
 #undef PART
+        } else {
+            const dim3 grid(n_chunks - c_first, a->Hkv * ep.n_slices, cdiv(n, ep.nt));
+#define PART(VJ)                                                                                                    \
+    if (vj == VJ) CU_LAUNCH("k_attn_part_ext", k_attn_part_ext<VJ>, grid, ATTN_WARPS * 32, ep.smem, *a, t0, n, n_chunks, \
+                            c_first, ep.nt, ep.hb, ep.n_slices)
+            PART(2); PART(4); PART(8); PART(EXT_VJ_MAX);
+#undef PART
+        }
         const unsigned mt = a->H >= 32 ? 1024 : 32 * a->H;  // a warp per head
         CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, *a, t0, n_chunks, act,
                   quantize);

@@ -20,9 +20,13 @@
 // (host routing) is still right, only less of it is captured. The first pass of a shape is never
 // captured: it grows the scratch.
 //
+// Attention takes every option of the op (attn.cu): sliding windows and sinks (gpt-oss), MLA's
+// latent cache (keys only: kv_create gets head_dim_v 0) and the indexer's mask (deepseek2,
+// glm-dsa), keys and values of different widths.
+//
 // Not here yet (the ops stay NULL, and forward.c refuses such a model at open with one line):
-// copy and the MLA attention (deepseek2), swiglu_oai, sinks and sliding windows (gpt-oss),
-// layernorm and the indexer; RoPE with YaRN or the NORM pair layout gives one error line.
+// copy (MLA's queries), swiglu_oai (gpt-oss), layernorm and the indexer; RoPE with YaRN or the
+// NORM pair layout gives one error line.
 #include "backend/cuda/backend_cuda.h"
 
 #include <stdlib.h>
@@ -574,12 +578,11 @@ static size_t cuda_be_kv_bytes(void *vctx, const void *vkv)
 static int attention(struct cuda_ctx *c, const struct strata_attn_op *op, const struct strata_attn_rope_op *rope)
 {
     const struct strata_batch *b = op->batch;
-    const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = (size_t)op->n_head_kv * op->head_dim_v;
-    if (op->latent_kv || op->n_swa || op->sinks || op->visible || KD != VD) {
-        strata_log_error("cuda backend: attention with %s has no CUDA kernel yet (use --backend cpu)",
-                         op->latent_kv ? "a latent KV cache (MLA)" : op->n_swa ? "a sliding window"
-                         : op->sinks ? "sinks" : op->visible ? "an indexer mask" : "keys and values of different widths");
-        return STRATA_EUNSUP;
+    // MLA caches only keys ([latent | rope key] rows); the values are the latent in them
+    const size_t KD = (size_t)op->n_head_kv * op->head_dim_k, VD = op->latent_kv ? 0 : (size_t)op->n_head_kv * op->head_dim_v;
+    if (rope && (op->latent_kv || op->n_swa || op->sinks || op->visible || KD != VD)) {
+        strata_log_error("cuda backend: attention_rope takes plain attention with keys and values of one width");
+        return STRATA_EARG;
     }
     int rc = 0;
     // the output rounded for the product that follows (it then skips its own rounding)
@@ -601,7 +604,7 @@ static int attention(struct cuda_ctx *c, const struct strata_attn_op *op, const 
         const struct cuda_kv *kv = sq->kv;
         const size_t elt = kv->f16 ? 2 : 4;
         char *kc = (char *)kv->k + (size_t)op->kv_slot * sq->n_ctx * KD * elt;
-        char *vc = (char *)kv->v + (size_t)op->kv_slot * sq->n_ctx * VD * elt;
+        char *vc = VD ? (char *)kv->v + (size_t)op->kv_slot * sq->n_ctx * VD * elt : NULL;
         const int32_t *pos = b->pos + sq->tok0;
         if (rope) {
             struct strata_cuda_qk_rope r = {
@@ -621,16 +624,21 @@ static int attention(struct cuda_ctx *c, const struct strata_attn_op *op, const 
             }
             rc = strata_cuda_qk_rope_store(c->cu, &r);
         } else {
-            rc = strata_cuda_kv_store(c->cu, kc, vc, kv->f16, KD, op->k + (size_t)sq->tok0 * KD, KD,
-                                      op->v + (size_t)sq->tok0 * VD, VD, (uint32_t)KD, (uint32_t)VD, pos, sq->n_tok);
+            rc = strata_cuda_kv_store(c->cu, kc, vc, kv->f16, KD, VD, op->k + (size_t)sq->tok0 * KD, KD,
+                                      VD ? op->v + (size_t)sq->tok0 * VD : NULL, VD, (uint32_t)KD, (uint32_t)VD, pos,
+                                      sq->n_tok);
         }
         if (rc) break;
         const size_t OD = (size_t)op->n_head * op->head_dim_v;
+        const size_t vis_stride = op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx;
         struct strata_cuda_attn a = {
             .q = op->q + (size_t)sq->tok0 * op->q_tok_stride, .q_stride = op->q_tok_stride,
             .q_head_stride = (uint32_t)op->q_head_stride, .k = kc, .v = vc, .kv_f16 = kv->f16, .kv_stride = KD,
+            .v_stride = VD, .latent = op->latent_kv,
             .H = op->n_head, .Hkv = op->n_head_kv, .D = op->head_dim_k, .Dv = op->head_dim_v, .scale = op->scale,
-            .pos = pos, .n_tok = sq->n_tok, .max_pos = sq->pos0 + sq->n_tok - 1,
+            .n_swa = op->n_swa, .sinks = op->sinks,
+            .visible = op->visible ? op->visible + (size_t)sq->tok0 * vis_stride : NULL, .visible_stride = vis_stride,
+            .pos = pos, .n_tok = sq->n_tok, .max_pos = sq->pos0 + sq->n_tok - 1, .min_pos = sq->pos0,
             .out = op->out + (size_t)sq->tok0 * OD, .out_stride = OD, .scratch = c->attn_scratch,
         };
         struct strata_cuda_act rows;  // this sequence's rows of the rounded output

@@ -226,16 +226,18 @@ struct strata_cuda_qk_rope {
 int strata_cuda_qk_rope_store(struct strata_cuda *cu, const struct strata_cuda_qk_rope *r);
 
 // Causal attention over a KV cache: query token t (q at q + t * q_stride, H heads of D) attends
-// to positions 0 .. pos[t] of the cache (k at k + p * kv_stride + kvh * D, v likewise, F32 or
-// F16 elements), head h reads kv head h / (H / Hkv). out[t] = [H][Dv]. The result of a token
-// depends only on its own query and the cache: every token uses the same split of the positions
-// into chunks and the same order of merging them, whatever the batch.
+// to positions 0 .. pos[t] of the cache (k at k + p * kv_stride + kvh * D, v at v + p * v_stride +
+// kvh * Dv, F32 or F16 elements), head h reads kv head h / (H / Hkv). out[t] = [H][Dv]. The result
+// of a token depends only on its own query and the cache: every token uses the same split of the
+// positions into chunks and the same order of merging them, whatever the batch. The options are
+// backend.h's strata_attn_op's (zero: off): a sliding window, sinks, a visibility mask, MLA's
+// latent rows as values.
 struct strata_cuda_attn {
     const float *q; size_t q_stride;
     uint32_t q_head_stride;      // floats between query heads (0: D)
-    const void *k, *v;           // device cache of this layer
+    const void *k, *v;           // device cache of this layer (v unused with latent)
     bool kv_f16;
-    size_t kv_stride;            // elements between positions
+    size_t kv_stride;            // elements between positions of k
     uint32_t H, Hkv, D, Dv;
     float scale;
     const int32_t *pos;          // device [n_tok]
@@ -246,12 +248,21 @@ struct strata_cuda_attn {
     uint32_t gate_head_stride;   // floats between heads' gates (0: Dv)
     struct strata_cuda_act *act; // or NULL: the output rows also rounded into act (row = token)
     float *scratch;              // device, strata_cuda_attn_scratch_floats
+    // the options (after the plain fields, which keep their places for the plain kernel)
+    size_t v_stride;             // elements between positions of v (0: kv_stride)
+    bool latent;                 // MLA: the value of a position is the first Dv elements of its key row
+    uint32_t n_swa;              // sliding window: token at p sees c with p - c < n_swa (0: all)
+    const float *sinks;          // device [H] sink logits joining each head's softmax, or NULL
+    const uint8_t *visible;      // device: token t's row at visible + t * visible_stride, 0 hides a
+    size_t visible_stride;       //   position (the indexer's top-k), or NULL
+    int min_pos;                 // a lower bound of every pos[t] (0: unknown; skips chunks behind a window)
 };
 size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv);
 int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a);
-// Store n_tok rows of new keys and values into the cache at positions pos[t] (device), as F32
-// or F16 (round to nearest even).
-int strata_cuda_kv_store(struct strata_cuda *cu, void *k_cache, void *v_cache, bool f16, size_t kv_stride,
+// Store n_tok rows of new keys and values into the caches at positions pos[t] (device; rows
+// kc_stride and vc_stride elements apart), as F32 or F16 (round to nearest even). v_width 0: no
+// values (v_cache, v unused).
+int strata_cuda_kv_store(struct strata_cuda *cu, void *k_cache, void *v_cache, bool f16, size_t kc_stride, size_t vc_stride,
                          const float *k, size_t k_stride, const float *v, size_t v_stride, uint32_t k_width,
                          uint32_t v_width, const int32_t *pos, int n_tok);
 

@@ -287,31 +287,31 @@ int strata_cuda_norm_rope(struct strata_cuda *cu, float *x, size_t x_stride, int
 
 // ---- KV cache store ------------------------------------------------------------------------------------
 
-__global__ void k_kv_store(void *kc, void *vc, bool f16, size_t kv_stride, const float *k, size_t k_stride,
-                           const float *v, size_t v_stride, uint32_t kw, uint32_t vw, const int32_t *pos)
+__global__ void k_kv_store(void *kc, void *vc, bool f16, size_t kc_stride, size_t vc_stride, const float *k,
+                           size_t k_stride, const float *v, size_t v_stride, uint32_t kw, uint32_t vw, const int32_t *pos)
 {
     pdl_enter();
     const int t = blockIdx.x;
-    const size_t base = (size_t)pos[t] * kv_stride;
+    const size_t kbase = (size_t)pos[t] * kc_stride, vbase = (size_t)pos[t] * vc_stride;
     for (uint32_t i = threadIdx.x; i < kw; i += blockDim.x) {
         const float x = k[(size_t)t * k_stride + i];
-        if (f16) ((__half *)kc)[base + i] = __float2half_rn(x);
-        else ((float *)kc)[base + i] = x;
+        if (f16) ((__half *)kc)[kbase + i] = __float2half_rn(x);
+        else ((float *)kc)[kbase + i] = x;
     }
     for (uint32_t i = threadIdx.x; i < vw; i += blockDim.x) {
         const float x = v[(size_t)t * v_stride + i];
-        if (f16) ((__half *)vc)[base + i] = __float2half_rn(x);
-        else ((float *)vc)[base + i] = x;
+        if (f16) ((__half *)vc)[vbase + i] = __float2half_rn(x);
+        else ((float *)vc)[vbase + i] = x;
     }
 }
 
-int strata_cuda_kv_store(struct strata_cuda *cu, void *k_cache, void *v_cache, bool f16, size_t kv_stride,
+int strata_cuda_kv_store(struct strata_cuda *cu, void *k_cache, void *v_cache, bool f16, size_t kc_stride, size_t vc_stride,
                          const float *k, size_t k_stride, const float *v, size_t v_stride, uint32_t k_width,
                          uint32_t v_width, const int32_t *pos, int n_tok)
 {
     if (n_tok <= 0) return 0;
-    CU_LAUNCH("k_kv_store", k_kv_store, n_tok, 256, 0, k_cache, v_cache, f16, kv_stride, k, k_stride, v, v_stride, k_width,
-                                             v_width, pos);
+    CU_LAUNCH("k_kv_store", k_kv_store, n_tok, 256, 0, k_cache, v_cache, f16, kc_stride, vc_stride, k, k_stride, v,
+              v_stride, k_width, v_width, pos);
     return 0;
 }
 
