@@ -13,7 +13,13 @@
 //   - RMS norm, per-head norm + RoPE (with partial rotary and the M-RoPE mask), attention with F32
 //     and F16 caches (a token alone equals the same token in a prompt, bit for bit), routing top-k
 //     (the same experts as the host rule), the MoE combine, and the gated delta-net (a prompt in
-//     one chunk equals it in two, bit for bit).
+//     one chunk equals it in two, bit for bit);
+//   - the ops deepseek2, deepseek32, glm-dsa and gpt-oss add (ext.cu) against the CPU backend's
+//     functions: YaRN RoPE on NEOX pairs and on NORM pairs inside MLA heads (cos/sin within an ulp
+//     of glibc's), the clamped SwiGLU (within two ulp), LayerNorm bit for bit, the row copy, and the
+//     sparse-attention indexer bit for bit (Hadamard products, key cache, top-k masks with ties;
+//     decoded tokens equal to the same tokens in a prompt). Where the CPU's sums depend on its ISA,
+//     the reference is the AVX-512 order (16 lanes) whatever CPU runs the test.
 // Tolerances beyond the products come from float rounding of the same formula: norms, softmax,
 // exp/log/sin/cos of the GPU are within a few ulp of glibc's.
 //
@@ -51,10 +57,13 @@ int main(void)
 #include "backend/cpu/deltanet.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/ops_ext.h"
+#include "backend/cpu/rope_ext.h"
 #include "backend/cuda/cuda.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
 #include "strata.h"
+#include "model/rope_scaling.h"
 #include "tools/synth.h"
 #include "util/log.h"
 
@@ -997,6 +1006,280 @@ static void test_deltanet(uint32_t d, bool qwen35)
     case_result(name, f0);
 }
 
+
+// ---- the ops of deepseek2 / deepseek32 / glm-dsa / gpt-oss (ext.cu) -----------------------------------
+
+// Units in the last place between two floats of the same sign (0: the same bits).
+static uint32_t ulp_diff(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
+    return ia > ib ? (uint32_t)(ia - ib) : (uint32_t)(ib - ia);
+}
+
+// YaRN RoPE against the CPU backend's (rope_ext.c, as cpu.c calls it): gpt-oss's NEOX heads of 64
+// (base 150000, factor 32 over 4096 positions), or deepseek2's NORM rope part of 64 inside MLA query
+// heads of 192 (base 10000, factor 40, yarn_log_multiplier 0.1), positions up to 5000. The GPU's
+// cos/sin may differ from glibc's cosf/sinf by one ulp (ext.cuh), two after the YaRN factor (1.35
+// for gpt-oss): each value within 6e-7 of its pair's magnitude, at least 90% bit for bit; the dims
+// outside the rope part untouched.
+static void test_rope_ext(bool neox)
+{
+    const int f0 = g_failures;
+    const uint32_t H = 4, HS = neox ? 64 : 192, OFF = neox ? 0 : 128;  // the rope part at 128 of each MLA head
+    const int n_tok = 9;
+    const int32_t pos[9] = {0, 1, 2, 17, 300, 1000, 4095, 4096, 5000};
+    const struct strata_rope_scaling sc = {.yarn = true, .factor = neox ? 32.0f : 40.0f, .n_ctx_orig = 4096,
+                                           .yarn_log_mul = neox ? 0.0f : 1.0f, .mscale_all_dims_fix = !neox};
+    struct strata_rope_ext e;
+    strata_rope_ext_init(&e, 64, neox ? STRATA_ROPE_NEOX : STRATA_ROPE_NORM, neox ? 150000.0f : 10000.0f, &sc,
+                         neox ? 131072 : 163840);
+    const size_t n = (size_t)n_tok * H * HS;
+    float *x = xmalloc(n * 4), *y = xmalloc(n * 4), cs[64];
+    random_floats(x, n, 1.0f);
+    float *dx = dev_from(x, n * 4);
+    int32_t *dpos = dev_from(pos, sizeof pos);
+    const struct strata_cuda_rope_ext r = {.n_dims = 64, .neox = neox, .freq_scale = e.freq_scale,
+                                           .ext_factor = e.ext_factor, .theta_scale = e.theta_scale,
+                                           .corr_dims = {e.corr_dims[0], e.corr_dims[1]},
+                                           .mscale = strata_rope_ext_mscale(&e), .n_head = H, .tok_stride = H * HS,
+                                           .head_stride = HS};
+    CHECK(strata_cuda_rope_ext(g_cu, dx + OFF, n_tok, dpos, &r) == 0, "rope_ext");
+    fetch(y, dx, n * 4);
+    int bad = 0, exact = 0, rotated = 0;
+    for (int t = 0; t < n_tok; t++) {
+        strata_rope_ext_cache(cs, &e, pos[t]);
+        for (uint32_t h = 0; h < H; h++) {
+            float *v = x + ((size_t)t * H + h) * HS;
+            float in[64];
+            memcpy(in, v + OFF, sizeof in);
+            strata_rope_ext_apply(v + OFF, cs, &e);
+            const float *g = y + ((size_t)t * H + h) * HS;
+            for (uint32_t i = 0; i < HS; i++) {
+                if (i < OFF || i >= OFF + 64) {
+                    bad += memcmp(&g[i], &v[i], 4) != 0;
+                    continue;
+                }
+                const uint32_t j = i - OFF, mate = neox ? (j < 32 ? j + 32 : j - 32) : j ^ 1u;
+                const float mag = fabsf(in[j]) + fabsf(in[mate]);
+                bad += !(fabsf(g[i] - v[i]) <= 6e-7f * mag);
+                exact += ulp_diff(g[i], v[i]) == 0;
+                rotated++;
+            }
+        }
+    }
+    printf("    %d of %d rotated values bit for bit the CPU's\n", exact, rotated);
+    CHECK(bad == 0, "rope_ext: %d values differ (beyond 6e-7 of the pair, or outside the rope part)", bad);
+    CHECK(exact * 10 >= rotated * 9, "rope_ext: only %d of %d values bit for bit", exact, rotated);
+    strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dpos);
+    free(x), free(y);
+    case_result(neox ? "RoPE, YaRN on NEOX pairs (gpt-oss: base 150000, factor 32): the CPU's rope_ext"
+                     : "RoPE, YaRN on NORM pairs inside MLA heads of 192 (deepseek2: factor 40): the CPU's rope_ext",
+                f0);
+}
+
+// gpt-oss's clamped SwiGLU in place (most values past the clamp at 7 on one side or both) within two
+// ulp of strata_swiglu_oai (the GPU's exp is rounded once from double, glibc's expf not always: an
+// ulp there goes through a quotient and a product), and
+// LayerNorm (the indexer's key norm, rows of 128 and of 100: a tail past the 16-lane groups) in
+// place, bit for bit the CPU's 16-lane order.
+static void test_swiglu_oai_layernorm(void)
+{
+    const int f0 = g_failures;
+    const size_t n = 3000;
+    float *g = xmalloc(n * 4), *u = xmalloc(n * 4), *y = xmalloc(n * 4), *ref = xmalloc(n * 4);
+    random_floats(g, n, 6.0f), random_floats(u, n, 6.0f);
+    g[0] = 7.0f, g[1] = 7.5f, g[2] = -90.0f, g[3] = 100.0f, u[4] = -9.0f, u[5] = 12.0f;
+    float *dg = dev_from(g, n * 4), *du = dev_from(u, n * 4);
+    CHECK(strata_cuda_swiglu_oai(g_cu, dg, dg, du, n, 1.702f, 7.0f) == 0, "swiglu_oai");
+    fetch(y, dg, n * 4);
+    strata_swiglu_oai(ref, g, u, (uint32_t)n, 1.702f, 7.0f);
+    int bad = 0, off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t d = ulp_diff(y[i], ref[i]);
+        bad += d > 2, off += d != 0;
+    }
+    printf("    swiglu_oai: %d of %zu values an ulp or two from the CPU's\n", off, n);
+    CHECK(bad == 0, "swiglu_oai: %d values more than two ulp from the CPU's", bad);
+    strata_cuda_free(g_cu, dg), strata_cuda_free(g_cu, du);
+    free(g), free(u), free(y), free(ref);
+
+    for (uint32_t cols = 128; cols >= 100; cols -= 28) {
+        const int rows = 7;
+        float *x = xmalloc(rows * cols * 4), *w = xmalloc(cols * 4), *b = xmalloc(cols * 4);
+        float *out = xmalloc(rows * cols * 4), *want = xmalloc(cols * 4);
+        random_floats(x, rows * cols, 2.0f), random_floats(w, cols, 1.0f), random_floats(b, cols, 0.5f);
+        for (uint32_t i = 0; i < cols; i++) x[i] += 3.0f;  // a row far from zero mean
+        float *dx = dev_from(x, rows * cols * 4), *dw = dev_from(w, cols * 4), *db = dev_from(b, cols * 4);
+        CHECK(strata_cuda_layernorm(g_cu, dx, dx, dw, db, rows, cols, 1e-6f) == 0, "layernorm");
+        CHECK(strata_cuda_layernorm(g_cu, dx + cols, dx + cols, NULL, NULL, 1, cols, 0.0f) == 0, "layernorm");
+        fetch(out, dx, rows * cols * 4);
+        int diff = 0;
+        for (int r = 0; r < rows; r++) {
+            strata_layernorm(want, x + r * cols, w, b, cols, 1e-6f, 16);
+            if (r == 1) {  // normed twice: the second time without weight, bias or eps
+                float once[128];
+                memcpy(once, want, cols * 4);
+                strata_layernorm(want, once, NULL, NULL, cols, 0.0f, 16);
+            }
+            diff += memcmp(out + r * cols, want, cols * 4) != 0;
+        }
+        CHECK(diff == 0, "layernorm (n %u): %d rows differ from the CPU's (vl 16)", cols, diff);
+        strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dw), strata_cuda_free(g_cu, db);
+        free(x), free(w), free(b), free(out), free(want);
+    }
+    case_result("clamped SwiGLU (gpt-oss) within two ulp, LayerNorm (n 128, 100) bit for bit (16-lane order)", f0);
+}
+
+// The row copy of MLA's queries: the rope part of each head (64 of 192) into rows of 576.
+static void test_copy_rows(void)
+{
+    const int f0 = g_failures;
+    const int rows = 3 * 16;
+    const size_t xs = 192, ys = 576, n = 64;
+    float *x = xmalloc(rows * xs * 4), *y = xmalloc(rows * ys * 4), *g = xmalloc(rows * ys * 4);
+    random_floats(x, rows * xs, 1.0f), random_floats(y, rows * ys, 1.0f);
+    float *dx = dev_from(x, rows * xs * 4), *dy = dev_from(y, rows * ys * 4);
+    CHECK(strata_cuda_copy_rows(g_cu, dy + 512, ys, dx + 128, xs, rows, n) == 0, "copy_rows");
+    fetch(g, dy, rows * ys * 4);
+    for (int r = 0; r < rows; r++) memcpy(y + r * ys + 512, x + r * xs + 128, n * 4);
+    CHECK(memcmp(g, y, rows * ys * 4) == 0, "copy_rows: the rows differ");
+    strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dy);
+    free(x), free(y), free(g);
+    case_result("row copy (MLA's query rope part)", f0);
+}
+
+// The CPU backend's indexer steps for one sequence's tokens (strata_cpu_indexer), with the portable
+// functions in the 16-lane order of the AVX-512 builds: q, k, w rewritten, keys [n_ctx][d] stored at
+// the tokens' positions, then every token's mask row (vis_stride bytes apart, n_ctx written).
+static void idx_ref(float *q, float *k, float *w, float w_scale, float *keys, const int32_t *pos, int n_tok, int n_ctx,
+                    uint32_t H, uint32_t d, uint32_t top_k, uint8_t *vis, size_t vis_stride)
+{
+    float *hm = xmalloc((size_t)d * d * 4), *tmp = xmalloc(d * 4), *sc = xmalloc((size_t)n_ctx * 4);
+    int32_t *heap = xmalloc(top_k * 4);
+    strata_hadamard_init(hm, d);
+    for (int t = 0; t < n_tok; t++) {
+        for (uint32_t h = 0; h < H; h++) {
+            strata_hadamard_apply(tmp, q + ((size_t)t * H + h) * d, hm, d, (int)H, 16);
+            memcpy(q + ((size_t)t * H + h) * d, tmp, d * 4);
+        }
+        strata_hadamard_apply(tmp, k + (size_t)t * d, hm, d, 1, 16);
+        memcpy(k + (size_t)t * d, tmp, d * 4);
+        memcpy(keys + (size_t)pos[t] * d, tmp, d * 4);
+        if (w_scale != 0.0f)
+            for (uint32_t h = 0; h < H; h++) w[(size_t)t * H + h] *= w_scale;
+    }
+    for (int t = 0; t < n_tok; t++) {
+        const int n_kv = pos[t] + 1;
+        uint8_t *v = vis + (size_t)t * vis_stride;
+        strata_indexer_scores(sc, q + (size_t)t * H * d, w + (size_t)t * H, H, d, keys, d, n_kv, 16);
+        strata_top_k_mask(v, sc, n_kv, (int)top_k, heap);
+        memset(v + n_kv, 0, (size_t)(n_ctx - n_kv));
+    }
+    free(hm), free(tmp), free(sc), free(heap);
+}
+
+// Indexer inputs of n tokens with exact score ties: every fourth key is zero (score 0 at every
+// head: ReLU), every fourth a copy of the key before it (the same score as its neighbour), and head
+// weights of both signs (many scores <= 0, so that the k-th largest is often a tie).
+static void idx_inputs(float *q, float *k, float *w, int n, uint32_t H, uint32_t d)
+{
+    random_floats(q, (size_t)n * H * d, 1.0f);
+    random_floats(k, (size_t)n * d, 1.0f);
+    random_floats(w, (size_t)n * H, 1.0f);
+    for (int t = 0; t < n; t++) {
+        if (t % 4 == 0) memset(k + (size_t)t * d, 0, d * 4);
+        if (t % 4 == 2) memcpy(k + (size_t)t * d, k + (size_t)(t - 1) * d, d * 4);
+    }
+}
+
+// One device pass of the indexer over tokens [t0, t0 + n) of a sequence at positions t0.. (the
+// pass's rows of q, k, w and visible start at token t0 of the device buffers).
+static int idx_run(float *dq, float *dk, float *dw, float w_scale, float *dkeys, int32_t *dpos, uint8_t *dvis,
+                   float *dsc, int t0, int n, int n_ctx, uint32_t H, uint32_t d, uint32_t top_k)
+{
+    const struct strata_cuda_indexer p = {
+        .q = dq + (size_t)t0 * H * d, .k = dk + (size_t)t0 * d, .w = dw + (size_t)t0 * H, .w_scale = w_scale,
+        .keys = dkeys, .pos = dpos + t0, .n_tok = n, .n_ctx = n_ctx, .max_pos = t0 + n - 1, .n_head = H, .d = d,
+        .top_k = top_k, .visible = dvis + (size_t)t0 * n_ctx, .visible_stride = (size_t)n_ctx, .scores = dsc,
+    };
+    return strata_cuda_indexer(g_cu, &p);
+}
+
+// The lightning indexer (4 heads of 128, top 32) against the CPU's steps bit for bit: the Hadamard
+// products of q and k, the stored keys, the scaled head weights and every mask row, ties included
+// (zero keys, duplicated keys, weights of both signs). A prompt of 80 then 8 decoded tokens one at a
+// time; the same 88 tokens as one prompt give the decoded tokens' rows bit for bit; and a prompt of
+// 1,024 positions (top-32 of up to 1,024: the warp skips most positions, the heap takes the rest).
+static void test_indexer(void)
+{
+    const int f0 = g_failures;
+    enum { H = 4, D = 128, TOPK = 32, NP = 80, ND = 8, NA = NP + ND, NL = 1024, NCTX = 1100 };
+    const float ws = 1.0f / sqrtf((float)(D * H));
+    const size_t qn = (size_t)NL * H * D, kn = (size_t)NL * D, wn = (size_t)NL * H, vn = (size_t)NL * NCTX;
+    float *q = xmalloc(qn * 4), *k = xmalloc(kn * 4), *w = xmalloc(wn * 4), *keys = xmalloc((size_t)NCTX * D * 4);
+    float *gq = xmalloc(qn * 4), *gk = xmalloc(kn * 4), *gw = xmalloc(wn * 4), *gkeys = xmalloc((size_t)NCTX * D * 4);
+    uint8_t *vis = xmalloc(vn), *gvis = xmalloc(vn), *gvis2 = xmalloc(vn);
+    int32_t *pos = xmalloc(NL * 4);
+    for (int t = 0; t < NL; t++) pos[t] = t;
+    int32_t *dpos = dev_from(pos, NL * 4);
+    float *dkeys = dev((size_t)NCTX * D * 4), *dkeys2 = dev((size_t)NCTX * D * 4);
+    uint8_t *dvis = dev(vn), *dvis2 = dev(vn);
+    float *dsc = dev(strata_cuda_indexer_scratch_floats(NL, NL - 1) * 4);
+
+    // a prompt of 80, then 8 tokens one at a time
+    idx_inputs(q, k, w, NA, H, D);
+    float *dq = dev_from(q, (size_t)NA * H * D * 4), *dk = dev_from(k, (size_t)NA * D * 4);
+    float *dw = dev_from(w, (size_t)NA * H * 4);
+    float *dq2 = dev_from(q, (size_t)NA * H * D * 4), *dk2 = dev_from(k, (size_t)NA * D * 4);
+    float *dw2 = dev_from(w, (size_t)NA * H * 4);
+    poison(dkeys, (size_t)NCTX * D * 4), poison(dvis, vn), poison(dvis2, vn);
+    CHECK(idx_run(dq, dk, dw, ws, dkeys, dpos, dvis, dsc, 0, NP, NCTX, H, D, TOPK) == 0, "indexer prompt");
+    for (int t = NP; t < NA; t++)
+        CHECK(idx_run(dq, dk, dw, ws, dkeys, dpos, dvis, dsc, t, 1, NCTX, H, D, TOPK) == 0, "indexer decode");
+    CHECK(idx_run(dq2, dk2, dw2, ws, dkeys2, dpos, dvis2, dsc, 0, NA, NCTX, H, D, TOPK) == 0, "indexer one prompt");
+    idx_ref(q, k, w, ws, keys, pos, NA, NCTX, H, D, TOPK, vis, NCTX);
+    fetch(gq, dq, (size_t)NA * H * D * 4), fetch(gk, dk, (size_t)NA * D * 4), fetch(gw, dw, (size_t)NA * H * 4);
+    fetch(gkeys, dkeys, (size_t)NA * D * 4), fetch(gvis, dvis, (size_t)NA * NCTX);
+    CHECK(memcmp(gq, q, (size_t)NA * H * D * 4) == 0, "indexer: the queries' Hadamard products differ");
+    CHECK(memcmp(gk, k, (size_t)NA * D * 4) == 0, "indexer: the keys' Hadamard products differ");
+    CHECK(memcmp(gkeys, keys, (size_t)NA * D * 4) == 0, "indexer: the cached keys differ");
+    CHECK(memcmp(gw, w, (size_t)NA * H * 4) == 0, "indexer: the scaled head weights differ");
+    int bad = 0, ties = 0;
+    for (int t = 0; t < NA; t++) {
+        bad += memcmp(gvis + (size_t)t * NCTX, vis + (size_t)t * NCTX, NCTX) != 0;
+        int zeros_kept = 0;  // positions with a zero key selected although others with zero keys are not
+        for (int c = 0; c <= t && t >= TOPK; c += 4) zeros_kept += vis[(size_t)t * NCTX + c];
+        ties += zeros_kept > 0 && zeros_kept < t / 4 + 1;
+    }
+    printf("    %d of %d tokens choose between equal zero scores at the boundary\n", ties, NA);
+    CHECK(bad == 0, "indexer: %d of %d mask rows differ from the CPU's", bad, NA);
+    CHECK(ties > 0, "indexer: no token's top-k boundary fell between equal scores (the test lost its ties)");
+    fetch(gvis2, dvis2, (size_t)NA * NCTX);
+    CHECK(memcmp(gvis2 + (size_t)NP * NCTX, gvis + (size_t)NP * NCTX, (size_t)ND * NCTX) == 0,
+          "indexer: decoded tokens' masks differ from the same tokens in one prompt");
+    CHECK(cmp_dev(dq, dq2, (size_t)NA * H * D * 4) == 0, "indexer: decoded queries differ from the prompt's");
+    void *b1[] = {dq, dk, dw, dq2, dk2, dw2};
+    for (size_t i = 0; i < sizeof b1 / sizeof b1[0]; i++) strata_cuda_free(g_cu, b1[i]);
+
+    // a prompt of 1,024 positions
+    idx_inputs(q, k, w, NL, H, D);
+    dq = dev_from(q, qn * 4), dk = dev_from(k, kn * 4), dw = dev_from(w, wn * 4);
+    poison(dvis, vn);
+    CHECK(idx_run(dq, dk, dw, ws, dkeys, dpos, dvis, dsc, 0, NL, NCTX, H, D, TOPK) == 0, "indexer long prompt");
+    idx_ref(q, k, w, ws, keys, pos, NL, NCTX, H, D, TOPK, vis, NCTX);
+    fetch(gvis, dvis, vn);
+    bad = 0;
+    for (int t = 0; t < NL; t++) bad += memcmp(gvis + (size_t)t * NCTX, vis + (size_t)t * NCTX, NCTX) != 0;
+    CHECK(bad == 0, "indexer (1,024 positions): %d of %d mask rows differ from the CPU's", bad, NL);
+    void *b2[] = {dq, dk, dw, dpos, dkeys, dkeys2, dvis, dvis2, dsc};
+    for (size_t i = 0; i < sizeof b2 / sizeof b2[0]; i++) strata_cuda_free(g_cu, b2[i]);
+    free(q), free(k), free(w), free(keys), free(gq), free(gk), free(gw), free(gkeys), free(vis), free(gvis),
+        free(gvis2), free(pos);
+    case_result("indexer (4 x 128, top 32): Hadamard products, key cache, masks with ties = the CPU's (16 lanes); "
+                "decode = prompt",
+                f0);
+}
 
 // ---- fused kernels equal their parts ------------------------------------------------------------------
 
@@ -2110,6 +2393,11 @@ int main(int argc, char **argv)
     test_combine();
     test_deltanet(32, false);
     test_deltanet(128, true);
+    test_rope_ext(true);
+    test_rope_ext(false);
+    test_swiglu_oai_layernorm();
+    test_copy_rows();
+    test_indexer();
     strata_cuda_close(g_cu);
     test_attn_opts();
     test_backend();

@@ -4,7 +4,11 @@
 //   - dequant_unit equals the CPU's scalar dequantisation bit for bit;
 //   - a host walk of the kernels' scheme (units decoded to int8, integer dots per half, integer
 //     scales and mins, one float term per block, terms added in block order) matches the CPU's
-//     scalar dot products within (blocks + 8) * 1.2e-7 * 2 max|w| sum|x|.
+//     scalar dot products within (blocks + 8) * 1.2e-7 * 2 max|w| sum|x|;
+//   - the element operations of ext.cu (ext.cuh: YaRN RoPE, the clamped SwiGLU, LayerNorm, the
+//     Hadamard products, the indexer's scores as a warp adds them) against the CPU backend's
+//     functions: bit for bit in the 16-lane orders; what goes through cos/sin/exp within two ulp
+//     (glibc's float functions are not always correctly rounded, ext.cuh).
 // The GPU kernels themselves are tested on a GPU by test_cuda.
 #include <math.h>
 #include <stdio.h>
@@ -13,10 +17,14 @@
 #include <time.h>
 
 #include "backend/cuda/decode.cuh"
+#include "backend/cuda/ext.cuh"
 
 extern "C" {
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/ops_ext.h"
+#include "backend/cpu/rope_ext.h"
 #include "check.h"
+#include "model/rope_scaling.h"
 }
 
 static uint64_t g_rng;
@@ -114,6 +122,146 @@ static void check_type(const struct strata_kernels *ref)
     free(w), free(x), free(deq), free(xq);
 }
 
+// ---- the element operations of ext.cu (ext.cuh) against the CPU backend's -------------------------
+
+// Units in the last place between two floats of the same sign (0: the same bits).
+static uint32_t ulps(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
+    return ia > ib ? (uint32_t)(ia - ib) : (uint32_t)(ib - ia);
+}
+
+static float rnd(float std) { return std * strata_rng_normal(&g_rng); }
+
+// YaRN RoPE of gpt-oss (NEOX, base 150000, factor 32 over 4096) and of deepseek2's rope part (NORM,
+// base 10000, factor 40, yarn_log_multiplier 0.1): each cos/sin within two ulp of the CPU's cache
+// (glibc's cosf/sinf against the once-rounded double value, ext.cuh, times the YaRN factor), under
+// 5% not bit for bit, and the rotation with the CPU's cache bit for bit.
+static void check_rope_ext(void)
+{
+    const int f0 = g_failures;
+    for (int c = 0; c < 2; c++) {
+        const bool neox = c == 0;
+        const struct strata_rope_scaling sc = {.yarn = true, .factor = neox ? 32.0f : 40.0f, .n_ctx_orig = 4096,
+                                               .yarn_log_mul = neox ? 0.0f : 1.0f, .mscale_all_dims_fix = !neox,
+                                               .attn_factor = 0.0f};
+        struct strata_rope_ext e;
+        strata_rope_ext_init(&e, 64, neox ? STRATA_ROPE_NEOX : STRATA_ROPE_NORM, neox ? 150000.0f : 10000.0f, &sc,
+                             neox ? 131072 : 163840);
+        const struct strata_cuda_rope_ext r = {.n_dims = e.n_dims, .neox = neox, .freq_scale = e.freq_scale,
+                                               .ext_factor = e.ext_factor, .theta_scale = e.theta_scale,
+                                               .corr_dims = {e.corr_dims[0], e.corr_dims[1]},
+                                               .mscale = strata_rope_ext_mscale(&e), .n_head = 1, .tok_stride = 64,
+                                               .head_stride = 64};
+        int n = 0, off1 = 0, bad = 0, bad_rot = 0;
+        for (int p = 0; p <= 5000; p += p < 64 ? 1 : 37) {
+            float cs[64], x[64], y[64];
+            strata_rope_ext_cache(cs, &e, p);
+            for (uint32_t i = 0; i < 32; i++) {
+                float co, si;
+                rope_ext_cs(r, p, i, &co, &si);
+                // an ulp of cos or sin, scaled by mscale (1.35 for gpt-oss), can round to two
+                const uint32_t u0 = ulps(co, cs[2 * i]), u1 = ulps(si, cs[2 * i + 1]);
+                n += 2, off1 += (u0 != 0) + (u1 != 0), bad += (u0 > 2) + (u1 > 2);
+            }
+            for (int i = 0; i < 64; i++) x[i] = y[i] = rnd(1.0f);
+            strata_rope_ext_apply(x, cs, &e);
+            for (uint32_t i = 0; i < 32; i++)
+                rope_ext_rotate(y, neox ? i : 2 * i, neox ? 32 : 1, cs[2 * i], cs[2 * i + 1]);
+            bad_rot += memcmp(x, y, sizeof x) != 0;
+        }
+        printf("    rope %s: %d of %d cos/sin an ulp or two from the CPU's (glibc's float functions)\n",
+               neox ? "neox" : "norm", off1, n);
+        CHECK(bad == 0, "rope %d: %d cos/sin more than two ulp from the CPU's", c, bad);
+        CHECK(off1 * 20 < n, "rope %d: %d of %d cos/sin not the CPU's", c, off1, n);
+        CHECK(bad_rot == 0, "rope %d: %d rotations differ from the CPU's", c, bad_rot);
+    }
+    case_result("ext.cuh: YaRN RoPE (NEOX, NORM) against rope_ext.c", f0);
+}
+
+// The clamped SwiGLU within two ulp (an ulp of expf through the quotient and the product),
+// LayerNorm bit for bit (16 lanes).
+static void check_swiglu_layernorm(void)
+{
+    const int f0 = g_failures;
+    enum { N = 4096 };
+    static float g[N], u[N], y[N];
+    for (int i = 0; i < N; i++) g[i] = rnd(6.0f), u[i] = rnd(6.0f);  // many past the clamp at 7
+    g[0] = 7.0f, g[1] = 7.5f, u[2] = -9.0f, u[3] = 12.0f, g[4] = -80.0f, g[5] = 100.0f;
+    strata_swiglu_oai(y, g, u, N, 1.702f, 7.0f);
+    int off1 = 0, bad = 0;
+    for (int i = 0; i < N; i++) {
+        const uint32_t d = ulps(swiglu_oai_1(g[i], u[i], 1.702f, 7.0f), y[i]);
+        off1 += d != 0, bad += d > 2;  // an ulp of exp goes through a quotient and a product
+    }
+    CHECK(bad == 0, "swiglu_oai: %d values more than two ulp from the CPU's", bad);
+    printf("    swiglu_oai: %d of %d an ulp or two from the CPU's (glibc's expf)\n", off1, N);
+    const uint32_t sizes[] = {128, 100, 7, 2048};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        const uint32_t n = sizes[c];
+        float x[2048], w[2048], b[2048], ref[2048], part[128];
+        for (uint32_t i = 0; i < n; i++) x[i] = rnd(2.0f) + 0.5f, w[i] = rnd(1.0f), b[i] = rnd(1.0f);
+        strata_layernorm(ref, x, w, b, n, 1e-6f, 16);
+        const float mean = layernorm_mean(x, n);
+        for (uint32_t gi = 0; gi < n / 16; gi++) part[gi] = layernorm_group16(x + 16 * gi, mean);
+        const float scale = layernorm_scale(x, part, n, mean, 1e-6f);
+        int diff = 0;
+        for (uint32_t i = 0; i < n; i++) diff += ulps(layernorm_out(x[i], mean, scale, w, b, i), ref[i]) != 0;
+        CHECK(diff == 0, "layernorm n %u: %d values differ from the CPU's (vl 16)", n, diff);
+    }
+    case_result("ext.cuh: clamped SwiGLU, LayerNorm in the 16-lane order", f0);
+}
+
+// The Hadamard products (both orders) and the indexer's scores as a warp computes them (lane
+// shares, the shuffle tree, the tail) bit for bit against the CPU's 16-lane functions.
+static void check_indexer_math(void)
+{
+    const int f0 = g_failures;
+    enum { D = 128, H = 4, NKV = 50 };
+    static float hm[D * D], q[H * D], k[NKV * D], w[H], y[D], sc[NKV];
+    strata_hadamard_init(hm, D);
+    const float v = (float)(1.0 / sqrtf((float)D));
+    for (int i = 0; i < H * D; i++) q[i] = rnd(1.0f);
+    for (int i = 0; i < NKV * D; i++) k[i] = rnd(1.0f);
+    for (int h = 0; h < H; h++) w[h] = rnd(1.0f);
+    int bad = 0;
+    for (uint32_t i = 0; i < D; i++)
+        for (uint32_t j = 0; j < D; j++) bad += hadamard_at(i, j, v) != hm[i * D + j];
+    CHECK(bad == 0, "hadamard: %d entries differ from strata_hadamard_init's", bad);
+    for (int rows = 1; rows <= 2; rows++) {
+        strata_hadamard_apply(y, q, hm, D, rows, 16);
+        bad = 0;
+        for (uint32_t i = 0; i < D; i++) {
+            const hadamard_row hr = {i, v};
+            const float g = rows >= 2 ? dot_sgemm16(hr, q, D) : dot_vec16(hr, q, D);
+            bad += ulps(g, y[i]) != 0;
+        }
+        CHECK(bad == 0, "hadamard (%d rows a slice): %d of %d differ from the CPU's (vl 16)", rows, bad, D);
+    }
+    for (uint32_t d = 128; d >= 80; d -= 48) {  // 80: a tail of 16 past the 64-lane groups
+        strata_indexer_scores(sc, q, w, H, d, k, d, NKV, 16);
+        bad = 0;
+        for (int p = 0; p < NKV; p++) {
+            float s = 0.0f;
+            for (int h = 0; h < H; h++) {
+                const float *qh = q + h * d, *kp = k + (size_t)p * d;
+                const uint32_t np = d & ~63u;
+                float lane[32];
+                for (int l = 0; l < 32; l++) lane[l] = dot_vec16_lane(qh, kp, np, l);
+                for (int o = 16; o >= 1; o /= 2)  // __shfl_down_sync: lane l takes lane l + o
+                    for (int l = 0; l + o < 32; l++) lane[l] = fadd_rn(lane[l], lane[l + o]);
+                float qk = lane[0];
+                for (uint32_t i = np; i < d; i++) qk = ffma_rn(qh[i], kp[i], qk);
+                s = indexer_acc(s, qk, w[h]);
+            }
+            bad += ulps(s, sc[p]) != 0;
+        }
+        CHECK(bad == 0, "indexer scores (d %u): %d of %d differ from the CPU's (vl 16)", d, bad, NKV);
+    }
+    case_result("ext.cuh: Hadamard products and indexer scores in the 16-lane orders", f0);
+}
+
 int main(int argc, char **argv)
 {
     g_rng = (uint64_t)time(NULL);
@@ -125,6 +273,9 @@ int main(int argc, char **argv)
 #define CASE(T) check_type<STRATA_TYPE_##T>(ref);
     STRATA_CUDA_QTYPES(CASE)
 #undef CASE
+    check_rope_ext();
+    check_swiglu_layernorm();
+    check_indexer_math();
     printf("%s\n", g_failures ? "FAILED" : "all passed");
     return g_failures ? 1 : 0;
 }

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "backend/backend.h"
+#include "backend/topk_heap.h"
 #include "backend/cpu/pool.h"
 #include "util/log.h"
 
@@ -108,58 +109,17 @@ void strata_indexer_scores_isa(enum strata_isa isa, float *score, const float *q
     }
 }
 
-// ggml_top_k is std::partial_sort over the positions with "a before b" = score[a] > score[b].
-// libstdc++ selects with a heap of the first k positions whose top is the weakest kept one; a
-// later position replaces the top only when strictly better. Which of several equal scores stay
-// therefore depends on the heap's layout (ReLU makes exact ties common: every score whose heads
-// are all negative is 0), so the same heap is rebuilt here: __make_heap, __adjust_heap,
-// __push_heap and __pop_heap of libstdc++'s stl_heap.h, on int indices.
-static inline bool topk_before(const float *sc, int32_t a, int32_t b) { return sc[a] > sc[b]; }
-
-static void heap_push(const float *sc, int32_t *h, int hole, int top, int32_t v)
-{
-    int parent = (hole - 1) / 2;
-    while (hole > top && topk_before(sc, h[parent], v)) {
-        h[hole] = h[parent];
-        hole = parent;
-        parent = (hole - 1) / 2;
-    }
-    h[hole] = v;
-}
-
-static void heap_adjust(const float *sc, int32_t *h, int hole, int len, int32_t v)
-{
-    const int top = hole;
-    int child = hole;
-    while (child < (len - 1) / 2) {
-        child = 2 * (child + 1);
-        if (topk_before(sc, h[child], h[child - 1])) child--;
-        h[hole] = h[child];
-        hole = child;
-    }
-    if ((len & 1) == 0 && child == (len - 2) / 2) {
-        child = 2 * (child + 1);
-        h[hole] = h[child - 1];
-        hole = child - 1;
-    }
-    heap_push(sc, h, hole, top, v);
-}
-
 void strata_top_k_mask(uint8_t *sel, const float *score, int n, int top_k, int32_t *heap)
 {
+    STRATA_ASSERT(top_k >= 1);  // the model loader refuses 0
     if (n <= top_k) {
         memset(sel, 1, (size_t)n);
         return;
     }
     // __heap_select(first, first + k, first + n): make_heap of the first k, then each later
-    // position strictly better than the top pops it
-    for (int i = 0; i < top_k; i++) heap[i] = i;
-    for (int parent = (top_k - 2) / 2; top_k >= 2; parent--) {
-        heap_adjust(score, heap, parent, top_k, heap[parent]);
-        if (parent == 0) break;
-    }
-    for (int32_t i = top_k; i < n; i++)
-        if (topk_before(score, i, heap[0])) heap_adjust(score, heap, 0, top_k, i);
+    // position strictly better than the top pops it (backend/topk_heap.h)
+    strata_topk_make(score, heap, top_k);
+    for (int32_t i = top_k; i < n; i++) strata_topk_offer(score, heap, top_k, i);
     memset(sel, 0, (size_t)n);
     for (int i = 0; i < top_k; i++) sel[heap[i]] = 1;
 }

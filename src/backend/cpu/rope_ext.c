@@ -11,17 +11,23 @@ static float yarn_ramp(float low, float high, int i0)
     return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
 }
 
+float strata_rope_ext_mscale(const struct strata_rope_ext *p)
+{
+    float mscale = p->attn_factor;
+    if (p->ext_factor != 0.0f) mscale *= fmaf(0.1f, logf(1.0f / p->freq_scale), 1.0f);
+    return mscale;
+}
+
 void strata_rope_ext_cache(float *cs, const struct strata_rope_ext *p, int pos)
 {
+    const float mscale = strata_rope_ext_mscale(p);
     float theta_extrap = (float)pos;
     for (uint32_t i0 = 0; i0 < p->n_dims; i0 += 2) {
         const float theta_interp = p->freq_scale * theta_extrap;
         float theta = theta_interp;
-        float mscale = p->attn_factor;
         if (p->ext_factor != 0.0f) {
             const float ramp_mix = yarn_ramp(p->corr_dims[0], p->corr_dims[1], (int)i0) * p->ext_factor;
             theta = fmaf(theta_interp, 1.0f - ramp_mix, theta_extrap * ramp_mix);
-            mscale *= fmaf(0.1f, logf(1.0f / p->freq_scale), 1.0f);
         }
         cs[i0] = cosf(theta) * mscale;
         cs[i0 + 1] = sinf(theta) * mscale;

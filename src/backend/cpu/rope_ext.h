@@ -14,6 +14,10 @@
 
 #include "backend/backend.h"
 
+// The factor cos and sin are scaled by: attn_factor, times 1 + 0.1 ln(1 / freq_scale) under YaRN
+// (libm's logf; the CUDA backend takes it from here so that the two use the same float).
+float strata_rope_ext_mscale(const struct strata_rope_ext *p);
+
 // cs[2i], cs[2i+1] = cos, sin of pair i at position pos, already scaled. [n_dims/2][2] floats.
 void strata_rope_ext_cache(float *cs, const struct strata_rope_ext *p, int pos);
 

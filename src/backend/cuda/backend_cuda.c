@@ -22,16 +22,15 @@
 //
 // Attention takes every option of the op (attn.cu): sliding windows and sinks (gpt-oss), MLA's
 // latent cache (keys only: kv_create gets head_dim_v 0) and the indexer's mask (deepseek2,
-// glm-dsa), keys and values of different widths.
-//
-// Not here yet (the ops stay NULL, and forward.c refuses such a model at open with one line):
-// copy (MLA's queries), swiglu_oai (gpt-oss), layernorm and the indexer; RoPE with YaRN or the
-// NORM pair layout gives one error line.
+// glm-dsa), keys and values of different widths. The other ops those architectures add (copy,
+// layernorm, swiglu_oai, the indexer, RoPE with YaRN and the NORM pair layout) are ext.cu's and
+// rows.cu's.
 #include "backend/cuda/backend_cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/rope_ext.h"
 #include "backend/cuda/cuda.h"
 #include "quant/quant.h"
 #include "util/log.h"
@@ -72,6 +71,8 @@ struct cuda_ctx {
     size_t pre_cap;
     struct act_block pre;            // that block (pre_valid: the next mm may take it as is)
     bool pre_valid;
+    float *idx_scores;               // device: the indexer's scores of one launch group
+    size_t idx_cap;                  // bytes
     bool graphs;                     // STRATA_CUDA_GRAPH=1
     bool capturing;                  // this pass is being captured
     uint64_t last_key;               // shape of the last pass (0: none)
@@ -507,10 +508,15 @@ static int cuda_be_rope(void *vctx, const struct strata_rope_op *op)
 {
     struct cuda_ctx *c = vctx;
     pre_drop(c);
-    if (op->ext) {
-        strata_log_error("cuda backend: RoPE with YaRN scaling or the NORM pair layout has no CUDA kernel yet "
-                         "(use --backend cpu)");
-        return STRATA_EUNSUP;
+    if (op->ext) {  // YaRN, the pair layout (n_rot and freq_base unused), as the CPU's rope_ext.c
+        const struct strata_rope_ext *e = op->ext;
+        const struct strata_cuda_rope_ext r = {
+            .n_dims = e->n_dims, .neox = e->mode == STRATA_ROPE_NEOX, .freq_scale = e->freq_scale,
+            .ext_factor = e->ext_factor, .theta_scale = e->theta_scale, .corr_dims = {e->corr_dims[0], e->corr_dims[1]},
+            .mscale = strata_rope_ext_mscale(e), .n_head = op->n_head, .tok_stride = op->tok_stride,
+            .head_stride = op->head_stride,
+        };
+        return strata_cuda_rope_ext(c->cu, op->x, op->n_tok, op->pos, &r);
     }
     struct strata_cuda_rope r = {.n_head = op->n_head, .D = op->n_rot, .n_rot = op->n_rot,
                                  .head_stride = (uint32_t)(op->head_stride ? op->head_stride : op->n_rot),
@@ -525,6 +531,8 @@ struct cuda_kv {
     void *k, *v;
     bool f16;
     size_t bytes;
+    float *ik;                       // the indexer's keys [idx_layers][n_ctx][idx_dim] F32, or NULL
+    uint32_t idx_layers, idx_dim;
 };
 
 static int cuda_be_kv_create(void *vctx, const struct strata_kv_params *p, void **out)
@@ -547,9 +555,17 @@ static int cuda_be_kv_create(void *vctx, const struct strata_kv_params *p, void 
     int rc = kv->k && (!vb || kv->v) ? 0 : STRATA_ENOMEM;
     if (rc == 0) rc = cuda_be_memset(vctx, kv->k, 0, kb ? kb : 64);
     if (rc == 0 && vb) rc = cuda_be_memset(vctx, kv->v, 0, vb);
+    const size_t ikb = (size_t)p->idx_layers * (size_t)p->n_ctx * p->idx_dim * sizeof(float);
+    if (rc == 0 && ikb) {
+        kv->idx_layers = p->idx_layers, kv->idx_dim = p->idx_dim;
+        kv->bytes += ikb;
+        kv->ik = cuda_be_alloc(vctx, ikb, "indexer keys");
+        rc = kv->ik ? cuda_be_memset(vctx, kv->ik, 0, ikb) : STRATA_ENOMEM;
+    }
     if (rc) {
         if (kv->k) cuda_be_release(vctx, kv->k);
         if (kv->v) cuda_be_release(vctx, kv->v);
+        if (kv->ik) cuda_be_release(vctx, kv->ik);
         free(kv);
         return rc;
     }
@@ -563,6 +579,7 @@ static void cuda_be_kv_free(void *vctx, void *vkv)
     if (!kv) return;
     if (kv->k) cuda_be_release(vctx, kv->k);
     if (kv->v) cuda_be_release(vctx, kv->v);
+    if (kv->ik) cuda_be_release(vctx, kv->ik);
     free(kv);
 }
 
@@ -699,6 +716,65 @@ static int cuda_be_swiglu(void *vctx, float *y, const float *g, const float *u, 
     int rc = strata_cuda_swiglu(c->cu, y, W, g, W, u, W, (int)full, W);
     if (rc == 0 && n % W)
         rc = strata_cuda_swiglu(c->cu, y + full * W, 0, g + full * W, 0, u + full * W, 0, 1, (uint32_t)(n % W));
+    return rc;
+}
+
+static int cuda_be_copy(void *vctx, float *y, size_t y_stride, const float *x, size_t x_stride, int n_rows, uint32_t n)
+{
+    struct cuda_ctx *c = vctx;
+    if (n_rows <= 0 || n == 0) return 0;
+    pre_clobber(c, y, ((size_t)(n_rows - 1) * y_stride + n) * sizeof(float));
+    return strata_cuda_copy_rows(c->cu, y, y_stride, x, x_stride, n_rows, n);
+}
+
+static int cuda_be_layernorm(void *vctx, float *y, const float *x, const float *w, const float *b, int n_rows,
+                             uint32_t n, float eps)
+{
+    struct cuda_ctx *c = vctx;
+    pre_drop(c);
+    return strata_cuda_layernorm(c->cu, y, x, w, b, n_rows, n, eps);
+}
+
+static int cuda_be_swiglu_oai(void *vctx, float *y, const float *g, const float *u, size_t n, float alpha,
+                              float limit)
+{
+    struct cuda_ctx *c = vctx;
+    pre_drop(c);
+    return strata_cuda_swiglu_oai(c->cu, y, g, u, n, alpha, limit);
+}
+
+// The indexer of each sequence of the pass on its own keys (the sequence's KV cache, layer
+// idx_slot of its indexer rows), the scores in a scratch that grows with the longest context.
+static int cuda_be_indexer(void *vctx, const struct strata_indexer_op *op)
+{
+    struct cuda_ctx *c = vctx;
+    const struct strata_batch *b = op->batch;
+    int rc = 0;
+    pre_drop(c);
+    for (int s = 0; s < b->n_seq && rc == 0; s++) {
+        const struct strata_seq *sq = &b->seq[s];
+        const struct cuda_kv *kv = sq->kv;
+        if (sq->n_tok <= 0) continue;
+        if (!kv || op->idx_slot >= kv->idx_layers || op->d != kv->idx_dim) {
+            strata_log_error("cuda backend: indexer: layer %u of %u-float keys, the KV cache has %u layers of %u",
+                             op->idx_slot, op->d, kv ? kv->idx_layers : 0, kv ? kv->idx_dim : 0);
+            return STRATA_EARG;
+        }
+        const int max_pos = sq->pos0 + sq->n_tok - 1;
+        const size_t stride = op->visible_stride ? op->visible_stride : (size_t)sq->n_ctx;
+        rc = grow(c, (void **)&c->idx_scores, &c->idx_cap,
+                  strata_cuda_indexer_scratch_floats(sq->n_tok, max_pos) * sizeof(float), "indexer scores");
+        if (rc) break;
+        const size_t t0 = (size_t)sq->tok0;
+        const struct strata_cuda_indexer p = {
+            .q = op->q + t0 * op->n_head * op->d, .k = op->k + t0 * op->d, .w = op->w + t0 * op->n_head,
+            .w_scale = op->w_scale, .keys = kv->ik + (size_t)op->idx_slot * sq->n_ctx * op->d, .pos = b->pos + t0,
+            .n_tok = sq->n_tok, .n_ctx = sq->n_ctx, .max_pos = max_pos, .n_head = op->n_head, .d = op->d,
+            .top_k = op->top_k, .visible = op->visible + t0 * stride, .visible_stride = stride,
+            .scores = c->idx_scores,
+        };
+        rc = strata_cuda_indexer(c->cu, &p);
+    }
     return rc;
 }
 
@@ -881,11 +957,10 @@ static const struct strata_backend_i g_cuda_iface = {
     .add = cuda_be_add,
     .mul_sigmoid = cuda_be_mul_sigmoid,
     .moe_combine = cuda_be_moe_combine,
-    // deepseek2 / gpt-oss ops: not yet
-    .copy = NULL,
-    .layernorm = NULL,
-    .swiglu_oai = NULL,
-    .indexer = NULL,
+    .copy = cuda_be_copy,
+    .layernorm = cuda_be_layernorm,
+    .swiglu_oai = cuda_be_swiglu_oai,
+    .indexer = cuda_be_indexer,
     .route = cuda_be_route,
     .rmsnorm_q = cuda_be_rmsnorm_q,
     .moe = cuda_be_moe,

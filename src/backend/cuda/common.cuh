@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <math.h>
 #include <stdint.h>
 
 #include <atomic>  // before include/strata.h (through util/log.h), which names std::atomic_bool in C++
@@ -213,6 +214,34 @@ HD float fadd_rn(float a, float b)
     return __fadd_rn(a, b);
 #else
     return a + b;
+#endif
+}
+
+HD float fdiv_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+
+// One rounding of a * b + c (the host's fmaf is the correctly rounded one too).
+HD float ffma_rn(float a, float b, float c)
+{
+#ifdef __CUDA_ARCH__
+    return __fmaf_rn(a, b, c);
+#else
+    return fmaf(a, b, c);
+#endif
+}
+
+HD float fsqrt_rn(float a)
+{
+#ifdef __CUDA_ARCH__
+    return __fsqrt_rn(a);
+#else
+    return sqrtf(a);
 #endif
 }
 

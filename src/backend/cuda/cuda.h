@@ -311,6 +311,55 @@ int strata_cuda_deltanet(struct strata_cuda *cu, const struct strata_cuda_deltan
 // pos[i] += delta on the device (a captured decode step moves its own position forward).
 int strata_cuda_pos_advance(struct strata_cuda *cu, int32_t *pos, int n, int delta);
 
+// ---- the ops of deepseek2 / deepseek32 / glm-dsa / gpt-oss (ext.cu) ---------------------------------
+// Each follows the CPU backend's order of float operations (backend/cpu/rope_ext.c, ops_ext.c; for
+// the sums whose order depends on the CPU's ISA, the AVX-512 builds': 16 float lanes).
+
+// RoPE with YaRN in either pair layout (backend.h's strata_rope_ext) on n_dims dims of n_head heads
+// per token: head h of token t at x + t * tok_stride + h * head_stride (x may point inside a head,
+// MLA's rope part), position pos[t] (device).
+struct strata_cuda_rope_ext {
+    uint32_t n_dims;             // even, at most 2048
+    bool neox;                   // pairs (i, i + n_dims/2); else (2i, 2i+1)
+    float freq_scale, ext_factor, theta_scale;
+    float corr_dims[2];
+    float mscale;                // strata_rope_ext_mscale (libm's logf, on the host)
+    uint32_t n_head;
+    size_t tok_stride, head_stride;
+};
+int strata_cuda_rope_ext(struct strata_cuda *cu, float *x, int n_tok, const int32_t *pos,
+                         const struct strata_cuda_rope_ext *r);
+
+// gpt-oss's clamped SwiGLU over n floats (y may be g): x = min(g, limit),
+// y = x / (1 + exp(-alpha x)) * (clamp(u, -limit, limit) + 1).
+int strata_cuda_swiglu_oai(struct strata_cuda *cu, float *y, const float *g, const float *u, size_t n, float alpha,
+                           float limit);
+
+// LayerNorm of n_rows contiguous rows of n (y may be x): (x - mean) / sqrt(var + eps) * w + b, w and
+// b device [n] or NULL, the sums in ggml_norm's order for 16 lanes.
+int strata_cuda_layernorm(struct strata_cuda *cu, float *y, const float *x, const float *w, const float *b,
+                          int n_rows, uint32_t n, float eps);
+
+// The sparse-attention indexer of one sequence's tokens (backend.h's strata_indexer_op): q and k
+// multiplied by the d x d Walsh-Hadamard matrix, k stored at its position in keys, then per token
+// the scores of positions 0 .. pos[t] and the top-k mask of libstdc++'s heap selection
+// (backend/topk_heap.h), written over n_ctx bytes of its visible row.
+struct strata_cuda_indexer {
+    float *q;                    // device [n_tok][n_head][d], rewritten with its product
+    float *k;                    // device [n_tok][d], likewise
+    float *w;                    // device [n_tok][n_head], multiplied by w_scale in place (0: as is)
+    float w_scale;
+    float *keys;                 // device [n_ctx][d]: the sequence's rows of this indexer layer
+    const int32_t *pos;          // device [n_tok]
+    int n_tok, n_ctx, max_pos;   // max_pos: the largest pos[t] (sizes the scores), < n_ctx
+    uint32_t n_head, d, top_k;   // d a power of two >= 16; 1 <= top_k <= 12288
+    uint8_t *visible;            // device: token t's row at visible + t * visible_stride
+    size_t visible_stride;
+    float *scores;               // device scratch of strata_cuda_indexer_scratch_floats floats
+};
+size_t strata_cuda_indexer_scratch_floats(int n_tok, int max_pos);
+int strata_cuda_indexer(struct strata_cuda *cu, const struct strata_cuda_indexer *p);
+
 // ---- rows (rows.cu): the strided forms the backend interface asks for ----------------------------
 
 // y[r * y_stride + i] += x[r * x_stride + i] for n_rows rows of n (x_stride 0: a bias on every row).
