@@ -79,13 +79,29 @@ compare_one() {
     if [ "$(cat "$res/$name.sha256" 2>/dev/null)" != "$(cat "$dir/$name.sha256")" ]; then
         echo "FAIL $name: the model synthesized there differs from here (sha256)"; fail=1; return
     fi
+    # "flips": a quantized model of an architecture whose routing or attention makes discrete
+    # choices on near-equal scores (deepseek2's expert groups, the indexer's top-k). The GPU's dot
+    # products add their terms in another order than ggml's AVX-512 code, so a near-tie can fall
+    # the other way and move that one position a lot, as it does between strata's own CPU levels
+    # (scalar against AVX-512, test_cuda's end-to-end cases on the H200: deepseek32 Q8_0 20 of 48
+    # positions over 2e-2, at most 0.28; glm-dsa tiny-5.2 Q4_K 2, 0.25; deepseek2 Q4_K 1, 0.13).
+    # Judged as test_cuda judges the GPU against the CPU: at least half the positions within the
+    # tolerance, every position within 0.5, argmax up to near ties; greedy likewise.
+    local flips=0 bound
+    [ "$tol" = flips ] && { flips=1; tol=2e-2; }
     if [ "$tol" != 1e-4 ]; then
         ties=1
         self=$(node tests/compare_logits.mjs "$dir/$name.llama1.f32" "$dir/$name.llama.f32" "$nv" 1 | tail -n 1 | parity_max_rel)
         tol=$(awk -v t="$tol" -v s="$self" 'BEGIN{printf "%.3g", (2 * s > t ? 2 * s : t)}')
     fi
-    out=$(STRATA_TIES=$ties node tests/compare_logits.mjs "$res/$name.cuda.f32" "$dir/$name.llama.f32" "$nv" "$tol")
-    local rc=$? cpu
+    bound=$tol
+    [ $flips = 1 ] && bound=0.5
+    out=$(STRATA_TIES=$ties STRATA_NEAR=$tol node tests/compare_logits.mjs "$res/$name.cuda.f32" "$dir/$name.llama.f32" "$nv" "$bound")
+    local rc=$? cpu near
+    if [ $flips = 1 ] && [ $rc -eq 0 ]; then
+        near=$(echo "$out" | tail -n 1 | sed -n 's/.* near=\([0-9]*\).*/\1/p')
+        [ $((2 * near)) -ge "$(echo "$out" | tail -n 1 | sed -n 's/^positions=\([0-9]*\).*/\1/p')" ] || rc=1
+    fi
     cpu=$(node tests/compare_logits.mjs "$res/$name.cuda.f32" "$dir/$name.cpu.f32" "$nv" 1 | tail -n 1 | parity_max_rel)
     echo "$name vs llama.cpp: $(echo "$out" | tail -n 1)  | vs strata CPU max_rel=$cpu"
     [ $rc -eq 0 ] || { echo "$out" | head -n 8; echo "FAIL $name: logits"; fail=1; }
@@ -111,10 +127,10 @@ compare_one() {
             let best = 0, diff = 0;
             for (let i = 0; i < nv; i++) { if (L[p * nv + i] > L[p * nv + best]) best = i; diff = Math.max(diff, Math.abs(L[p * nv + i] - S[p * nv + i])); }
             const gap = L[p * nv + best] - L[p * nv + t];
-            const ok = gap <= 2 * diff && worst <= tol;
+            const ok = gap <= 2 * diff && worst <= tol;  // tol: the bound (0.5 for "flips")
             console.log((ok ? "ok" : "bad") + ` llama.cpp ranks our token ${t} ${gap === 0 ? "first" : "below " + best + " by " + gap.toExponential(2)}, max diff ${diff.toExponential(2)}, max_rel up to there ${worst.toExponential(2)}`);
             ' "$res/$name.forced.cuda.f32" "$dir/$name.forced.llama.f32" "$nv" $((15 + k)) \
-            "$(node -e 'console.log(JSON.parse(process.argv[1])[process.argv[2]])' "$ours" "$k")" "$tol")
+            "$(node -e 'console.log(JSON.parse(process.argv[1])[process.argv[2]])' "$ours" "$k")" "$bound")
         local frc=0
         if [ $frc = 0 ] && [ "${verdict%% *}" = ok ]; then
             echo "$name greedy: $k tokens identical, then parted where $verdict"
