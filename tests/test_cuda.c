@@ -1644,8 +1644,9 @@ static void bench_decode(uint32_t type, uint32_t n_layer)
     free(s.l);
 }
 
-// Attention alone on the qwen3-30b-a3b shape (32 query heads, 4 KV heads of 128, F32 cache): one
-// decode token at several positions and a 512-token prompt pass, us per call (median).
+// Attention alone on the qwen3-30b-a3b shape (32 query heads, 4 KV heads of 128, F32 cache) and
+// MLA's (DeepSeek-V3: 128 heads over one latent head of 576, both of its kernels): one decode
+// token at several positions and a 512-token prompt pass, us per call (median).
 struct attn_bench {
     struct strata_cuda_attn a;
 };
@@ -1679,17 +1680,24 @@ static void bench_attention(void)
     const uint32_t HM = 128, DM = 576, DVM = 512;
     float *lk = dev_floats((size_t)n_ctx * DM, 1.0f), *mq = dev_floats((size_t)512 * HM * DM, 1.0f);
     float *mout = dev((size_t)512 * HM * DVM * 4), *mscr = dev(strata_cuda_attn_scratch_floats(512, n_ctx, HM, DVM) * 4);
-    printf("attention, MLA: 128 heads over one latent KV head of 576 (values 512), F32 cache\n");
-    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
-        struct attn_bench m = {{.q = mq, .q_stride = HM * DM, .k = lk, .kv_stride = DM, .latent = true, .H = HM, .Hkv = 1,
-                                .D = DM, .Dv = DVM, .scale = 0.0417f, .pos = dpos + at[i], .n_tok = 1, .max_pos = at[i],
-                                .min_pos = at[i], .out = mout, .out_stride = HM * DVM, .scratch = mscr}};
-        printf("  decode at position %4d: %8.1f us\n", at[i], 1000.0f * time_ms(attn_bench_run, &m, 50));
+    // the latent kernel against the older one (k_attn_part_ext, STRATA_CUDA_MLA_OLD=1), one run
+    for (int old = 0; old < 2; old++) {
+        strata_cuda_set_mla_old(g_cu, old);
+        printf("attention, MLA: 128 heads over one latent KV head of 576 (values 512), F32 cache, %s\n",
+               old ? "k_attn_part_ext (STRATA_CUDA_MLA_OLD=1)" : "k_attn_mla");
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+            struct attn_bench m = {{.q = mq, .q_stride = HM * DM, .k = lk, .kv_stride = DM, .latent = true, .H = HM,
+                                    .Hkv = 1, .D = DM, .Dv = DVM, .scale = 0.0417f, .pos = dpos + at[i], .n_tok = 1,
+                                    .max_pos = at[i], .min_pos = at[i], .out = mout, .out_stride = HM * DVM,
+                                    .scratch = mscr}};
+            printf("  decode at position %4d: %8.1f us\n", at[i], 1000.0f * time_ms(attn_bench_run, &m, 50));
+        }
+        struct attn_bench m = {{.q = mq, .q_stride = HM * DM, .k = lk, .kv_stride = DM, .latent = true, .H = HM,
+                                .Hkv = 1, .D = DM, .Dv = DVM, .scale = 0.0417f, .pos = dpos, .n_tok = 512,
+                                .max_pos = 511, .out = mout, .out_stride = HM * DVM, .scratch = mscr}};
+        printf("  prompt of 512 from 0:     %8.1f us\n", 1000.0f * time_ms(attn_bench_run, &m, 5));
     }
-    struct attn_bench m = {{.q = mq, .q_stride = HM * DM, .k = lk, .kv_stride = DM, .latent = true, .H = HM, .Hkv = 1,
-                            .D = DM, .Dv = DVM, .scale = 0.0417f, .pos = dpos, .n_tok = 512, .max_pos = 511,
-                            .out = mout, .out_stride = HM * DVM, .scratch = mscr}};
-    printf("  prompt of 512 from 0:     %8.1f us\n", 1000.0f * time_ms(attn_bench_run, &m, 5));
+    strata_cuda_set_mla_old(g_cu, 0);
     strata_cuda_free(g_cu, lk), strata_cuda_free(g_cu, mq), strata_cuda_free(g_cu, mout), strata_cuda_free(g_cu, mscr);
     free(pos);
     fflush(stdout);

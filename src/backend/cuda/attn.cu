@@ -302,7 +302,183 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part_ext(const struct 
     }
 }
 
-// Merge the chunks of each head of one token (one warp per head): the chunks' weights
+// MLA's latent case (values: the first Dv floats of each key row; no V cache): chunks of MLA_CHUNK
+// positions, each block one chunk of one token for PB query heads at once, so a chunk's keys are
+// staged once for PB heads (not 16 (token, head) pairs) and a chunk's partial rows (Dv + 4 floats
+// per head) cover twice the positions. The chunk goes through shared memory MLA_SUB positions at a
+// time (the next sub-chunk's loads in flight in registers while the current one is computed), each
+// sub-chunk in three steps, every thread on register tiles instead of one scalar chain per lane:
+//   dots     thread: PB / 16 heads x 1 position, q . k in dimension order (one FMA chain each);
+//   softmax  warp: PB / 8 heads, lane = position: masked ones -inf, the running maximum and sum
+//            of the online softmax (the plain kernel's steps), the weights to shared memory;
+//   values   thread: 2 output dims x PB heads, o = o alpha, then + w v in position order.
+// A (token, head, chunk)'s operations depend only on its positions and the shape (the sub-chunks
+// are fixed by position; the heads per block, PB, change who computes, not what), so a token has
+// the same bits in any batch. A chunk the token sees nothing of (a mask hiding it whole) ends with
+// maximum -inf, sum 0 and output 0 (alpha is 0, not exp(-inf + inf), while the maximum is -inf).
+#define MLA_CHUNK 64     // positions per chunk (the split of the latent case, fixed)
+#define MLA_SUB 16       // positions staged at a time
+#define MLA_THREADS 256
+#define MLA_KREG 9       // float4 per thread of a staged sub-chunk: keys up to MLA_DMAX floats
+#define MLA_DMAX (MLA_KREG * MLA_THREADS * 4 / MLA_SUB)  // 576 (DeepSeek-V3, Kimi K2, GLM-5)
+#define MLA_DVMAX (2 * MLA_THREADS)                      // 512: two output dims per thread
+
+__device__ __forceinline__ void mla_fetch(const struct strata_cuda_attn &a, uint32_t D, int kvh, int s0, int ns,
+                                          float4 (&r)[MLA_KREG])
+{
+    const uint32_t D4 = D / 4;
+#pragma unroll
+    for (int j = 0; j < MLA_KREG; j++) {
+        const uint32_t g = threadIdx.x + j * MLA_THREADS;
+        if (g < (uint32_t)ns * D4)
+            r[j] = kv_load4(a.k, a.kv_f16, (size_t)(s0 + g / D4) * a.kv_stride + (size_t)kvh * D + 4 * (g % D4));
+    }
+}
+
+__device__ __forceinline__ void mla_stage(uint32_t D, int ns, const float4 (&r)[MLA_KREG], float *sk)
+{
+    const uint32_t D4 = D / 4;
+#pragma unroll
+    for (int j = 0; j < MLA_KREG; j++) {
+        const uint32_t g = threadIdx.x + j * MLA_THREADS;
+        if (g < (uint32_t)ns * D4) *(float4 *)(sk + (g / D4) * KSTRIDE(D) + 4 * (g % D4)) = r[j];
+    }
+}
+
+// One chunk of one token for the heads h0 .. h0 + hb - 1 (hb <= PB) of a KV head's group (grid:
+// chunks from c_first, Hkv x slices of hb heads, the pass's tokens). The scratch rows are
+// k_attn_part's, chunks of MLA_CHUNK.
+template <int PB>
+__global__ void __launch_bounds__(MLA_THREADS) k_attn_mla(const struct strata_cuda_attn a, int t_begin, int n_chunks,
+                                                          int c_first, int hb, int n_slices)
+{
+    static_assert(PB % 16 == 0 && PB <= 32, "heads per block: 16 or 32");
+    constexpr int QP = PB / 16;  // heads per thread in the dots
+    constexpr int SP = PB / 8;   // heads per warp in the softmax
+    pdl_enter();
+    extern __shared__ __align__(16) float sm[];
+    const uint32_t D = a.D, Dv = a.Dv, G = a.H / a.Hkv, ks = KSTRIDE(D);
+    const int chunk = c_first + blockIdx.x, kvh = blockIdx.y / n_slices, h0 = blockIdx.y % n_slices * hb;
+    const int nhb = min(hb, (int)G - h0), t = t_begin + blockIdx.z, pos = a.pos[t], lo = attn_lo(pos, a.n_swa);
+    const int p0 = chunk * MLA_CHUNK;
+    if (p0 > pos || p0 + MLA_CHUNK <= lo || nhb <= 0) return;  // the token does not reach this chunk
+    const int p1 = min(p0 + MLA_CHUNK, pos + 1);                 // positions p0 .. p1 - 1 staged
+    float *sq = sm;                     // [PB][D + 4] the heads' queries (zeros past nhb)
+    float *sk = sq + PB * ks;           // [MLA_SUB][D + 4] keys; the values are their first Dv
+    float *ss = sk + MLA_SUB * ks;      // [PB][MLA_SUB] dots
+    float *sp = ss + PB * MLA_SUB;      // [MLA_SUB][PB] weights
+    float *salpha = sp + MLA_SUB * PB;  // [PB] the outputs' rescale
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const uint32_t qh = a.q_head_stride ? a.q_head_stride : D;
+    for (uint32_t i = tid; i < PB * D; i += MLA_THREADS) {
+        const uint32_t hh = i / D, dd = i % D;
+        sq[hh * ks + dd] =
+            (int)hh < nhb ? a.q[(size_t)t * a.q_stride + (size_t)(kvh * G + h0 + hh) * qh + dd] : 0.0f;
+    }
+    float4 r[MLA_KREG];
+    mla_fetch(a, D, kvh, p0, min(MLA_SUB, p1 - p0), r);
+    // dots: position qpos of the sub-chunk, heads qrow + 16 k (a warp: 4 rows x 8 positions)
+    const int qpos = (lane & 7) + 8 * (warp & 1), qrow = (warp >> 1) * 4 + (lane >> 3);
+    float m[SP], l[SP];  // softmax: heads warp + 8 k
+#pragma unroll
+    for (int k = 0; k < SP; k++) {
+        m[k] = -INFINITY;
+        l[k] = 0.0f;
+    }
+    const bool pv = 2 * (uint32_t)tid < Dv;  // values: dims 2 tid, 2 tid + 1 of every head
+    float2 o[PB];
+#pragma unroll
+    for (int k = 0; k < PB; k++) o[k] = make_float2(0.0f, 0.0f);
+    for (int s0 = p0; s0 < p1; s0 += MLA_SUB) {
+        const int ns = min(MLA_SUB, p1 - s0);
+        __syncthreads();  // the previous sub-chunk's keys and weights read (and the queries staged)
+        mla_stage(D, ns, r, sk);
+        __syncthreads();
+        if (s0 + MLA_SUB < p1) mla_fetch(a, D, kvh, s0 + MLA_SUB, min(MLA_SUB, p1 - s0 - MLA_SUB), r);
+        {
+            // rows past ns hold older keys (or nothing): their dots are computed and never used
+            float acc[QP];
+#pragma unroll
+            for (int k = 0; k < QP; k++) acc[k] = 0.0f;
+            const float *kr = sk + qpos * ks;
+#pragma unroll 4
+            for (uint32_t dd = 0; dd < D; dd += 4) {
+                const float4 kv = *(const float4 *)(kr + dd);
+#pragma unroll
+                for (int k = 0; k < QP; k++) {
+                    const float4 qv = *(const float4 *)(sq + (qrow + 16 * k) * ks + dd);
+                    acc[k] = __fmaf_rn(qv.x, kv.x, acc[k]);
+                    acc[k] = __fmaf_rn(qv.y, kv.y, acc[k]);
+                    acc[k] = __fmaf_rn(qv.z, kv.z, acc[k]);
+                    acc[k] = __fmaf_rn(qv.w, kv.w, acc[k]);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < QP; k++) ss[(qrow + 16 * k) * MLA_SUB + qpos] = acc[k];
+        }
+        __syncthreads();
+        {
+            const int pl = s0 + lane;
+            bool seen = lane < ns && pl <= pos && pl >= lo;
+            if (seen && a.visible) seen = a.visible[(size_t)t * a.visible_stride + pl] != 0;
+#pragma unroll
+            for (int k = 0; k < SP; k++) {
+                const int hh = warp + 8 * k;
+                const float sc = seen ? __fmul_rn(ss[hh * MLA_SUB + lane], a.scale) : -INFINITY;
+                const float mx = fmaxf(m[k], warp_max(sc));
+                const float alpha = m[k] == -INFINITY ? 0.0f : expf(__fsub_rn(m[k], mx));  // o and l are 0 then
+                const float pr = seen ? expf(__fsub_rn(sc, mx)) : 0.0f;
+                l[k] = __fadd_rn(__fmul_rn(l[k], alpha), warp_sum(pr));
+                m[k] = mx;
+                if (lane < MLA_SUB) sp[lane * PB + hh] = pr;
+                if (lane == 0) salpha[hh] = alpha;
+            }
+        }
+        __syncthreads();
+        if (pv) {
+#pragma unroll
+            for (int k = 0; k < PB; k++) {
+                const float al = salpha[k];
+                o[k].x = __fmul_rn(o[k].x, al);
+                o[k].y = __fmul_rn(o[k].y, al);
+            }
+            // positions past the token's (ns ends at it) or hidden weigh +0: every sum stays as it is
+#pragma unroll 2
+            for (int pp = 0; pp < ns; pp++) {
+                const float2 v = *(const float2 *)(sk + pp * ks + 2 * tid);
+#pragma unroll
+                for (int g = 0; g < PB / 4; g++) {
+                    const float4 w = *(const float4 *)(sp + pp * PB + 4 * g);
+                    o[4 * g].x = __fmaf_rn(w.x, v.x, o[4 * g].x);
+                    o[4 * g].y = __fmaf_rn(w.x, v.y, o[4 * g].y);
+                    o[4 * g + 1].x = __fmaf_rn(w.y, v.x, o[4 * g + 1].x);
+                    o[4 * g + 1].y = __fmaf_rn(w.y, v.y, o[4 * g + 1].y);
+                    o[4 * g + 2].x = __fmaf_rn(w.z, v.x, o[4 * g + 2].x);
+                    o[4 * g + 2].y = __fmaf_rn(w.z, v.y, o[4 * g + 2].y);
+                    o[4 * g + 3].x = __fmaf_rn(w.w, v.x, o[4 * g + 3].x);
+                    o[4 * g + 3].y = __fmaf_rn(w.w, v.y, o[4 * g + 3].y);
+                }
+            }
+        }
+    }
+    const size_t cs = PART_STRIDE(Dv);
+    float *part = a.scratch + (((size_t)blockIdx.z * a.H + kvh * G + h0) * n_chunks + chunk) * cs;  // head h0's row
+    if (pv) {
+#pragma unroll
+        for (int k = 0; k < PB; k++)
+            if (k < nhb) *(float2 *)(part + (size_t)k * n_chunks * cs + 2 * tid) = o[k];
+    }
+#pragma unroll
+    for (int k = 0; k < SP; k++) {
+        const int hh = warp + 8 * k;
+        if (hh < nhb && lane == 0) {
+            part[(size_t)hh * n_chunks * cs + Dv] = m[k];
+            part[(size_t)hh * n_chunks * cs + Dv + 1] = l[k];
+        }
+    }
+}
+
+// Merge the chunks (of chunk_len positions) of each head of one token (one warp per head): the chunks' weights
 // exp(m_c - M) side by side in the lanes, the sum of l_c weighted in a fixed butterfly, each output
 // dimension summed over the chunks in chunk order; then the optional sigmoid gate, and the row
 // rounded to the output projection's format when asked. The chunks are those from the token's
@@ -312,15 +488,15 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part_ext(const struct 
 #define MERGE_CHUNKS 128 // chunks whose weights stay in shared memory (more: recomputed)
 __device__ __forceinline__ float chunk_weight(float m, float M) { return m == -INFINITY ? 0.0f : expf(__fsub_rn(m, M)); }
 
-__global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n_chunks, struct strata_cuda_act act,
-                             int quantize)
+__global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_attn a, int t_begin, int n_chunks,
+                                                     int chunk_len, struct strata_cuda_act act, int quantize)
 {
     extern __shared__ float row[];  // [H * Dv]
     __shared__ float wts[32][MERGE_CHUNKS];
     pdl_enter();
     const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const size_t tt = (size_t)(t_begin + t);
-    const int c_lo = attn_lo(a.pos[tt], a.n_swa) / ATTN_CHUNK, nc = a.pos[tt] / ATTN_CHUNK + 1 - c_lo;
+    const int c_lo = attn_lo(a.pos[tt], a.n_swa) / chunk_len, nc = a.pos[tt] / chunk_len + 1 - c_lo;
     const uint32_t ghs = a.gate_head_stride ? a.gate_head_stride : a.Dv;
     const size_t cs = PART_STRIDE(a.Dv);
     for (uint32_t h = warp; h < a.H; h += nw) {
@@ -384,6 +560,8 @@ int strata_cuda_attn_init(void)
 #define SET_SMEM(VJ) CU_TRY(cudaFuncSetAttribute(k_attn_part_ext<VJ>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX))
     SET_SMEM(2); SET_SMEM(4); SET_SMEM(8); SET_SMEM(EXT_VJ_MAX);
 #undef SET_SMEM
+    CU_TRY(cudaFuncSetAttribute(k_attn_mla<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
+    CU_TRY(cudaFuncSetAttribute(k_attn_mla<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
     CU_TRY(cudaFuncSetAttribute(k_attn_merge, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 4));
     return 0;
 }
@@ -451,6 +629,21 @@ static int ext_plan(const struct strata_cuda_attn *a, struct ext_plan *p)
     return 0;
 }
 
+// k_attn_mla's shared memory: PB queries and MLA_SUB keys of D (+ 4) floats, dots, weights, rescales.
+static size_t mla_smem(uint32_t D, int pb)
+{
+    return ((size_t)(pb + MLA_SUB) * KSTRIDE(D) + 2 * (size_t)pb * MLA_SUB + pb) * 4;
+}
+
+// k_attn_mla takes the latent case with keys up to MLA_DMAX floats and values up to MLA_DVMAX; it
+// depends on the shape only (and the A/B switch), never on the batch: it fixes the chunks.
+static bool mla_takes(const struct strata_cuda *cu, const struct strata_cuda_attn *a)
+{
+    return a->latent && !cu->mla_old && a->D <= MLA_DMAX && a->Dv <= MLA_DVMAX && mla_smem(a->D, 32) <= ATTN_SMEM_MAX;
+}
+
+void strata_cuda_set_mla_old(struct strata_cuda *cu, int old) { cu->mla_old = old != 0; }
+
 int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a)
 {
     if (a->n_tok <= 0) return 0;
@@ -461,7 +654,9 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
                          a->D, a->Dv, a->latent ? " (latent: values within the keys)" : "", a->kv_stride, vs);
         return STRATA_EARG;
     }
-    const int n_chunks = a->max_pos / ATTN_CHUNK + 1;
+    const bool mla = mla_takes(cu, a);
+    const int chunk_len = mla ? MLA_CHUNK : ATTN_CHUNK;
+    const int n_chunks = a->max_pos / chunk_len + 1;
     struct strata_cuda_act act;
     memset(&act, 0, sizeof act);
     int quantize = 0;
@@ -478,14 +673,17 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
         quantize = 1;
     }
     const int nt = a->n_tok < 4 ? 1 : ATTN_TOK;  // tokens per block (the same operations per token)
-    const bool plain = plain_takes(a, nt);
+    const bool plain = !mla && plain_takes(a, nt);
     struct ext_plan ep = {0, 0, 0, 0};
-    if (!plain) {
+    if (!plain && !mla) {
         const int rc = ext_plan(a, &ep);
         if (rc) return rc;
     }
     // chunks no token of the call reaches (behind every window) are not launched
-    const int c_first = plain || a->min_pos <= 0 ? 0 : attn_lo(a->min_pos, a->n_swa) / ATTN_CHUNK;
+    const int c_first = plain || a->min_pos <= 0 ? 0 : attn_lo(a->min_pos, a->n_swa) / chunk_len;
+    // k_attn_mla: PB heads per block (more blocks for a decode token, more reuse of keys in prompts)
+    const int pb = a->n_tok < 4 ? 16 : 32, G = (int)(a->H / a->Hkv);
+    const int mla_slices = (G + pb - 1) / pb, mla_hb = (G + mla_slices - 1) / mla_slices;
     const int vj = a->Dv <= 64 ? 2 : a->Dv <= 128 ? 4 : a->Dv <= 256 ? 8 : EXT_VJ_MAX;
     const int pass = attn_pass(a->n_tok, (size_t)n_chunks, a->H, a->Dv);
     for (int t0 = 0; t0 < a->n_tok; t0 += pass) {
@@ -500,6 +698,14 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
             PART(1, 0); PART(1, 64); PART(1, 128); PART(1, 256);
             PART(ATTN_TOK, 0); PART(ATTN_TOK, 64); PART(ATTN_TOK, 128); PART(ATTN_TOK, 256);
 #undef PART
+        } else if (mla) {
+            const dim3 grid(n_chunks - c_first, a->Hkv * mla_slices, n);
+            if (pb == 16)
+                CU_LAUNCH("k_attn_mla", k_attn_mla<16>, grid, MLA_THREADS, mla_smem(a->D, 16), *a, t0, n_chunks, c_first,
+                          mla_hb, mla_slices);
+            else
+                CU_LAUNCH("k_attn_mla", k_attn_mla<32>, grid, MLA_THREADS, mla_smem(a->D, 32), *a, t0, n_chunks, c_first,
+                          mla_hb, mla_slices);
         } else {
             const dim3 grid(n_chunks - c_first, a->Hkv * ep.n_slices, cdiv(n, ep.nt));
 #define PART(VJ)                                                                                                    \
@@ -509,8 +715,8 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
 #undef PART
         }
         const unsigned mt = a->H >= 32 ? 1024 : 32 * a->H;  // a warp per head
-        CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, *a, t0, n_chunks, act,
-                  quantize);
+        CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, *a, t0, n_chunks,
+                  chunk_len, act, quantize);
     }
     return 0;
 }

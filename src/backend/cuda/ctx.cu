@@ -200,6 +200,8 @@ int strata_cuda_open(struct strata_cuda **out, int device)
     snprintf(cu->name, sizeof cu->name, "%s", prop.name);
     const char *pdl = getenv("STRATA_CUDA_PDL");
     cu->pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+    const char *mla_old = getenv("STRATA_CUDA_MLA_OLD");
+    cu->mla_old = mla_old && strcmp(mla_old, "1") == 0;
     int rc = 0;
     if (cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreate(&cu->ev[0]) != cudaSuccess || cudaEventCreate(&cu->ev[1]) != cudaSuccess) {

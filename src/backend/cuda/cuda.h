@@ -259,6 +259,9 @@ struct strata_cuda_attn {
 };
 size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv);
 int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a);
+// MLA (latent) attention's kernel (A/B in tests and benchmarks): 0 k_attn_mla, 1 the older
+// k_attn_part_ext (also STRATA_CUDA_MLA_OLD=1 at open). Each gives a token the same bits in any batch.
+void strata_cuda_set_mla_old(struct strata_cuda *cu, int old);
 // Store n_tok rows of new keys and values into the caches at positions pos[t] (device; rows
 // kc_stride and vc_stride elements apart), as F32 or F16 (round to nearest even). v_width 0: no
 // values (v_cache, v unused).
