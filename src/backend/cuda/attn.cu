@@ -19,7 +19,9 @@
 // maximum, sum and weighted values. A chunk a token reaches but sees nothing of (window, mask)
 // leaves maximum -inf, sum 0 and output 0, which the merge weighs 0; the merge reads only the
 // chunks from the window's first on, so it never reads one the token did not write. Sinks join
-// the merge: the maximum and, as exp(sink - max), the sum.
+// the merge: the maximum and, as exp(sink - max), the sum. MLA's latent case (keys up to 576) has its
+// own chunk kernel, k_attn_mla (chunks of 64, 16 or 32 heads per block on register tiles); the
+// older path (k_attn_part_ext) stays for A/B behind STRATA_CUDA_MLA_OLD=1.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/common.cuh"
