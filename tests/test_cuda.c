@@ -2315,8 +2315,11 @@ static void test_backend(void)
         // MLA: the latent cache (320-wide keys, 256-wide values, 4 heads on one), YaRN on the NORM layout
         {"deepseek2", "tiny", "F32", true, true},
         {"deepseek2", "tiny", "Q4_K", false, true},
-        // the indexer's top-32 masks positions 32-47 of the 48; tiny-5.2 reuses it in block 3
-        {"deepseek32", "tiny", "Q8_0", true, true},
+        // the indexer's top-32 masks positions 32-47 of the 48; tiny-5.2 reuses it in block 3.
+        // deepseek32 in F32: quantized, a top-k or expert-group choice tipped by the dot products'
+        // order moves that token's keys in every later block, and 22-23 of the 48 positions passed
+        // 2e-2 on the H200 (strata's CPU levels among themselves: 20), at the rule's edge
+        {"deepseek32", "tiny", "F32", true, true},
         {"glm-dsa", "tiny", "F32", true, false},
         {"glm-dsa", "tiny-5.2", "Q4_K", false, true},
     };
