@@ -3,8 +3,10 @@
 #ifndef STRATA_TEST_CHECK_H
 #define STRATA_TEST_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int g_failures;
 
@@ -28,6 +30,14 @@ static inline void *xmalloc(size_t n)
             printf("\n");                                                          \
         }                                                                          \
     } while (0)
+
+// Units in the last place between two floats of the same sign (0: the same bits).
+static inline uint32_t ulp_diff(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
+    return ia > ib ? (uint32_t)(ia - ib) : (uint32_t)(ib - ia);
+}
 
 // "ok   NAME" or "FAIL NAME" for a case, given g_failures before it ran.
 static inline void case_result(const char *name, int failures_before)

@@ -1009,14 +1009,6 @@ static void test_deltanet(uint32_t d, bool qwen35)
 
 // ---- the ops of deepseek2 / deepseek32 / glm-dsa / gpt-oss (ext.cu) -----------------------------------
 
-// Units in the last place between two floats of the same sign (0: the same bits).
-static uint32_t ulp_diff(float a, float b)
-{
-    int32_t ia, ib;
-    memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
-    return ia > ib ? (uint32_t)(ia - ib) : (uint32_t)(ib - ia);
-}
-
 // YaRN RoPE against the CPU backend's (rope_ext.c, as cpu.c calls it): gpt-oss's NEOX heads of 64
 // (base 150000, factor 32 over 4096 positions), or deepseek2's NORM rope part of 64 inside MLA query
 // heads of 192 (base 10000, factor 40, yarn_log_multiplier 0.1), positions up to 5000. The GPU's

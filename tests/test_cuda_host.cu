@@ -124,14 +124,6 @@ static void check_type(const struct strata_kernels *ref)
 
 // ---- the element operations of ext.cu (ext.cuh) against the CPU backend's -------------------------
 
-// Units in the last place between two floats of the same sign (0: the same bits).
-static uint32_t ulps(float a, float b)
-{
-    int32_t ia, ib;
-    memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
-    return ia > ib ? (uint32_t)(ia - ib) : (uint32_t)(ib - ia);
-}
-
 static float rnd(float std) { return std * strata_rng_normal(&g_rng); }
 
 // YaRN RoPE of gpt-oss (NEOX, base 150000, factor 32 over 4096) and of deepseek2's rope part (NORM,
@@ -162,7 +154,7 @@ static void check_rope_ext(void)
                 float co, si;
                 rope_ext_cs(r, p, i, &co, &si);
                 // an ulp of cos or sin, scaled by mscale (1.35 for gpt-oss), can round to two
-                const uint32_t u0 = ulps(co, cs[2 * i]), u1 = ulps(si, cs[2 * i + 1]);
+                const uint32_t u0 = ulp_diff(co, cs[2 * i]), u1 = ulp_diff(si, cs[2 * i + 1]);
                 n += 2, off1 += (u0 != 0) + (u1 != 0), bad += (u0 > 2) + (u1 > 2);
             }
             for (int i = 0; i < 64; i++) x[i] = y[i] = rnd(1.0f);
@@ -192,7 +184,7 @@ static void check_swiglu_layernorm(void)
     strata_swiglu_oai(y, g, u, N, 1.702f, 7.0f);
     int off1 = 0, bad = 0;
     for (int i = 0; i < N; i++) {
-        const uint32_t d = ulps(swiglu_oai_1(g[i], u[i], 1.702f, 7.0f), y[i]);
+        const uint32_t d = ulp_diff(swiglu_oai_1(g[i], u[i], 1.702f, 7.0f), y[i]);
         off1 += d != 0, bad += d > 2;  // an ulp of exp goes through a quotient and a product
     }
     CHECK(bad == 0, "swiglu_oai: %d values more than two ulp from the CPU's", bad);
@@ -207,7 +199,7 @@ static void check_swiglu_layernorm(void)
         for (uint32_t gi = 0; gi < n / 16; gi++) part[gi] = layernorm_group16(x + 16 * gi, mean);
         const float scale = layernorm_scale(x, part, n, mean, 1e-6f);
         int diff = 0;
-        for (uint32_t i = 0; i < n; i++) diff += ulps(layernorm_out(x[i], mean, scale, w, b, i), ref[i]) != 0;
+        for (uint32_t i = 0; i < n; i++) diff += ulp_diff(layernorm_out(x[i], mean, scale, w, b, i), ref[i]) != 0;
         CHECK(diff == 0, "layernorm n %u: %d values differ from the CPU's (vl 16)", n, diff);
     }
     case_result("ext.cuh: clamped SwiGLU, LayerNorm in the 16-lane order", f0);
@@ -235,7 +227,7 @@ static void check_indexer_math(void)
         for (uint32_t i = 0; i < D; i++) {
             const hadamard_row hr = {i, v};
             const float g = rows >= 2 ? dot_sgemm16(hr, q, D) : dot_vec16(hr, q, D);
-            bad += ulps(g, y[i]) != 0;
+            bad += ulp_diff(g, y[i]) != 0;
         }
         CHECK(bad == 0, "hadamard (%d rows a slice): %d of %d differ from the CPU's (vl 16)", rows, bad, D);
     }
@@ -255,7 +247,7 @@ static void check_indexer_math(void)
                 for (uint32_t i = np; i < d; i++) qk = ffma_rn(qh[i], kp[i], qk);
                 s = indexer_acc(s, qk, w[h]);
             }
-            bad += ulps(s, sc[p]) != 0;
+            bad += ulp_diff(s, sc[p]) != 0;
         }
         CHECK(bad == 0, "indexer scores (d %u): %d of %d differ from the CPU's (vl 16)", d, bad, NKV);
     }
