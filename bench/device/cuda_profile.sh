@@ -4,6 +4,7 @@
 # decoded tokens; prints the time per kernel name (sum, count, mean) of the decode passes and
 # writes the raw CSV to $OUT/ncu.csv.
 #   BIN=DIR (strata built with CUDA=1)  TYPE=Q4_K  LAYERS=2  GEN=4  NCU_S=90
+#   NCU_ARGS (default --cache-control none: the activations stay in L2 between kernels, as in a run)
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}; mkdir -p "$out"
@@ -14,7 +15,7 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 w=$(mktemp -d)
 "$bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "${LAYERS:-2}" --type "${TYPE:-Q4_K}" \
     -o "$w/m.gguf" --no-progress || exit 0
-timeout "${NCU_S:-90}" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+timeout "${NCU_S:-90}" "$ncu" --clock-control none ${NCU_ARGS:---cache-control none} --metrics gpu__time_duration.sum --csv \
     "$bin/strata" run -m "$w/m.gguf" --prompt-tokens 1,2,3,4,5,6,7,8 -n "${GEN:-4}" --temp 0 --ignore-eos -c 256 \
     --backend cuda > "$out/ncu.csv" 2> "$out/ncu.err"
 echo "cuda_profile: ncu rc=$?, $(wc -l < "$out/ncu.csv") lines"

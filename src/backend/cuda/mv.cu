@@ -6,7 +6,7 @@
 // registers and takes its integer dot with the activation (dp4a); the integer sums of a block are
 // combined exactly across the lanes that share it, each block gives one float term (common.cuh),
 // and one lane per token adds the terms in block order. Float weights (F32/F16/BF16) use a plain
-// FMA loop per lane and a fixed butterfly.
+// FMA loop per lane and a fixed butterfly, rows of 2,048 or more in four parts (MV_FPARTS).
 //
 // Routed experts: w_table[w_ids[t]] picks each token row's matrix (one launch for all experts of a
 // layer); gate and up of SwiGLU run together (w2), giving silu(gate) * up; the down projection can
@@ -267,10 +267,20 @@ __device__ __forceinline__ bool x_aligned(const struct strata_cuda_act &x, size_
     return ((uintptr_t)(x.h + xrow * x.n_in) & 7) == 0;
 }
 
-// Lane i gets token i's dot. Lane l takes the groups of four elements l, l + 32, ... (each group's
-// products added in element order, wide loads where the rows are aligned), then a fixed butterfly.
+// Float rows are cut into MV_FPARTS(n_in) parts of consecutive groups of four elements (a pure
+// function of the row's width, so that every kernel and batch adds a row the same way): k_mv gives
+// each part a warp of the row's block (a short chain of loads each, where one warp per row left the
+// router's 128 rows of 2,048 on a quarter of the multiprocessors), k_mv_moe_down's single warp
+// takes the parts one after another; the parts' sums are added in part order.
+#define MV_FPARTS(n_in) ((n_in) >= 2048 ? MV_WARPS : 1)
+
+// Part p of P of a float row: lane i gets token i's sum of the part. Lane l takes the part's groups
+// of four elements l, l + 32, ... (each group's products added in element order, wide loads where
+// the rows are aligned), then a fixed butterfly; the last n_in % 4 elements belong to the group
+// right after the last whole one (in the last part).
 template <int T, int NT>
-__device__ __forceinline__ float mv_row_f(const uint8_t *row, const struct mm_args &a, const int *xr, int nt, int lane)
+__device__ __forceinline__ float mv_part_f(const uint8_t *row, const struct mm_args &a, const int *xr, int nt, int lane,
+                                           int p, int P)
 {
     float s[NT];
     bool vec = ((uintptr_t)row & (T == STRATA_TYPE_F32 ? 15 : 7)) == 0;
@@ -279,9 +289,9 @@ __device__ __forceinline__ float mv_row_f(const uint8_t *row, const struct mm_ar
         s[i] = 0.0f;
         if (i < nt) vec = vec && x_aligned<T>(a.x, (size_t)xr[i]);
     }
-    const uint32_t n4 = a.n_in / 4 * 4;
-#pragma unroll 8
-    for (uint32_t e = 4 * lane; e < n4; e += 128) {
+    const uint32_t G = a.n_in / 4, g0 = G * (uint32_t)p / (uint32_t)P, g1 = G * (uint32_t)(p + 1) / (uint32_t)P;
+#pragma unroll 4
+    for (uint32_t e = 4 * (g0 + lane); e < 4 * g1; e += 128) {
         const float4 w = load_w4<T>(row, e, vec);
 #pragma unroll
         for (int i = 0; i < NT; i++)
@@ -293,9 +303,8 @@ __device__ __forceinline__ float mv_row_f(const uint8_t *row, const struct mm_ar
                 s[i] = __fmaf_rn(w.w, x.w, s[i]);
             }
     }
-    // the last n_in % 4 elements belong to the group right after the last whole one
-    if (n4 < a.n_in && (uint32_t)lane == (n4 / 4) % 32)
-        for (uint32_t e = n4; e < a.n_in; e++) {
+    if (p == P - 1 && 4 * G < a.n_in && (uint32_t)lane == (G - g0) % 32)
+        for (uint32_t e = 4 * G; e < a.n_in; e++) {
             const float w = load_w<T>(row, e);
 #pragma unroll
             for (int i = 0; i < NT; i++)
@@ -308,6 +317,19 @@ __device__ __forceinline__ float mv_row_f(const uint8_t *row, const struct mm_ar
         if (lane == i) mine = v;
     }
     return mine;
+}
+
+// A whole float row by one warp: its parts in order, their sums added in part order.
+template <int T, int NT>
+__device__ __forceinline__ float mv_row_f(const uint8_t *row, const struct mm_args &a, const int *xr, int nt, int lane)
+{
+    const int P = MV_FPARTS(a.n_in);
+    float acc = 0.0f;
+    for (int p = 0; p < P; p++) {
+        const float v = mv_part_f<T, NT>(row, a, xr, nt, lane, p, P);
+        acc = p == 0 ? v : __fadd_rn(acc, v);
+    }
+    return acc;
 }
 
 template <int T> __host__ __device__ constexpr bool is_float_type()
@@ -323,7 +345,9 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
     __shared__ float tsum_all[MV_WARPS][MV_MAX_NT * 32];
     pdl_launch_dependents();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int row = blockIdx.x * MV_WARPS + warp;
+    // float rows of MV_FPARTS(n_in) = MV_WARPS parts: one row per block, a part per warp
+    const int fparts = is_float_type<T>() ? MV_FPARTS(a.n_in) : 1;
+    const int row = fparts > 1 ? (int)blockIdx.x : (int)blockIdx.x * MV_WARPS + warp;
     const int t0 = blockIdx.y * NT;
     const bool swiglu = a.w2 || a.w2_table;
     // the row's matrix among stacked ones (else w itself), its output and its row there
@@ -362,8 +386,25 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv(const struct mm_args a)
                                   : (const uint8_t *)wp + (size_t)lr * a.row_bytes;
     float acc, acc2 = 0.0f;
     if constexpr (is_float_type<T>()) {
-        acc = mv_row_f<T, NT>(w1, a, xr, nt, lane);
-        if (swiglu) acc2 = mv_row_f<T, NT>(mm_weight(a, t0, 1) + (size_t)row * a.row_bytes, a, xr, nt, lane);
+        if (fparts > 1) {  // this warp's part; the first warp adds the parts in order
+            __shared__ float part_all[2][MV_WARPS][MV_MAX_NT];
+            const float p1 = mv_part_f<T, NT>(w1, a, xr, nt, lane, warp, fparts);
+            const float p2 = swiglu ? mv_part_f<T, NT>(mm_weight(a, t0, 1) + (size_t)row * a.row_bytes, a, xr, nt,
+                                                       lane, warp, fparts)
+                                    : 0.0f;
+            if (lane < nt) part_all[0][warp][lane] = p1, part_all[1][warp][lane] = p2;
+            __syncthreads();
+            if (warp > 0) return;
+            acc = acc2 = 0.0f;
+            if (lane < nt)
+                for (int p = 0; p < fparts; p++) {
+                    acc = p == 0 ? part_all[0][p][lane] : __fadd_rn(acc, part_all[0][p][lane]);
+                    acc2 = p == 0 ? part_all[1][p][lane] : __fadd_rn(acc2, part_all[1][p][lane]);
+                }
+        } else {
+            acc = mv_row_f<T, NT>(w1, a, xr, nt, lane);
+            if (swiglu) acc2 = mv_row_f<T, NT>(mm_weight(a, t0, 1) + (size_t)row * a.row_bytes, a, xr, nt, lane);
+        }
     } else if (swiglu && first_off < 0 && 2 * stage_need((int)a.row_bytes) <= MV_STAGE) {
         // gate and up rows staged together (one memory latency), each one piece as mv_row would
         const uint8_t *w2 = mm_weight(a, t0, 1) + (size_t)row * a.row_bytes;
@@ -475,7 +516,8 @@ int strata_cuda_mv_launch(struct strata_cuda *cu, const struct mm_args *a)
 {
     // routed experts: one token row per matrix, so one row per block column
     const int nt = a->w_table || a->n_tok == 1 ? 1 : MV_MAX_NT;
-    const dim3 grid(cdiv(a->n_out, MV_WARPS), cdiv(a->n_tok, nt));
+    const bool fl = a->type == STRATA_TYPE_F32 || a->type == STRATA_TYPE_F16 || a->type == STRATA_TYPE_BF16;
+    const dim3 grid(fl && MV_FPARTS(a->n_in) > 1 ? a->n_out : cdiv(a->n_out, MV_WARPS), cdiv(a->n_tok, nt));
     const unsigned th = MV_WARPS * 32;
     if (cu->prof)
         snprintf(cu->prof_tag, sizeof cu->prof_tag, "mv%s %s %ux%u t%d%s%s", a->w_table ? " experts" : "",
