@@ -176,6 +176,8 @@ struct strata_stats {
     uint64_t vram_used_bytes;      // GPU backend: device memory strata holds (weights, experts,
     uint64_t vram_peak_bytes;      //   KV caches, scratch), its peak, and the device's total;
     uint64_t vram_total_bytes;     //   0 on the CPU backend (engine-wide, also in session stats)
+    uint64_t gpu_graphs_replayed;  // GPU backend: decode passes replayed from a captured graph and
+    uint64_t gpu_graphs_recorded;  //   passes captured for it (STRATA_CUDA_GRAPH; engine-wide)
 };
 
 struct strata_layer_stats {

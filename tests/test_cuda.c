@@ -793,6 +793,19 @@ static void test_route(bool glm)
     random_floats(lg, n_tok * X, 2.0f);
     random_floats(bias, X, 0.1f);
     for (int e = 0; e < 10; e++) lg[3 * X + e] = 1.5f;  // exact ties: the lowest index wins
+    // the second half spread wide: some exponentials far below the largest, where k_route adds the
+    // softmax's sum in expert order; the first half's sums cannot round, where it adds a tree
+    int wide = 0;
+    for (int t = n_tok / 2; t < n_tok; t++) {
+        float mx = -INFINITY;
+        for (int e = 0; e < X; e++) mx = fmaxf(mx, lg[t * X + e] *= 30.0f);
+        for (int e = 0; e < X && !glm; e++)
+            if (lg[t * X + e] - mx < -20.0f) {
+                wide++;
+                break;
+            }
+    }
+    CHECK(glm || wide > n_tok / 4, "routing: %d of %d rows with exponentials below 2^-24 of the largest", wide, n_tok / 2);
     float *dl = dev_from(lg, n_tok * X * 4), *db = dev_from(bias, X * 4);
     int32_t *dids = dev(n_tok * K * 4);
     float *dw = dev(n_tok * K * 4);
@@ -1614,7 +1627,7 @@ static void bench_decode(uint32_t type, uint32_t n_layer)
     const float ms_plain = time_ms(sim_step, &s, 20);
     int rc = strata_cuda_graph_begin(g_cu);
     rc |= sim_step(&s);
-    rc |= strata_cuda_graph_end_launch(g_cu, 1);
+    rc |= strata_cuda_graph_end_launch(g_cu);
     CHECK(rc == 0, "graph capture");
     const float ms_graph = time_ms(sim_graph, &s, 50);
     const double floor_ms = s.bytes_per_token / 4.26e9;  // measured HBM copy bandwidth, GB/s -> bytes per ms
@@ -2283,6 +2296,68 @@ static void test_attn_opts(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attn_opt(&cases[i]);
 }
 
+// Decode graphs (tape.cu; STRATA_CUDA_GRAPH=0 turns them off): 100 tokens evaluated one pass each (three chunk
+// boundaries of the attention: the record is left and made again at each) give the bits of the
+// same passes without graphs, and most passes were replayed where the architecture's launches
+// repeat from step to step (the indexer's scores grow every step: never replayed, still right).
+static void test_graphs(const char *arch, const char *type_name, int min_replays)
+{
+    const int f0 = g_failures;
+    enum { N = 100 };
+    char name[160], path[256];
+    snprintf(name, sizeof name, "decode graphs, %s tiny %s: %d single-token passes replayed give the stream's bits", arch,
+             type_name, N);
+    snprintf(path, sizeof path, "%s/g.gguf", g_dir);
+    const struct strata_synth_opts so = {.arch = arch, .preset = "tiny", .out_path = path, .seed = 5,
+                                         .type = strata_type_from_name(type_name)};
+    CHECK(strata_synth(&so) == 0, "%s: synth", name);
+    float *la = NULL, *lb = NULL;
+    const char *was = getenv("STRATA_CUDA_GRAPH");
+    char *keep = was ? strdup(was) : NULL;
+    setenv("STRATA_CUDA_GRAPH", "0", 1);
+    struct strata_engine *ea = g_failures == f0 ? e2e_open(path, STRATA_BACKEND_CUDA) : NULL;
+    setenv("STRATA_CUDA_GRAPH", "1", 1);
+    struct strata_engine *eb = ea ? e2e_open(path, STRATA_BACKEND_CUDA) : NULL;
+    if (keep) setenv("STRATA_CUDA_GRAPH", keep, 1);
+    else unsetenv("STRATA_CUDA_GRAPH");
+    free(keep);
+    CHECK(ea && eb, "%s: open", name);
+    if (ea && eb) {
+        struct strata_model_info info;
+        strata_engine_info(ea, &info);
+        const int nv = (int)info.n_vocab;
+        int32_t tok[N];
+        uint64_t r = 777;
+        for (int i = 0; i < N; i++) tok[i] = (int32_t)(strata_rng_next(&r) % (uint64_t)nv);
+        la = xmalloc((size_t)N * nv * 4);
+        lb = xmalloc((size_t)N * nv * 4);
+        const bool ok = e2e_eval(ea, tok, N, 1, la) == 0 && e2e_eval(eb, tok, N, 1, lb) == 0;
+        CHECK(ok, "%s: eval: %s", name, strata_last_error());
+        struct strata_stats sa, sb;
+        strata_engine_stats(ea, &sa);
+        strata_engine_stats(eb, &sb);
+        if (ok) {
+            int differ = -1;
+            for (int t = 0; t < N && differ < 0; t++)
+                if (memcmp(la + (size_t)t * nv, lb + (size_t)t * nv, (size_t)nv * 4)) differ = t;
+            printf("    %s %s: %llu of %d passes replayed, %llu recorded\n", arch, type_name,
+                   (unsigned long long)sb.gpu_graphs_replayed, N, (unsigned long long)sb.gpu_graphs_recorded);
+            CHECK(differ < 0, "%s: position %d differs with graphs (max diff %.3g)", name, differ,
+                  max_abs_diff(la + (size_t)differ * nv, lb + (size_t)differ * nv, nv));
+            CHECK(sa.gpu_graphs_replayed == 0 && sa.gpu_graphs_recorded == 0, "%s: graphs with STRATA_CUDA_GRAPH=0",
+                  name);
+            CHECK(sb.gpu_graphs_replayed >= (uint64_t)min_replays, "%s: %llu passes replayed (at least %d expected)",
+                  name, (unsigned long long)sb.gpu_graphs_replayed, min_replays);
+        }
+    }
+    strata_engine_close(ea);
+    strata_engine_close(eb);
+    free(la);
+    free(lb);
+    unlink(path);
+    case_result(name, f0);
+}
+
 static void test_backend(void)
 {
     if (!mkdtemp(g_dir)) {
@@ -2319,6 +2394,13 @@ static void test_backend(void)
     if (g_e2e_kind == STRATA_BACKEND_CUDA) {
         test_vram_tier("Q4_K");
         test_vram_tier("Q8_0");
+        // a record is made at the second pass of a shape and again after each of the three chunk
+        // boundaries (and a KV cache that grows): 100 passes leave at least 80 replays
+        test_graphs("qwen3moe", "Q4_K", 80);
+        test_graphs("qwen3next", "Q8_0", 80);
+        test_graphs("gpt-oss", "MXFP4", 0);
+        test_graphs("deepseek2", "Q4_K", 0);
+        test_graphs("glm-dsa", "F32", 0);
     }
     rmdir(g_dir);
 }

@@ -141,11 +141,11 @@ static void check_rope_ext(void)
         struct strata_rope_ext e;
         strata_rope_ext_init(&e, 64, neox ? STRATA_ROPE_NEOX : STRATA_ROPE_NORM, neox ? 150000.0f : 10000.0f, &sc,
                              neox ? 131072 : 163840);
-        const struct strata_cuda_rope_ext r = {.n_dims = e.n_dims, .neox = neox, .freq_scale = e.freq_scale,
+        const struct strata_cuda_rope_ext r = {.n_dims = e.n_dims, .freq_scale = e.freq_scale,
                                                .ext_factor = e.ext_factor, .theta_scale = e.theta_scale,
                                                .corr_dims = {e.corr_dims[0], e.corr_dims[1]},
                                                .mscale = strata_rope_ext_mscale(&e), .n_head = 1, .tok_stride = 64,
-                                               .head_stride = 64};
+                                               .head_stride = 64, .neox = neox, .spare = {0}};
         int n = 0, off1 = 0, bad = 0, bad_rot = 0;
         for (int p = 0; p <= 5000; p += p < 64 ? 1 : 37) {
             float cs[64], x[64], y[64];

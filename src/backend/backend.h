@@ -274,12 +274,13 @@ struct strata_moe_op {
                              // nothing (computed elsewhere); only for n_tok <= the backend's moe_sparse_tok
 };
 
-// Device memory of a GPU backend (mem_info).
+// Device memory of a GPU backend and its decode graphs (mem_info).
 struct strata_backend_mem {
     const char *device;      // the device's name (borrowed from the backend)
     uint64_t used, peak;     // bytes the backend holds now / held at most
     uint64_t total;          // the device's memory
     uint64_t free;           // the device's free memory now (all processes; the driver's count)
+    uint64_t graphs_replayed, graphs_recorded;  // decode passes replayed from a captured graph / recorded
 };
 
 struct strata_backend_i {

@@ -168,6 +168,8 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
         cJSON_AddNumberToObject(js, "vram_used_mib", all.vram_used_bytes / 1048576.0);
         cJSON_AddNumberToObject(js, "vram_peak_mib", all.vram_peak_bytes / 1048576.0);
         cJSON_AddNumberToObject(js, "vram_total_mib", all.vram_total_bytes / 1048576.0);
+        cJSON_AddNumberToObject(js, "gpu_graphs_replayed", (double)all.gpu_graphs_replayed);
+        cJSON_AddNumberToObject(js, "gpu_graphs_recorded", (double)all.gpu_graphs_recorded);
     }
     cJSON *o = cJSON_AddObjectToObject(js, "experts");
     cJSON_AddStringToObject(o, "tier", tier == STRATA_TIER_VRAM ? "vram" : "host");
@@ -310,8 +312,10 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
                 g_miss_names[p->gpu_miss], (unsigned long long)st->cpu_experts, (unsigned long long)st->cpu_pairs,
                 st->cpu_s, st->cpu_gbps, (unsigned long long)st->miss_copied, st->pcie_gbps);
     if (all.vram_total_bytes)
-        fprintf(out, "vram: %.0f MiB used (peak %.0f MiB) of %.0f MiB\n", all.vram_used_bytes / 1048576.0,
-                all.vram_peak_bytes / 1048576.0, all.vram_total_bytes / 1048576.0);
+        fprintf(out, "vram: %.0f MiB used (peak %.0f MiB) of %.0f MiB; decode graphs: %llu passes replayed, %llu "
+                     "recorded\n", all.vram_used_bytes / 1048576.0, all.vram_peak_bytes / 1048576.0,
+                all.vram_total_bytes / 1048576.0, (unsigned long long)all.gpu_graphs_replayed,
+                (unsigned long long)all.gpu_graphs_recorded);
     if (all.experts[STRATA_TIER_HOST].present) {
     st = &all.experts[STRATA_TIER_HOST];
     const uint64_t acc = st->hits + st->misses;

@@ -450,6 +450,8 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
         st->vram_used_bytes = bm.used;
         st->vram_peak_bytes = bm.peak;
         st->vram_total_bytes = bm.total;
+        st->gpu_graphs_replayed = bm.graphs_replayed;
+        st->gpu_graphs_recorded = bm.graphs_recorded;
     }
     if (e->resident) {  // every expert in the GPU's memory: the VRAM tier, no host tier
         st->experts[STRATA_TIER_HOST] = (struct strata_expert_stats){0};

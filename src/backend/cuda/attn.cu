@@ -683,6 +683,11 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
     }
     // chunks no token of the call reaches (behind every window) are not launched
     const int c_first = plain || a->min_pos <= 0 ? 0 : attn_lo(a->min_pos, a->n_swa) / chunk_len;
+    // The kernels see the positions in device memory only: max_pos and min_pos as the chunks they
+    // span, so every decode step within the same chunks passes the same bytes (tape.cu replays it).
+    struct strata_cuda_attn k = *a;
+    k.max_pos = n_chunks * chunk_len - 1;
+    k.min_pos = c_first * chunk_len;
     // k_attn_mla: PB heads per block (more blocks for a decode token, more reuse of keys in prompts)
     const int pb = a->n_tok < 4 ? 16 : 32, G = (int)(a->H / a->Hkv);
     const int mla_slices = (G + pb - 1) / pb, mla_hb = (G + mla_slices - 1) / mla_slices;
@@ -695,7 +700,7 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
             const size_t smem = plain_smem(a, nt);
             const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
 #define PART(NT, DK)                                                                                          \
-    if (nt == NT && dk == DK) CU_LAUNCH("k_attn_part", (k_attn_part<NT, DK>), grid, ATTN_WARPS * 32, smem, *a, t0, n, \
+    if (nt == NT && dk == DK) CU_LAUNCH("k_attn_part", (k_attn_part<NT, DK>), grid, ATTN_WARPS * 32, smem, k, t0, n, \
                                         n_chunks)
             PART(1, 0); PART(1, 64); PART(1, 128); PART(1, 256);
             PART(ATTN_TOK, 0); PART(ATTN_TOK, 64); PART(ATTN_TOK, 128); PART(ATTN_TOK, 256);
@@ -703,21 +708,21 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
         } else if (mla) {
             const dim3 grid(n_chunks - c_first, a->Hkv * mla_slices, n);
             if (pb == 16)
-                CU_LAUNCH("k_attn_mla", k_attn_mla<16>, grid, MLA_THREADS, mla_smem(a->D, 16), *a, t0, n_chunks, c_first,
+                CU_LAUNCH("k_attn_mla", k_attn_mla<16>, grid, MLA_THREADS, mla_smem(a->D, 16), k, t0, n_chunks, c_first,
                           mla_hb, mla_slices);
             else
-                CU_LAUNCH("k_attn_mla", k_attn_mla<32>, grid, MLA_THREADS, mla_smem(a->D, 32), *a, t0, n_chunks, c_first,
+                CU_LAUNCH("k_attn_mla", k_attn_mla<32>, grid, MLA_THREADS, mla_smem(a->D, 32), k, t0, n_chunks, c_first,
                           mla_hb, mla_slices);
         } else {
             const dim3 grid(n_chunks - c_first, a->Hkv * ep.n_slices, cdiv(n, ep.nt));
 #define PART(VJ)                                                                                                    \
-    if (vj == VJ) CU_LAUNCH("k_attn_part_ext", k_attn_part_ext<VJ>, grid, ATTN_WARPS * 32, ep.smem, *a, t0, n, n_chunks, \
+    if (vj == VJ) CU_LAUNCH("k_attn_part_ext", k_attn_part_ext<VJ>, grid, ATTN_WARPS * 32, ep.smem, k, t0, n, n_chunks, \
                             c_first, ep.nt, ep.hb, ep.n_slices)
             PART(2); PART(4); PART(8); PART(EXT_VJ_MAX);
 #undef PART
         }
         const unsigned mt = a->H >= 32 ? 1024 : 32 * a->H;  // a warp per head
-        CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, *a, t0, n_chunks,
+        CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, k, t0, n_chunks,
                   chunk_len, act, quantize);
     }
     return 0;

@@ -12,13 +12,13 @@
 // its batch. The tables go up through a pinned ring that is reused after every full drain of the
 // stream (download, sync).
 //
-// Decode graphs (STRATA_CUDA_GRAPH=1). A pass of the same shape as the one before it (tokens,
-// sequences, their lengths and contexts: the same launches and scratch sizes) is captured from
-// batch_begin on into a CUDA graph, which is launched (updated in place where its topology is the
-// last one's) at the pass's first drain: the logits' download, a sync, or a scratch that must grow.
-// What follows a drain in the pass runs on the stream as before, so a pass that downloads midway
-// (host routing) is still right, only less of it is captured. The first pass of a shape is never
-// captured: it grows the scratch.
+// Decode graphs (STRATA_CUDA_GRAPH=0 turns them off). The second pass of a shape (tokens, sequences, their
+// lengths and contexts) is recorded and captured from batch_begin on (tape.cu); the passes of that
+// shape after it replay the captured graphs where every launch matches the record (the step's
+// data lives in device memory and the ring, whose offsets repeat from pass to pass since every
+// pass ends in a drain), and leave them at the first launch that does not. The capture ends at the
+// pass's first drain (the logits' download, a sync, a scratch that grows); what follows runs on
+// the stream. The first pass of a shape is never recorded: it grows the scratch.
 //
 // Attention takes every option of the op (attn.cu): sliding windows and sinks (gpt-oss), MLA's
 // latent cache (keys only: kv_create gets head_dim_v 0) and the indexer's mask (deepseek2,
@@ -73,8 +73,7 @@ struct cuda_ctx {
     bool pre_valid;
     float *idx_scores;               // device: the indexer's scores of one launch group
     size_t idx_cap;                  // bytes
-    bool graphs;                     // STRATA_CUDA_GRAPH=1
-    bool capturing;                  // this pass is being captured
+    bool graphs;                     // decode graphs (off with STRATA_CUDA_GRAPH=0)
     uint64_t last_key;               // shape of the last pass (0: none)
 };
 
@@ -115,18 +114,13 @@ static void cuda_be_release(void *vctx, void *p)
 {
     struct cuda_ctx *c = vctx;
     pre_drop(c);  // the address may come back for other rows
-    if (settle(c)) strata_log_warn("cuda backend: a captured decode graph failed before a release");
+    if (settle(c)) strata_log_warn("cuda backend: a decode graph failed before a release");
     strata_cuda_free(c->cu, p);
 }
 
-// Ends a capture in progress: the graph of everything queued so far is launched, and the rest of
-// the pass runs on the stream (called before anything that drains it).
-static int settle(struct cuda_ctx *c)
-{
-    if (!c->capturing) return 0;
-    c->capturing = false;
-    return strata_cuda_graph_end_launch(c->cu, c->last_key);
-}
+// Ends a decode pass's record or replay: what it holds back is launched, and the rest of the pass
+// runs on the stream (called before anything that drains it).
+static int settle(struct cuda_ctx *c) { return strata_cuda_tape_end(c->cu); }
 
 // Room for `bytes` in the ring (256-aligned); drains the stream and starts over when full.
 static int ring_take(struct cuda_ctx *c, size_t bytes, size_t *off)
@@ -271,14 +265,12 @@ static int cuda_be_batch_begin(void *vctx, const struct strata_batch *b)
     const bool again = key == c->last_key;
     c->last_key = key;
     if (!again || b->n_tok > STRATA_CUDA_MV_MAX_TOK) return 0;
-    if (c->ring_used > RING_BYTES / 2) {  // the ring must not fill while capturing
+    if (c->ring_used > RING_BYTES / 2) {  // the ring must not fill while recording
         rc = strata_cuda_sync(c->cu);
         if (rc) return rc;
         c->ring_used = 0;
     }
-    rc = strata_cuda_graph_begin(c->cu);
-    if (rc == 0) c->capturing = true;
-    return rc;
+    return strata_cuda_tape_begin(c->cu, key ? key : 1);
 }
 
 // ---- products ----------------------------------------------------------------------------------
@@ -904,9 +896,12 @@ static void cuda_be_mem_info(void *vctx, struct strata_backend_mem *out)
     struct cuda_ctx *c = vctx;
     struct strata_cuda_info now;  // the free memory of this moment
     strata_cuda_get_info(c->cu, &now);
+    struct strata_cuda_tape_stats t;
+    strata_cuda_tape_stats(c->cu, &t);
     *out = (struct strata_backend_mem){.device = c->info.name, .used = strata_cuda_bytes_used(c->cu),
                                        .peak = strata_cuda_bytes_peak(c->cu), .total = c->info.total_bytes,
-                                       .free = now.free_bytes};
+                                       .free = now.free_bytes, .graphs_replayed = t.replayed,
+                                       .graphs_recorded = t.recorded};
 }
 
 // ---- lifecycle ---------------------------------------------------------------------------------
@@ -915,12 +910,16 @@ static void cuda_be_free(void *vctx)
 {
     struct cuda_ctx *c = vctx;
     if (!c) return;
-    if (c->capturing) (void)settle(c);
+    if (settle(c)) strata_log_warn("cuda backend: the last decode graph failed");
     if (c->graphs) {
-        uint64_t launches = 0, builds = 0;
-        strata_cuda_graph_counts(c->cu, &launches, &builds);
-        strata_log_info("cuda backend: %llu decode graphs launched, %llu instantiated", (unsigned long long)launches,
-                        (unsigned long long)builds);
+        struct strata_cuda_tape_stats t;
+        strata_cuda_tape_stats(c->cu, &t);
+        strata_log_info("cuda backend: decode graphs: %llu passes replayed, %llu recorded, %llu left at a difference; "
+                        "%llu segment graphs built, %llu updated; last record %llu launches in %llu segments; host "
+                        "%.0f us a replayed pass, %.0f us to its first segment",
+                        (unsigned long long)t.replayed, (unsigned long long)t.recorded, (unsigned long long)t.diverged,
+                        (unsigned long long)t.builds, (unsigned long long)t.updates, (unsigned long long)t.launches,
+                        (unsigned long long)t.segments, t.walk_us, t.first_us);
     }
     strata_cuda_host_free(c->ring_host);
     strata_cuda_close(c->cu);  // gives back every device allocation
@@ -985,7 +984,7 @@ int strata_backend_cuda_open(struct strata_backend *out, int gpu)
     }
     strata_cuda_get_info(c->cu, &c->info);
     const char *g = getenv("STRATA_CUDA_GRAPH");
-    c->graphs = g && *g && *g != '0';
+    c->graphs = !(g && strcmp(g, "0") == 0);
     c->ring_host = strata_cuda_host_alloc(RING_BYTES);
     c->ring_dev = strata_cuda_alloc(c->cu, RING_BYTES, "upload ring");
     if (!c->ring_host || !c->ring_dev) {
@@ -993,6 +992,7 @@ int strata_backend_cuda_open(struct strata_backend *out, int gpu)
         cuda_be_free(c);
         return STRATA_ENOMEM;
     }
+    strata_cuda_tape_host_range(c->cu, c->ring_host, RING_BYTES);
     strata_log_info("cuda backend: device %d, %s (compute %d.%d, %d SMs, %.0f MiB)", gpu, c->info.name,
                     c->info.cc_major, c->info.cc_minor, c->info.n_sm, c->info.total_bytes / 1048576.0);
     *out = (struct strata_backend){&g_cuda_iface, c};

@@ -229,6 +229,7 @@ void strata_cuda_close(struct strata_cuda *cu)
     if (cu->stream) CU_WARN(cudaStreamSynchronize(cu->stream));
     prof_close(cu);
     if (cu->graph_exec) CU_WARN(cudaGraphExecDestroy(cu->graph_exec));
+    strata_cuda_tape_free(cu);
     for (size_t i = 0; i < cu->n_allocs; i++) CU_WARN(cudaFree(cu->allocs[i].p));
     free(cu->allocs);
     if (cu->pinned) CU_WARN(cudaFreeHost(cu->pinned));
@@ -299,8 +300,18 @@ void strata_cuda_free(struct strata_cuda *cu, void *p)
 uint64_t strata_cuda_bytes_used(const struct strata_cuda *cu) { return cu->bytes_used; }
 uint64_t strata_cuda_bytes_peak(const struct strata_cuda *cu) { return cu->bytes_peak; }
 
+// A drain ends a decode pass's tape first (its pending segment is launched or issued).
+#define TAPE_DRAIN(cu)                                      \
+    do {                                                    \
+        if ((cu)->tape.mode) {                              \
+            const int tape_rc_ = strata_cuda_tape_end(cu);  \
+            if (tape_rc_) return tape_rc_;                  \
+        }                                                   \
+    } while (0)
+
 int strata_cuda_sync(struct strata_cuda *cu)
 {
+    TAPE_DRAIN(cu);
     CU_TRY(cudaStreamSynchronize(cu->stream));
     if (cu->prof) prof_flush(cu);
     return 0;
@@ -308,6 +319,7 @@ int strata_cuda_sync(struct strata_cuda *cu)
 
 int strata_cuda_upload(struct strata_cuda *cu, void *dst, const void *src, size_t bytes)
 {
+    TAPE_DRAIN(cu);
     CU_TRY(cudaStreamSynchronize(cu->stream));
     CU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     return 0;
@@ -315,6 +327,7 @@ int strata_cuda_upload(struct strata_cuda *cu, void *dst, const void *src, size_
 
 int strata_cuda_download(struct strata_cuda *cu, void *dst, const void *src, size_t bytes)
 {
+    TAPE_DRAIN(cu);
     if (cu->prof) strata_cuda_prof_mark(cu, "download");
     CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu->stream));
     CU_TRY(cudaStreamSynchronize(cu->stream));
@@ -325,14 +338,16 @@ int strata_cuda_download(struct strata_cuda *cu, void *dst, const void *src, siz
 int strata_cuda_memset(struct strata_cuda *cu, void *dst, int value, size_t bytes)
 {
     if (cu->prof) strata_cuda_prof_mark(cu, "memset");
-    CU_TRY(cudaMemsetAsync(dst, value, bytes, cu->stream));
+    if (cu->tape.mode) CU_TRY(strata_cuda_tape_copy(cu, TAPE_SET, dst, NULL, value, bytes));
+    else CU_TRY(cudaMemsetAsync(dst, value, bytes, cu->stream));
     return 0;
 }
 
 int strata_cuda_copy_async(struct strata_cuda *cu, void *dst, const void *src, size_t bytes)
 {
     if (cu->prof) strata_cuda_prof_mark(cu, "copy (tables, small uploads)");
-    CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cu->stream));
+    if (cu->tape.mode) CU_TRY(strata_cuda_tape_copy(cu, TAPE_COPY, dst, src, 0, bytes));
+    else CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cu->stream));
     return 0;
 }
 
@@ -343,6 +358,7 @@ int strata_cuda_copy_async(struct strata_cuda *cu, void *dst, const void *src, s
 int strata_cuda_upload_staged(struct strata_cuda *cu, void *dst, const void *src, size_t bytes,
                               void (*progress)(void *user, uint64_t done, uint64_t total), void *user)
 {
+    TAPE_DRAIN(cu);
     if (!cu->pinned) {
         if (cudaHostAlloc(&cu->pinned, 2 * STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess) {
             cudaGetLastError();
@@ -473,43 +489,23 @@ int strata_cuda_graph_begin(struct strata_cuda *cu)
     return 0;
 }
 
-// The captured graph into graph_exec: updated in place when its topology matches the last one
-// (the kernels' arguments change every step), else instantiated anew.
-int strata_cuda_graph_end_launch(struct strata_cuda *cu, uint64_t key)
+// The captured graph into graph_exec (instantiated anew), launched.
+int strata_cuda_graph_end_launch(struct strata_cuda *cu)
 {
     cudaGraph_t g = NULL;
     cu->capturing = false;
     CU_TRY(cudaStreamEndCapture(cu->stream, &g));
-    bool updated = false;
-    if (cu->graph_exec) {
-        cudaGraphExecUpdateResultInfo info;
-        updated = cudaGraphExecUpdate(cu->graph_exec, g, &info) == cudaSuccess;
-        if (!updated) {
-            (void)cudaGetLastError();
-            CU_WARN(cudaGraphExecDestroy(cu->graph_exec));
-            cu->graph_exec = NULL;
-        }
-    }
-    cudaError_t e = updated ? cudaSuccess : cudaGraphInstantiate(&cu->graph_exec, g, 0);
+    if (cu->graph_exec) CU_WARN(cudaGraphExecDestroy(cu->graph_exec));
+    cu->graph_exec = NULL;
+    const cudaError_t e = cudaGraphInstantiate(&cu->graph_exec, g, 0);
     CU_WARN(cudaGraphDestroy(g));
     if (e != cudaSuccess) {
         strata_log_error("cuda: cudaGraphInstantiate failed: %s", cudaGetErrorString(e));
         cu->graph_exec = NULL;
         return STRATA_EIO;
     }
-    cu->graph_key = key;
-    if (!updated) cu->graph_builds++;
-    cu->graph_launches++;
     return strata_cuda_graph_launch(cu);
 }
-
-void strata_cuda_graph_counts(const struct strata_cuda *cu, uint64_t *launches, uint64_t *builds)
-{
-    *launches = cu->graph_launches;
-    *builds = cu->graph_builds;
-}
-
-bool strata_cuda_graph_cached(struct strata_cuda *cu, uint64_t key) { return cu->graph_exec && cu->graph_key == key; }
 
 int strata_cuda_graph_launch(struct strata_cuda *cu)
 {
@@ -520,6 +516,7 @@ int strata_cuda_graph_launch(struct strata_cuda *cu)
 // start 1 records the first event; start 0 records the second and gives the time between them.
 int strata_cuda_timer_ms(struct strata_cuda *cu, int start, float *ms)
 {
+    TAPE_DRAIN(cu);
     if (start) {
         CU_TRY(cudaEventRecord(cu->ev[0], cu->stream));
         return 0;

@@ -21,6 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Structs that kernels take by value have no padding: a decode graph is replayed only where each
+// launch's argument bytes equal the recorded launch's (tape.cu), and padding would hold whatever
+// the stack held. The bytes they do not use are fields named spare, zero from the initializers.
+#define STRATA_CUDA_ARGS_BEGIN _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic error \"-Wpadded\"")
+#define STRATA_CUDA_ARGS_END _Pragma("GCC diagnostic pop")
+
 // Device buffers holding weights are padded by this many bytes: the decoders read whole aligned
 // words, up to 7 bytes past a block's last byte.
 #define STRATA_CUDA_PAD 64
@@ -68,10 +74,12 @@ int strata_cuda_sync(struct strata_cuda *cu);
 
 // Rows rounded to a dot format, struct of arrays in device memory (strata_cuda_act_init lays them
 // out in one buffer of strata_cuda_act_bytes).
+STRATA_CUDA_ARGS_BEGIN
 struct strata_cuda_act {
     uint32_t vdt;      // STRATA_TYPE_Q8_0, Q8_1, Q8_K, F16, BF16 or F32
     uint32_t n_in;     // elements per row (a multiple of the format's block)
     uint32_t n_rows;   // capacity
+    uint32_t spare;    // 0
     int8_t *qs;        // Q8_*: [n_rows][n_in]
     float *d;          // Q8_*: [n_rows][n_in / block] scales (Q8_0/Q8_1: the f16 value as float)
     float *s;          // Q8_1: [n_rows][n_in / 32] f16(d * sum q) as float
@@ -80,6 +88,7 @@ struct strata_cuda_act {
     const float *f;    // F32: the unrounded rows themselves (set by strata_cuda_quantize)
     size_t f_stride;   // floats between F32 rows
 };
+STRATA_CUDA_ARGS_END
 
 // Bytes for n_rows rows of n_in elements in format vdt (0 for an unknown format).
 size_t strata_cuda_act_bytes(uint32_t vdt, uint32_t n_in, uint32_t n_rows);
@@ -200,6 +209,7 @@ int strata_cuda_swiglu(struct strata_cuda *cu, float *y, size_t y_stride, const 
 // Per token t: per-head RMS norm (norm may be NULL) and NeoX RoPE on the first n_rot dims of
 // n_head heads of dim D at x + t * x_stride + h * D, position pos[t] (device). freq_base as ggml;
 // sections (4 ints or NULL) turns on qwen35moe's interleaved M-RoPE mask (text positions).
+STRATA_CUDA_ARGS_BEGIN
 struct strata_cuda_rope {
     uint32_t n_head, D, n_rot;
     uint32_t head_stride;        // floats between heads (0: D; gated queries interleave [q | gate])
@@ -216,12 +226,13 @@ struct strata_cuda_qk_rope {
     const float *vx;             // device [n_tok][v_stride]
     size_t q_stride, k_stride, v_stride;
     struct strata_cuda_rope q, k; // k.n_head = KV heads
-    uint32_t Dv;
     void *k_cache, *v_cache;     // this layer's, [ctx][kv_stride]
-    bool kv_f16;
     size_t kv_stride;
     const int32_t *pos;          // device [n_tok]
+    uint32_t Dv;
     int n_tok;
+    bool kv_f16;
+    uint8_t spare[7];            // 0
 };
 int strata_cuda_qk_rope_store(struct strata_cuda *cu, const struct strata_cuda_qk_rope *r);
 
@@ -234,10 +245,9 @@ int strata_cuda_qk_rope_store(struct strata_cuda *cu, const struct strata_cuda_q
 // latent rows as values.
 struct strata_cuda_attn {
     const float *q; size_t q_stride;
-    uint32_t q_head_stride;      // floats between query heads (0: D)
     const void *k, *v;           // device cache of this layer (v unused with latent)
-    bool kv_f16;
     size_t kv_stride;            // elements between positions of k
+    uint32_t q_head_stride;      // floats between query heads (0: D)
     uint32_t H, Hkv, D, Dv;
     float scale;
     const int32_t *pos;          // device [n_tok]
@@ -245,18 +255,21 @@ struct strata_cuda_attn {
     float *out; size_t out_stride;
     const float *gate;           // device [n_tok][gate_stride] or NULL: out *= sigmoid(gate)
     size_t gate_stride;
-    uint32_t gate_head_stride;   // floats between heads' gates (0: Dv)
     struct strata_cuda_act *act; // or NULL: the output rows also rounded into act (row = token)
     float *scratch;              // device, strata_cuda_attn_scratch_floats
-    // the options (after the plain fields, which keep their places for the plain kernel)
+    // the options
     size_t v_stride;             // elements between positions of v (0: kv_stride)
-    bool latent;                 // MLA: the value of a position is the first Dv elements of its key row
-    uint32_t n_swa;              // sliding window: token at p sees c with p - c < n_swa (0: all)
     const float *sinks;          // device [H] sink logits joining each head's softmax, or NULL
     const uint8_t *visible;      // device: token t's row at visible + t * visible_stride, 0 hides a
     size_t visible_stride;       //   position (the indexer's top-k), or NULL
+    uint32_t gate_head_stride;   // floats between heads' gates (0: Dv)
+    uint32_t n_swa;              // sliding window: token at p sees c with p - c < n_swa (0: all)
     int min_pos;                 // a lower bound of every pos[t] (0: unknown; skips chunks behind a window)
+    bool kv_f16;
+    bool latent;                 // MLA: the value of a position is the first Dv elements of its key row
+    uint16_t spare;              // 0
 };
+STRATA_CUDA_ARGS_END
 size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv);
 int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a);
 // MLA (latent) attention's kernel (A/B in tests and benchmarks): 0 k_attn_mla, 1 the older
@@ -272,15 +285,18 @@ int strata_cuda_kv_store(struct strata_cuda *cu, void *k_cache, void *v_cache, b
 // Routing on the device, selecting exactly what the host routing (model) selects: per token,
 // softmax or sigmoid of the logits [n_tok][X], top-k by probability (+ bias when given), the
 // unbiased probabilities of the k renormalised (when norm) and scaled (scale not 0 or 1).
+STRATA_CUDA_ARGS_BEGIN
 struct strata_cuda_route {
     const float *logits;         // device [n_tok][X]
     const float *bias;           // device [X] or NULL
-    int n_tok, X, K;
-    bool sigmoid, norm;
-    float scale;
     int32_t *ids;                // device [n_tok][K] out
     float *weights;              // device [n_tok][K] out
+    int n_tok, X, K;
+    float scale;
+    bool sigmoid, norm;
+    uint8_t spare[6];            // 0
 };
+STRATA_CUDA_ARGS_END
 int strata_cuda_route_topk(struct strata_cuda *cu, const struct strata_cuda_route *r);
 
 // Weighted sum of routed rows in selection order, plus optional shared rows, into the residual:
@@ -290,12 +306,14 @@ int strata_cuda_moe_combine(struct strata_cuda *cu, float *x, const float *rows,
 
 // Gated delta-net (qwen3next / qwen35moe), one layer over a chunk of tokens, in place on the
 // layer's state. See deltanet.cu for the equations (those of src/model/deltanet.c).
+STRATA_CUDA_ARGS_BEGIN
 struct strata_cuda_deltanet {
     uint32_t C, K1, nk, nv, d;   // channels, conv history (K - 1), key/value heads, head size
-    bool tiled;                  // qwen35moe: value head h reads key head h % nk (else h / (nv/nk))
-    bool split_ba;               // qwen35moe: beta [n][nv] and alpha [n][nv] apart (else fused ba)
     int n_tok;
     float eps;
+    bool tiled;                  // qwen35moe: value head h reads key head h % nk (else h / (nv/nk))
+    bool split_ba;               // qwen35moe: beta [n][nv] and alpha [n][nv] apart (else fused ba)
+    uint16_t spare;              // 0
     const float *qkv;            // device [n][C] projection
     const float *z;              // device [n][nv*d]
     const float *ba;             // device: fused [n][2*nv] (per key head [r betas | r alphas]), or betas [n][nv]
@@ -309,6 +327,7 @@ struct strata_cuda_deltanet {
     float *gates;                // device scratch [n][2*nv] (beta, decay)
     float *out;                  // device [n][nv*d] gated, normed head outputs
 };
+STRATA_CUDA_ARGS_END
 int strata_cuda_deltanet(struct strata_cuda *cu, const struct strata_cuda_deltanet *p);
 
 // pos[i] += delta on the device (a captured decode step moves its own position forward).
@@ -321,15 +340,18 @@ int strata_cuda_pos_advance(struct strata_cuda *cu, int32_t *pos, int n, int del
 // RoPE with YaRN in either pair layout (backend.h's strata_rope_ext) on n_dims dims of n_head heads
 // per token: head h of token t at x + t * tok_stride + h * head_stride (x may point inside a head,
 // MLA's rope part), position pos[t] (device).
+STRATA_CUDA_ARGS_BEGIN
 struct strata_cuda_rope_ext {
     uint32_t n_dims;             // even, at most 2048
-    bool neox;                   // pairs (i, i + n_dims/2); else (2i, 2i+1)
     float freq_scale, ext_factor, theta_scale;
     float corr_dims[2];
     float mscale;                // strata_rope_ext_mscale (libm's logf, on the host)
     uint32_t n_head;
     size_t tok_stride, head_stride;
+    bool neox;                   // pairs (i, i + n_dims/2); else (2i, 2i+1)
+    uint8_t spare[7];            // 0
 };
+STRATA_CUDA_ARGS_END
 int strata_cuda_rope_ext(struct strata_cuda *cu, float *x, int n_tok, const int32_t *pos,
                          const struct strata_cuda_rope_ext *r);
 
@@ -347,19 +369,22 @@ int strata_cuda_layernorm(struct strata_cuda *cu, float *y, const float *x, cons
 // multiplied by the d x d Walsh-Hadamard matrix, k stored at its position in keys, then per token
 // the scores of positions 0 .. pos[t] and the top-k mask of libstdc++'s heap selection
 // (backend/topk_heap.h), written over n_ctx bytes of its visible row.
+STRATA_CUDA_ARGS_BEGIN
 struct strata_cuda_indexer {
     float *q;                    // device [n_tok][n_head][d], rewritten with its product
     float *k;                    // device [n_tok][d], likewise
     float *w;                    // device [n_tok][n_head], multiplied by w_scale in place (0: as is)
-    float w_scale;
     float *keys;                 // device [n_ctx][d]: the sequence's rows of this indexer layer
     const int32_t *pos;          // device [n_tok]
     int n_tok, n_ctx, max_pos;   // max_pos: the largest pos[t] (sizes the scores), < n_ctx
     uint32_t n_head, d, top_k;   // d a power of two >= 16; 1 <= top_k <= 12288
+    float w_scale;
+    uint32_t spare;              // 0
     uint8_t *visible;            // device: token t's row at visible + t * visible_stride
     size_t visible_stride;
     float *scores;               // device scratch of strata_cuda_indexer_scratch_floats floats
 };
+STRATA_CUDA_ARGS_END
 size_t strata_cuda_indexer_scratch_floats(int n_tok, int max_pos);
 int strata_cuda_indexer(struct strata_cuda *cu, const struct strata_cuda_indexer *p);
 
@@ -403,15 +428,29 @@ int strata_cuda_copier_wait(struct strata_cuda_copier *c);
 
 // ---- CUDA graphs of the decode step ------------------------------------------------------------
 
-// Capture everything queued between begin and end into a graph (replaced when the shape key
-// changes), then launch it. While capturing, launches are recorded, not run.
+// Decode passes replayed as graphs (tape.cu). tape_begin at a pass's start with the shape's key
+// (0: none): the first pass of a key is captured and recorded, launched in segments as it goes;
+// each later pass with that key is checked launch by launch against the record and replays the
+// recorded graphs, or leaves the record at the first difference (and the next pass records again).
+// tape_end at the pass's first drain (the context's own drains end it too).
+int strata_cuda_tape_begin(struct strata_cuda *cu, uint64_t key);
+int strata_cuda_tape_end(struct strata_cuda *cu);
+// Host memory a replayed copy may read (written once per pass before the graph runs: the ring).
+void strata_cuda_tape_host_range(struct strata_cuda *cu, const void *p, size_t bytes);
+struct strata_cuda_tape_stats {
+    uint64_t recorded, replayed, diverged;   // passes
+    uint64_t builds, updates;                // segment graphs instantiated anew / updated in place
+    uint64_t launches, segments;             // of the last record
+    double walk_us;                          // host time of a replayed pass, begin to end (mean)
+    double first_us;                         // until its first segment was launched (mean)
+};
+void strata_cuda_tape_stats(const struct strata_cuda *cu, struct strata_cuda_tape_stats *s);
+
+// One graph of everything queued between begin and end_launch, launched then and again by
+// graph_launch (tests: a pass replayed without the host).
 int strata_cuda_graph_begin(struct strata_cuda *cu);
-int strata_cuda_graph_end_launch(struct strata_cuda *cu, uint64_t key);
-bool strata_cuda_graph_cached(struct strata_cuda *cu, uint64_t key);
+int strata_cuda_graph_end_launch(struct strata_cuda *cu);
 int strata_cuda_graph_launch(struct strata_cuda *cu);
-// Graphs launched by graph_end_launch so far, and how many of them were instantiated anew (the
-// rest updated the previous one in place).
-void strata_cuda_graph_counts(const struct strata_cuda *cu, uint64_t *launches, uint64_t *builds);
 
 // Elapsed milliseconds between two points on the stream (timing helper for benchmarks).
 int strata_cuda_timer_ms(struct strata_cuda *cu, int start, float *ms);

@@ -117,7 +117,7 @@ int strata_cuda_moe_mm_run(struct strata_cuda *cu, const struct strata_cuda_moe_
         m.y_stride = op->y_stride;
         struct mm_args a = to_args(&m);
         if (strata_cuda_mmq_supported(op->type) && cu->mm_path != 1) {
-            const struct moe_tiles mt = {g->first, g->sorted, g->tiles, g->n_tiles, a.x_div};
+            const struct moe_tiles mt = {g->first, g->sorted, g->tiles, g->n_tiles, a.x_div, 0};
             rc = strata_cuda_mmq_launch(cu, &a, &mt, g->max_tiles);
         } else {
             rc = strata_cuda_mv_launch(cu, &a);  // one pair per block column: float experts

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/common.cuh"
 
+STRATA_CUDA_ARGS_BEGIN
 struct mm_args {
     const void *w;
     const void *const *w_table;
@@ -12,6 +13,7 @@ struct mm_args {
     const void *w2;
     const void *const *w2_table;
     uint32_t type, n_in, n_out;
+    uint32_t spare;                             // 0
     uint64_t row_bytes;
     struct strata_cuda_act x;
     const int32_t *x_rows;
@@ -24,10 +26,12 @@ struct mm_args {
     const float *bias;
     int n_seg;                                  // stacked matrices after w (strata_cuda_mm.seg)
     uint32_t seg_first[2];                      // first launch row of each
+    uint32_t spare2;                            // 0
     const void *seg_w[2];
     float *seg_y[2];
     size_t seg_y_stride[2];
 };
+STRATA_CUDA_ARGS_END
 
 // The matrix of launch row `row` of stacked plain weights: its weights, output, row within it.
 __device__ __forceinline__ void mm_segment(const struct mm_args &a, int row, const void *&w, float *&y, size_t &ys,
@@ -49,10 +53,13 @@ __device__ __forceinline__ void mm_store(const struct mm_args &a, size_t yr, int
 }
 
 // Routed experts grouped by expert for the GEMM (see strata_cuda_moe_groups).
+STRATA_CUDA_ARGS_BEGIN
 struct moe_tiles {
     const int32_t *first, *sorted, *tiles, *n_tiles;
     int x_div;     // activation row of pair p: p / x_div
+    int spare;     // 0
 };
+STRATA_CUDA_ARGS_END
 
 int strata_cuda_mv_launch(struct strata_cuda *cu, const struct mm_args *a);
 // Routed down projection with the weighted sum and the residual (mv.cu k_mv_moe_down).

@@ -315,7 +315,7 @@ int strata_cuda_mmq_init(void)
 
 int strata_cuda_mmq_launch(struct strata_cuda *cu, const struct mm_args *a, const struct moe_tiles *mt, int max_tiles)
 {
-    static const struct moe_tiles none = {NULL, NULL, NULL, NULL, 1};
+    static const struct moe_tiles none = {NULL, NULL, NULL, NULL, 1, 0};
     const dim3 grid(cdiv(a->n_out, BM), mt ? (unsigned)max_tiles : cdiv(a->n_tok, BN));
     if (grid.y == 0) return 0;
     const size_t sm = sizeof(struct mmq_smem);

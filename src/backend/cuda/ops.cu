@@ -4,6 +4,7 @@
 // (explicit _rn intrinsics, no fused multiply-adds the CPU does not fuse), so the two backends
 // differ mostly in summation order.
 #include <cuda_runtime.h>
+#include <string.h>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ctx.cuh"
@@ -101,6 +102,7 @@ int strata_cuda_rmsnorm_q(struct strata_cuda *cu, float *y, size_t y_stride, con
 {
     if (n_rows <= 0) return 0;
     struct strata_cuda_act q[2];
+    memset(q, 0, sizeof q);  // both go to the kernel by value, the second unused with one format
     int nq = 0;
     for (int i = 0; i < n_acts; i++) {
         if (acts[i]->vdt == STRATA_TYPE_F32) {  // the float rows themselves
@@ -334,9 +336,13 @@ int strata_cuda_route_topk(struct strata_cuda *cu, const struct strata_cuda_rout
         strata_log_error("cuda: route_topk: %d of %d experts (at most 64 of 1024)", r->K, r->X);
         return STRATA_EARG;
     }
-    if (r->X <= 128) CU_LAUNCH("k_route", k_route<4>, r->n_tok, 32, 0, *r);
-    else if (r->X <= 256) CU_LAUNCH("k_route", k_route<8>, r->n_tok, 32, 0, *r);
-    else CU_LAUNCH("k_route", k_route<32>, r->n_tok, 32, 0, *r);
+    struct strata_cuda_route k;  // the kernel's bytes, padding included, the same every step (tape.cu)
+    memset(&k, 0, sizeof k);
+    k.logits = r->logits, k.bias = r->bias, k.n_tok = r->n_tok, k.X = r->X, k.K = r->K;
+    k.sigmoid = r->sigmoid, k.norm = r->norm, k.scale = r->scale, k.ids = r->ids, k.weights = r->weights;
+    if (r->X <= 128) CU_LAUNCH("k_route", k_route<4>, r->n_tok, 32, 0, k);
+    else if (r->X <= 256) CU_LAUNCH("k_route", k_route<8>, r->n_tok, 32, 0, k);
+    else CU_LAUNCH("k_route", k_route<32>, r->n_tok, 32, 0, k);
     return 0;
 }
 

@@ -156,6 +156,7 @@ int strata_cuda_get_rows(struct strata_cuda *cu, const void *w, uint32_t type, u
             return STRATA_ENOMEM;
         }
     }
-    CU_TRY(cudaMemcpyAsync(cu->rows_dev, rows, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, cu->stream));
+    const int rc = strata_cuda_copy_async(cu, cu->rows_dev, rows, (size_t)n * sizeof(int32_t));
+    if (rc) return rc;
     return strata_cuda_get_rows_dev(cu, w, type, n_in, row_bytes, cu->rows_dev, n, out);
 }
