@@ -44,51 +44,70 @@ __device__ __forceinline__ void route_token(const struct strata_cuda_route &r, i
         mx = warp_max(mx);
 #pragma unroll
         for (int j = 0; j < PER; j++) p[j] = 32 * j + lane < r.X ? expf_cr(__fsub_rn(p[j], mx)) : 0.0f;
-        // every lane adds all X in expert order (the shuffles do not wait for the sum)
-        double sum = 0.0;
+        // The host adds all X in double, in expert order. Where every nonzero p has an exponent of
+        // at least ceil(log2 X) - 29, each p is a multiple of 2^(ceil(log2 X) - 52) and every sum of
+        // them is below 2^53 such units: no addition rounds, so any order gives the host's sum, and
+        // the warp adds it as a tree. Otherwise every lane adds all X in expert order.
+        const int lg = r.X > 1 ? 32 - __clz(r.X - 1) : 0;
+        bool exact = true;
 #pragma unroll
-        for (int j = 0; j < PER; j++)
-            for (int l = 0; l < 32 && 32 * j + l < r.X; l++) sum += __shfl_sync(0xffffffffu, p[j], l);
+        for (int j = 0; j < PER; j++) {
+            const int e8 = (int)(__float_as_uint(p[j]) >> 23 & 0xff) - 127;
+            exact &= p[j] == 0.0f || e8 >= lg - 29;
+        }
+        double sum = 0.0;
+        if (__all_sync(0xffffffffu, exact)) {
+#pragma unroll
+            for (int j = 0; j < PER; j++) sum += (double)p[j];
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        } else {
+#pragma unroll
+            for (int j = 0; j < PER; j++)
+                for (int l = 0; l < 32 && 32 * j + l < r.X; l++) sum += __shfl_sync(0xffffffffu, p[j], l);
+        }
         const float inv = (float)(1.0 / sum);
 #pragma unroll
         for (int j = 0; j < PER; j++) p[j] = __fmul_rn(p[j], inv);
     }
 #pragma unroll
     for (int j = 0; j < PER; j++) sc[j] = r.bias && 32 * j + lane < r.X ? __fadd_rn(p[j], r.bias[32 * j + lane]) : p[j];
+    // top-k: per round, each lane's best untaken expert (ascending index with a strict '>' keeps the
+    // lowest among equal scores), the warp's largest score, then the lowest index holding it
     uint32_t taken = 0;
     for (int k = 0; k < r.K; k++) {
-        // this lane's best untaken expert (ascending index: strict '>' keeps the lowest), then the
-        // warp's: the largest (score, ~index) key
-        uint64_t key = 0;
-        float bp = 0.0f;
+        uint32_t key = 0;
+        int best = 0x7fffffff;
 #pragma unroll
         for (int j = 0; j < PER; j++) {
             const int e = 32 * j + lane;
             if (e >= r.X || (taken >> j & 1u)) continue;
-            const uint64_t kj = (uint64_t)score_key(sc[j]) << 32 | (uint32_t)~e;
-            if (kj > key) key = kj, bp = p[j];
+            const uint32_t kj = score_key(sc[j]);
+            if (kj > key || best == 0x7fffffff) key = kj, best = e;
         }
-        for (int o = 16; o > 0; o >>= 1) {
-            const uint64_t ok = __shfl_xor_sync(0xffffffffu, key, o);
-            const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-            if (ok > key) key = ok, bp = op;
+        const uint32_t top = __reduce_max_sync(0xffffffffu, key);
+        const int e = (int)__reduce_min_sync(0xffffffffu, key == top && best != 0x7fffffff ? (uint32_t)best : 0xffffffffu);
+        if (lane == e % 32) {
+            taken |= 1u << (e / 32);
+            float pe = 0.0f;
+#pragma unroll
+            for (int j = 0; j < PER; j++)
+                if (j == e / 32) pe = p[j];
+            chosen[k] = e, wsel[k] = pe;
         }
-        const int e = (int)~(uint32_t)key;
-        if (lane == e % 32) taken |= 1u << (e / 32);
-        if (lane == 0) chosen[k] = e, wsel[k] = bp;
     }
     __syncwarp();
-    if (lane == 0) {
-        float sum = 0.0f;
+    // the selected probabilities added in selection order by one lane, then divided by each lane
+    float sum = 1.0f;
+    if (r.norm) {
+        sum = 0.0f;
         for (int k = 0; k < r.K; k++) sum = __fadd_rn(sum, wsel[k]);
         if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-        if (!r.norm) sum = 1.0f;
-        for (int k = 0; k < r.K; k++) {
-            float v = __fdiv_rn(wsel[k], sum);
-            if (r.scale != 0.0f && r.scale != 1.0f) v = __fmul_rn(v, r.scale);
-            r.ids[(size_t)t * r.K + k] = chosen[k];
-            r.weights[(size_t)t * r.K + k] = v;
-        }
+    }
+    for (int k = lane; k < r.K; k += 32) {
+        float v = __fdiv_rn(wsel[k], sum);
+        if (r.scale != 0.0f && r.scale != 1.0f) v = __fmul_rn(v, r.scale);
+        r.ids[(size_t)t * r.K + k] = chosen[k];
+        r.weights[(size_t)t * r.K + k] = v;
     }
 }
 
