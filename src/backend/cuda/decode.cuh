@@ -417,6 +417,127 @@ template <> struct qtype<STRATA_TYPE_IQ4_XS> {
     }
 };
 
+// Decoders of blocks staged in shared memory from a 16-byte aligned row (mv.cu): the values of
+// unit() and factors() through aligned loads where the format keeps its fields aligned (Q4_K and
+// Q5_K blocks of 144 and 176 bytes stay 16-aligned, Q8_0's and Q6_K's of 34 and 210 bytes
+// 2-aligned). ld32 takes any address (two words and a funnel shift, generic 64-bit addressing):
+// about 70 instructions for a Q4_K unit's 32 nibbles against 20 here. The other types: ON false.
+// 32 bits from a 2-aligned address as two halves.
+__device__ __forceinline__ uint32_t ld32_h(const uint8_t *p)
+{
+    const uint16_t *h = (const uint16_t *)p;
+    return (uint32_t)h[0] | (uint32_t)h[1] << 16;
+}
+
+template <int T> struct staged {
+    static constexpr bool ON = false;
+    static __device__ void factors(const uint8_t *, float &, float &) {}
+    static __device__ void unit(const uint8_t *, int, unit_q &) {}
+};
+
+// The 32 bytes at p (16-aligned) as eight words.
+__device__ __forceinline__ void ld256(const uint8_t *p, uint32_t *w)
+{
+    const uint4 v0 = ((const uint4 *)p)[0], v1 = ((const uint4 *)p)[1];
+    w[0] = v0.x, w[1] = v0.y, w[2] = v0.z, w[3] = v0.w, w[4] = v1.x, w[5] = v1.y, w[6] = v1.z, w[7] = v1.w;
+}
+
+// Unit u's scale and min of a Q4_K/Q5_K block b (4-aligned) from its 12 packed bytes as three
+// words (k_scale_min's values).
+__device__ __forceinline__ void k_unit_scales(const uint8_t *b, int u, unit_q &o)
+{
+    const uint32_t s0 = *(const uint32_t *)(b + 4), s1 = *(const uint32_t *)(b + 8), s2 = *(const uint32_t *)(b + 12);
+    const int sh = 8 * (u & 3);
+    int sc, mn;
+    if (u < 4) {
+        sc = (int)(s0 >> sh & 63u);
+        mn = (int)(s1 >> sh & 63u);
+    } else {
+        sc = (int)((s2 >> sh & 15u) | (s0 >> sh >> 6 & 3u) << 4);
+        mn = (int)((s2 >> sh >> 4 & 15u) | (s1 >> sh >> 6 & 3u) << 4);
+    }
+    o.sc[0] = o.sc[1] = sc;
+    o.mn[0] = o.mn[1] = mn;
+}
+
+template <> struct staged<STRATA_TYPE_Q4_K> {
+    static constexpr bool ON = true;
+    static __device__ __forceinline__ void factors(const uint8_t *b, float &d, float &dmin)
+    {
+        const uint32_t w = *(const uint32_t *)b;
+        d = h2f(w & 0xffffu);
+        dmin = h2f(w >> 16);
+    }
+    static __device__ __forceinline__ void unit(const uint8_t *b, int u, unit_q &o)
+    {
+        uint32_t w[8];
+        ld256(b + 16 + 32 * (u >> 1), w);
+        const int shift = 4 * (u & 1);
+#pragma unroll
+        for (int i = 0; i < 8; i++) o.q[i] = (int)((w[i] >> shift) & 0x0f0f0f0fu);
+        k_unit_scales(b, u, o);
+    }
+};
+
+template <> struct staged<STRATA_TYPE_Q5_K> {
+    static constexpr bool ON = true;
+    static __device__ __forceinline__ void factors(const uint8_t *b, float &d, float &dmin)
+    {
+        staged<STRATA_TYPE_Q4_K>::factors(b, d, dmin);
+    }
+    static __device__ __forceinline__ void unit(const uint8_t *b, int u, unit_q &o)
+    {
+        uint32_t w[8], h[8];
+        ld256(b + 48 + 32 * (u >> 1), w);
+        ld256(b + 16, h);
+        const int shift = 4 * (u & 1);
+#pragma unroll
+        for (int i = 0; i < 8; i++) o.q[i] = (int)(((w[i] >> shift) & 0x0f0f0f0fu) | ((h[i] >> u) & 0x01010101u) << 4);
+        k_unit_scales(b, u, o);
+    }
+};
+
+template <> struct staged<STRATA_TYPE_Q8_0> {
+    static constexpr bool ON = true;
+    static __device__ __forceinline__ void factors(const uint8_t *b, float &d, float &dmin)
+    {
+        d = h2f(*(const uint16_t *)b);
+        dmin = 0.0f;
+    }
+    static __device__ __forceinline__ void unit(const uint8_t *b, int, unit_q &o)
+    {
+#pragma unroll
+        for (int i = 0; i < 8; i++) o.q[i] = (int)ld32_h(b + 2 + 4 * i);
+        o.sc[0] = o.sc[1] = 1;
+        o.mn[0] = o.mn[1] = 0;
+    }
+};
+
+// Q6_K blocks of 210 bytes stay 2-aligned.
+template <> struct staged<STRATA_TYPE_Q6_K> {
+    static constexpr bool ON = true;
+    static __device__ __forceinline__ void factors(const uint8_t *b, float &d, float &dmin)
+    {
+        d = h2f(*(const uint16_t *)(b + 208));
+        dmin = 0.0f;
+    }
+    static __device__ __forceinline__ void unit(const uint8_t *b, int u, unit_q &o)
+    {
+        const int h = u >> 2, j = u & 3;
+        const uint8_t *ql = b + 64 * h + 32 * (j & 1), *qh = b + 128 + 32 * h;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t lo = (ld32_h(ql + 4 * i) >> (4 * (j >> 1))) & 0x0f0f0f0fu;
+            const uint32_t hi = (ld32_h(qh + 4 * i) >> (2 * j)) & 0x03030303u;
+            o.q[i] = (int)vsub4(lo | hi << 4, 0x20202020u);
+        }
+        const uint32_t s = *(const uint16_t *)(b + 192 + 2 * u);
+        o.sc[0] = (int)(int8_t)(s & 0xffu);
+        o.sc[1] = (int)(int8_t)(s >> 8);
+        o.mn[0] = o.mn[1] = 0;
+    }
+};
+
 // The quantized weight types with a kernel, as a list for dispatch switches.
 #define STRATA_CUDA_QTYPES(X)                                                                  \
     X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL) X(MXFP4) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) \

@@ -98,6 +98,7 @@ __device__ __forceinline__ void staged_dot(const uint8_t *sb, int fb, int nb, co
     using Q = qtype<T>;
     static_assert(NT * UN <= MV_MAX_NT, "tsum holds MV_MAX_NT * 32 floats");
     const int units = nb * Q::UPB;
+    const bool a16 = ((uintptr_t)sb & 15) == 0;  // the row was 16-aligned (staged<T>'s loads)
     for (int u0 = 0; u0 < units; u0 += 32 * UN) {
         unit_q o[UN];
         float d[UN], dmin[UN];
@@ -109,8 +110,13 @@ __device__ __forceinline__ void staged_dot(const uint8_t *sb, int fb, int nb, co
             d[k] = dmin[k] = 0.0f;
             if (valid[k]) {
                 const uint8_t *b = sb + (ul / Q::UPB) * Q::TS;
-                Q::unit(b, ul % Q::UPB, o[k]);
-                Q::factors(b, d[k], dmin[k]);
+                if (staged<T>::ON && a16) {
+                    staged<T>::unit(b, ul % Q::UPB, o[k]);
+                    staged<T>::factors(b, d[k], dmin[k]);
+                } else {
+                    Q::unit(b, ul % Q::UPB, o[k]);
+                    Q::factors(b, d[k], dmin[k]);
+                }
             }
         }
 #pragma unroll
@@ -156,9 +162,14 @@ __device__ __forceinline__ void staged_dot_rows(const uint8_t *sb, const int *so
             valid[k] = ul < units && soff[row[k]] >= 0;
             d[k] = dmin[k] = 0.0f;
             if (valid[k]) {
-                const uint8_t *b = sb + soff[row[k]] + (u[k] / Q::UPB) * Q::TS;
-                Q::unit(b, u[k] % Q::UPB, o[k]);
-                Q::factors(b, d[k], dmin[k]);
+                const uint8_t *r = sb + soff[row[k]], *b = r + (u[k] / Q::UPB) * Q::TS;
+                if (staged<T>::ON && ((uintptr_t)r & 15) == 0) {
+                    staged<T>::unit(b, u[k] % Q::UPB, o[k]);
+                    staged<T>::factors(b, d[k], dmin[k]);
+                } else {
+                    Q::unit(b, u[k] % Q::UPB, o[k]);
+                    Q::factors(b, d[k], dmin[k]);
+                }
             }
         }
 #pragma unroll
