@@ -121,7 +121,7 @@ __device__ __forceinline__ void staged_dot(const uint8_t *sb, int fb, int nb, co
         }
 #pragma unroll
         for (int i = 0; i < NT; i++) {
-            if (i >= nt) break;
+            if (NT > 1 && i >= nt) break;  // one token: no test, the shuffles stay uniform
 #pragma unroll
             for (int k = 0; k < UN; k++) {
                 const int ul = u0 + 32 * k + lane;
