@@ -21,7 +21,7 @@
 #                              measured there before (DEVICE.md: Q8_0 279 / 9,080, Q4_K 299 / 6,455)
 #   BUDGET_S=400               skip the remaining benchmark models after this many seconds
 #   COMMIT=abc1234             the commit the rows name (the device copy may have no .git)
-#   AB_ENV="STRATA_HOST_ROUTE=1;STRATA_CUDA_GRAPH=1"  also run strata with each of these
+#   AB_ENV="STRATA_HOST_ROUTE=1;STRATA_CUDA_GRAPH=0"  also run strata with each of these
 #                              environments (';' between them) on each model, a row each: the same
 #                              binary with or without a feature, in the same run
 #   HBM_GBS=4260               measured HBM bandwidth for the byte floor (DEVICE.md: copy 4.26 TB/s)
