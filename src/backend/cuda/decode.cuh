@@ -417,11 +417,6 @@ template <> struct qtype<STRATA_TYPE_IQ4_XS> {
     }
 };
 
-// Decoders of blocks staged in shared memory from a 16-byte aligned row (mv.cu): the values of
-// unit() and factors() through aligned loads where the format keeps its fields aligned (Q4_K and
-// Q5_K blocks of 144 and 176 bytes stay 16-aligned, Q8_0's and Q6_K's of 34 and 210 bytes
-// 2-aligned). ld32 takes any address (two words and a funnel shift, generic 64-bit addressing):
-// about 70 instructions for a Q4_K unit's 32 nibbles against 20 here. The other types: ON false.
 // 32 bits from a 2-aligned address as two halves.
 __device__ __forceinline__ uint32_t ld32_h(const uint8_t *p)
 {
@@ -429,6 +424,11 @@ __device__ __forceinline__ uint32_t ld32_h(const uint8_t *p)
     return (uint32_t)h[0] | (uint32_t)h[1] << 16;
 }
 
+// Decoders of blocks staged in shared memory from a 16-byte aligned row (mv.cu): the values of
+// unit() and factors() through aligned loads where the format keeps its fields aligned (Q4_K and
+// Q5_K blocks of 144 and 176 bytes stay 16-aligned, Q8_0's and Q6_K's of 34 and 210 bytes
+// 2-aligned). ld32 takes any address (two words and a funnel shift, generic 64-bit addressing):
+// about 70 instructions for a Q4_K unit's 32 nibbles against 20 here. The other types: ON false.
 template <int T> struct staged {
     static constexpr bool ON = false;
     static __device__ void factors(const uint8_t *, float &, float &) {}

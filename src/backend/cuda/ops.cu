@@ -102,7 +102,7 @@ int strata_cuda_rmsnorm_q(struct strata_cuda *cu, float *y, size_t y_stride, con
 {
     if (n_rows <= 0) return 0;
     struct strata_cuda_act q[2];
-    memset(q, 0, sizeof q);  // both go to the kernel by value, the second unused with one format
+    memset(q, 0, sizeof q);  // q[0] goes to the kernel by value even when no format is rounded
     int nq = 0;
     for (int i = 0; i < n_acts; i++) {
         if (acts[i]->vdt == STRATA_TYPE_F32) {  // the float rows themselves
@@ -336,7 +336,7 @@ int strata_cuda_route_topk(struct strata_cuda *cu, const struct strata_cuda_rout
         strata_log_error("cuda: route_topk: %d of %d experts (at most 64 of 1024)", r->K, r->X);
         return STRATA_EARG;
     }
-    struct strata_cuda_route k;  // the kernel's bytes, padding included, the same every step (tape.cu)
+    struct strata_cuda_route k;  // the kernel's bytes with the spare ones zero whoever built *r (tape.cu)
     memset(&k, 0, sizeof k);
     k.logits = r->logits, k.bias = r->bias, k.n_tok = r->n_tok, k.X = r->X, k.K = r->K;
     k.sigmoid = r->sigmoid, k.norm = r->norm, k.scale = r->scale, k.ids = r->ids, k.weights = r->weights;

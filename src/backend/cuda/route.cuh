@@ -96,7 +96,8 @@ __device__ __forceinline__ void route_token(const struct strata_cuda_route &r, i
         }
     }
     __syncwarp();
-    // the selected probabilities added in selection order by one lane, then divided by each lane
+    // the selected probabilities added in selection order (every lane the same sum), then divided,
+    // a lane per choice
     float sum = 1.0f;
     if (r.norm) {
         sum = 0.0f;
