@@ -5,14 +5,16 @@
 // while it is held, nothing may deadlock, and the counters must add up. Also: pin counts (a slot
 // held by two callers survives one release), prefetch then acquire (counted as used, bytes
 // right), prefetch never evicting a pinned expert, and a lasting read fault under concurrency
-// failing cleanly in every thread that needs the expert. Built with TSAN=1 this runs under
-// ThreadSanitizer.
+// failing cleanly in every thread that needs the expert; acquires in two steps (acquire_start,
+// then acquire_finish) among the threads, and alone against acquire's decisions. Built with
+// TSAN=1 this runs under ThreadSanitizer.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "experts/layout.h"
@@ -90,7 +92,19 @@ static void *work(void *arg)
             if (strata_provider_prefetch(w->p, (l + 1) % lay->n_layers, hint, 4)) atomic_fetch_add(w->bad, 1);
         }
         struct strata_expert_view v[64];
-        if (strata_provider_acquire(w->p, l, ids, n, v)) {
+        if (it % 2) {  // in two steps: the ready views at once, the others after finish
+            uint8_t ready[64];
+            if (strata_provider_acquire_start(w->p, l, ids, n, v, ready)) {
+                atomic_fetch_add(w->bad, 1);
+                continue;
+            }
+            for (int j = 0; j < n; j++)
+                if (ready[j] && !view_ok(w->ref, l, ids[j], &v[j])) atomic_fetch_add(w->bad, 1);
+            if (strata_provider_acquire_finish(w->p, l, ids, n, v, ready)) {
+                atomic_fetch_add(w->bad, 1);
+                continue;
+            }
+        } else if (strata_provider_acquire(w->p, l, ids, n, v)) {
             atomic_fetch_add(w->bad, 1);
             continue;
         }
@@ -234,6 +248,100 @@ static void test_cancel(struct strata_gguf_file *f, const struct strata_expert_l
     case_result("wrong guesses cancelled", before);
 }
 
+// acquire_start / finish make acquire's decisions: a store served in two steps and one served
+// by acquire end every step of the same sequence with the same counters, the ready views are
+// the hits and hold their bytes at once. A lasting fault: finish fails, the ready view stays
+// pinned until released, and nothing else does (a later acquire of every slot gets through).
+struct slots_worker {
+    pthread_t th;
+    struct strata_expert_provider p;
+    uint32_t ids[4];
+    int rc;
+};
+
+static void *slots_work(void *arg)
+{
+    struct slots_worker *w = arg;
+    struct strata_expert_view v[4];
+    w->rc = strata_provider_acquire(w->p, 0, w->ids, 4, v);
+    if (w->rc == 0) strata_provider_release(w->p, 0, v, 4);
+    return NULL;
+}
+
+static void test_split(struct strata_gguf_file *f, const struct strata_expert_layout *lay, const struct ref *ref,
+                       enum strata_io_engine io)
+{
+    const int before = g_failures;
+    struct strata_experts_config cfg = {.cache_bytes = 4 * lay->layers[0].slot_bytes * lay->n_layers, .io = io,
+                                        .policy = STRATA_POLICY_LRU};
+    struct strata_store *one, *two;
+    CHECK(strata_store_open(&one, f, lay, 2, &cfg) == 0 && strata_store_open(&two, f, lay, 2, &cfg) == 0, "open");
+    struct strata_expert_provider p1 = strata_store_provider(one), p2 = strata_store_provider(two);
+    const uint32_t seq[6][4] = {{1, 2}, {2, 3}, {1, 4}, {5, 6, 2}, {7, 1, 3, 8}, {8, 9}};
+    const int len[6] = {2, 2, 2, 3, 4, 2};
+    for (int i = 0; i < 6; i++) {
+        struct strata_expert_view a[4], b[4];
+        uint8_t ready[4];
+        struct strata_experts_layer_stats s1, s2, t1;
+        strata_provider_layer_stats(p1, 0, &t1);
+        CHECK(strata_provider_acquire(p1, 0, seq[i], len[i], a) == 0, "acquire step %d", i);
+        CHECK(strata_provider_acquire_start(p2, 0, seq[i], len[i], b, ready) == 0, "start step %d", i);
+        strata_provider_layer_stats(p1, 0, &s1);
+        int n_ready = 0;
+        for (int j = 0; j < len[i]; j++) {
+            n_ready += ready[j];
+            if (ready[j]) CHECK(view_ok(ref, 0, seq[i][j], &b[j]), "step %d: ready view of %u", i, seq[i][j]);
+        }
+        CHECK((uint64_t)n_ready == s1.hits - t1.hits, "step %d: %d ready, %llu hits", i, n_ready,
+              (unsigned long long)(s1.hits - t1.hits));
+        CHECK(strata_provider_acquire_finish(p2, 0, seq[i], len[i], b, ready) == 0, "finish step %d", i);
+        for (int j = 0; j < len[i]; j++)
+            CHECK(view_ok(ref, 0, seq[i][j], &b[j]) && view_ok(ref, 0, seq[i][j], &a[j]), "step %d: bytes", i);
+        strata_provider_layer_stats(p2, 0, &s2);
+        CHECK(s1.hits == s2.hits && s1.misses == s2.misses && s1.evictions == s2.evictions,
+              "step %d: acquire %llu/%llu/%llu, in two steps %llu/%llu/%llu (hits/misses/evictions)", i,
+              (unsigned long long)s1.hits, (unsigned long long)s1.misses, (unsigned long long)s1.evictions,
+              (unsigned long long)s2.hits, (unsigned long long)s2.misses, (unsigned long long)s2.evictions);
+        strata_provider_release(p1, 0, a, len[i]);
+        strata_provider_release(p2, 0, b, len[i]);
+    }
+    strata_store_close(one);
+    strata_store_close(two);
+
+    // Expert 1 read (attempts 1-3), every later read fails.
+    setenv("STRATA_IO_FAULT", "4:eio:1000000", 1);
+    CHECK(strata_store_open(&one, f, lay, 2, &cfg) == 0, "open");
+    p1 = strata_store_provider(one);
+    struct strata_expert_view v[4];
+    uint8_t ready[4];
+    const uint32_t first[1] = {1}, pair[2] = {1, 5};
+    CHECK(strata_provider_acquire(p1, 0, first, 1, v) == 0, "acquire {1}");
+    strata_provider_release(p1, 0, v, 1);
+    quiet(true);
+    CHECK(strata_provider_acquire_start(p1, 0, pair, 2, v, ready) == 0 && ready[0] && !ready[1], "start {1, 5}");
+    CHECK(view_ok(ref, 0, 1, &v[0]), "the ready view");
+    CHECK(strata_provider_acquire_finish(p1, 0, pair, 2, v, ready) == STRATA_EIO, "finish fails");
+    CHECK(view_ok(ref, 0, 1, &v[0]), "the ready view is still pinned");
+    strata_provider_release(p1, 0, v, 1);
+    // All four slots for four other experts: waits forever if a slot were still pinned.
+    struct slots_worker w = {.p = p1, .ids = {10, 11, 12, 13}};
+    CHECK(pthread_create(&w.th, NULL, slots_work, &w) == 0, "thread");
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    if (pthread_timedjoin_np(w.th, NULL, &until) != 0) {
+        fprintf(stderr, "FAIL: a slot stayed pinned after a failed finish (the acquire of every slot hangs)\n");
+        exit(1);
+    }
+    CHECK(w.rc == STRATA_EIO, "every slot free again: the acquire ran (and its reads failed), got %d", w.rc);
+    quiet(false);
+    strata_store_close(one);
+    unsetenv("STRATA_IO_FAULT");
+    char name[64];
+    snprintf(name, sizeof name, "acquire in two steps, %s", strata_io_engine_name(io));
+    case_result(name, before);
+}
+
 struct fault_worker {
     pthread_t th;
     struct strata_expert_provider p;
@@ -358,6 +466,7 @@ int main(void)
     test_cancel(f, &lay, &ref);
     for (int io = 0; io < STRATA_IO_COUNT; io++) {
         test_pins_and_prefetch(f, &lay, &ref, (enum strata_io_engine)io);
+        test_split(f, &lay, &ref, (enum strata_io_engine)io);
         test_threads(path, f, &lay, &ref, (enum strata_io_engine)io, io == STRATA_IO_URING ? 8 : 3);
         test_fault_threads(f, &lay, (enum strata_io_engine)io);
     }

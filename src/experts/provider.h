@@ -8,6 +8,15 @@
 //                            Never blocks, never evicts a pinned expert, may do nothing.
 //   acquire(ids) -> views    pins the experts and returns their views (in the consumer's memory),
 //                            blocking only on those not resident yet. n <= max_batch, ids distinct.
+//   acquire_start(ids)       optional (NULL: use acquire): the same decisions as acquire (the
+//     -> views, ready        same hits, victims, reads and order), but it returns without
+//   acquire_finish(ids)      waiting for reads: the views of experts already resident are valid
+//     -> views               at once (ready[i] = 1), so the caller computes them while the
+//                            others are read; acquire_finish waits for those and writes their
+//                            views. Between the two the caller holds every expert of the request
+//                            pinned, as after acquire; a failed finish unpins the others but
+//                            leaves the ready ones pinned (the caller may still be computing
+//                            them): the caller releases those.
 //   release(views)           unpins them; the views must not be used afterwards.
 //   fetch(ids)               optional (NULL where every expert is resident): the caller's next
 //                            acquire of this layer will be ids, so start their reads now, at
@@ -75,6 +84,13 @@ struct strata_provider_i {
     // Views of ids[0..n) in the same order. 0, or negative (STRATA_EARG, STRATA_EIO; logged, and
     // nothing stays pinned).
     int (*acquire)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n, struct strata_expert_view *views);
+    // Optional, both or neither (protocol above). start: 0 or negative as acquire (nothing pinned
+    // on failure); views[i] is valid where ready[i] is 1. finish: the same request, views and
+    // ready; writes the other views. 0, or negative (logged; only the ready ones stay pinned).
+    int (*acquire_start)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n, struct strata_expert_view *views,
+                         uint8_t *ready);
+    int (*acquire_finish)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n, struct strata_expert_view *views,
+                          const uint8_t *ready);
     // views[0..n) exactly as an acquire of this layer returned them (any subset, in any order).
     void (*release)(void *ctx, uint32_t moe_layer, const struct strata_expert_view *views, int n);
     void (*stats)(void *ctx, struct strata_experts_stats *st);
@@ -122,6 +138,24 @@ static inline void strata_provider_layer_stats(struct strata_expert_provider p, 
 }
 
 static inline bool strata_provider_can_fetch(struct strata_expert_provider p) { return p.iface->fetch != NULL; }
+
+// acquire_start where the provider has it; elsewhere a plain acquire, every view ready.
+static inline int strata_provider_acquire_start(struct strata_expert_provider p, uint32_t moe_layer,
+                                                const uint32_t *ids, int n, struct strata_expert_view *views,
+                                                uint8_t *ready)
+{
+    if (p.iface->acquire_start) return p.iface->acquire_start(p.ctx, moe_layer, ids, n, views, ready);
+    int rc = p.iface->acquire(p.ctx, moe_layer, ids, n, views);
+    for (int i = 0; i < n; i++) ready[i] = 1;
+    return rc;
+}
+
+static inline int strata_provider_acquire_finish(struct strata_expert_provider p, uint32_t moe_layer,
+                                                 const uint32_t *ids, int n, struct strata_expert_view *views,
+                                                 const uint8_t *ready)
+{
+    return p.iface->acquire_finish ? p.iface->acquire_finish(p.ctx, moe_layer, ids, n, views, ready) : 0;
+}
 
 static inline int strata_provider_fetch(struct strata_expert_provider p, uint32_t moe_layer, const uint32_t *ids, int n)
 {

@@ -245,22 +245,21 @@ static void note(struct strata_expert_view *v, int32_t s, bool own)
 static int32_t noted_slot(const struct strata_expert_view *v) { return (int32_t)(uintptr_t)v->part[0]; }
 static bool noted_own(const struct strata_expert_view *v) { return (uintptr_t)v->part[1] != 0; }
 
-// Unpin every slot noted in views[0..n).
-static void unpin_noted(struct strata_store *st, struct layer_cache *c, const struct strata_expert_view *views,
-                        int n)
+// The slot of a view this store handed out (as release finds it).
+static int32_t view_slot(const struct strata_store *st, const struct layer_cache *c, const struct strata_expert_view *v)
 {
-    for (int i = 0; i < n; i++) c->slots[noted_slot(&views[i])].ref--;
-    pthread_cond_broadcast(&st->cv);
+    const char *p = v->part[STRATA_EXPERT_GATE];
+    STRATA_ASSERT(p >= c->base && p < c->base + (size_t)st->plan.n_slots * c->slot_size);  // a view of this layer
+    return (int32_t)((size_t)(p - c->base) / c->slot_size);
 }
 
-static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views)
+// The first half of an acquire (under mu): waits until the layer has free slots for every miss,
+// pins the hits, claims victims for the misses and queues their reads, and ticks every access.
+// views[i] then holds the bookkeeping of ids[i] (note()).
+static void acquire_pin(struct strata_store *st, uint32_t l, const uint32_t *ids, int n,
+                        struct strata_expert_view *views, double *waited_s)
 {
-    struct strata_store *st = ctx;
-    int rc = check_request(st, "acquire", l, ids, n, (int)(st->plan.n_slots - st->n_pin));
-    if (rc) return rc;
     struct layer_cache *c = &st->lc[l];
-    double waited_s = 0;  // blocked on reads, or on slots being filled or held elsewhere
-    pthread_mutex_lock(&st->mu);
     for (;;) {
         // All or nothing: are there free slots for every miss right now? A prefetch this acquire
         // does not want whose read has not started yet gives its slot back (a wrong guess then
@@ -287,118 +286,213 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
             }
         }
         for (int i = 0; i < n; i++) st->mark[ids[i]] = 0;
-        if (need > avail) {
-            const double t0 = strata_now();
-            pthread_cond_wait(&st->cv, &st->mu);
-            waited_s += strata_now() - t0;
-            continue;
-        }
-        // Hits first, so their slots are pinned before any miss looks for a victim.
-        for (int i = 0; i < n; i++) {
-            const int32_t s = c->expert_slot[ids[i]];
-            note(&views[i], -1, false);
-            if (s < 0) continue;
-            struct slot *sl = &c->slots[s];
-            sl->ref++;
-            if (sl->fetched) {  // a miss whose read started early
-                sl->fetched = false;
-                c->st.misses++;
-                c->st.fetched++;
-            } else {
-                c->st.hits++;
-                st->pin_hits += sl->pinned;
-            }
-            if (sl->unused_prefetch) {
-                sl->unused_prefetch = false;
-                c->st.prefetch_used++;
-            }
-            if (sl->state == SLOT_FILLING) {
-                st->joined++;
-                if (!c->fills[s].demand) strata_io_promote(st->io, &c->fills[s].t);
-            }
-            note(&views[i], s, false);
-        }
-        for (int i = 0; i < n; i++) {
-            if (noted_slot(&views[i]) >= 0) continue;
-            int32_t s = c->expert_slot[ids[i]];
-            if (s >= 0) {  // a duplicate id of this request: read once
-                c->slots[s].ref++;
-                note(&views[i], s, false);
-                continue;
-            }
-            s = victim(st, c);
-            STRATA_ASSERT(s >= 0);  // counted above
-            struct fill *f = claim_slot(st, l, s, ids[i], true);
-            c->slots[s].ref = 1;
-            c->st.misses++;
-            note(&views[i], s, true);
-            submit_fill(st, f);
-        }
-        // Every access gets its own tick in the order of ids, so LRU has no ties and strata sim
-        // replays the same order; LFU counts it.
-        for (int i = 0; i < n; i++) {
-            c->slots[noted_slot(&views[i])].last_use = ++st->tick;
-            c->freq[ids[i]]++;
-        }
-
-        // Sleep until this acquire's reads are in and the slots it joined are published.
+        if (need <= avail) break;
         const double t0 = strata_now();
-        bool waited = false;
-        for (;;) {
-            bool pending = false;
-            for (int i = 0; i < n && !pending; i++) {
-                const int32_t s = noted_slot(&views[i]);
-                pending = noted_own(&views[i]) ? !c->fills[s].done : c->slots[s].state == SLOT_FILLING;
-            }
-            if (!pending) break;
-            waited = true;
-            pthread_cond_wait(&st->cv, &st->mu);
+        pthread_cond_wait(&st->cv, &st->mu);
+        *waited_s += strata_now() - t0;
+    }
+    // Hits first, so their slots are pinned before any miss looks for a victim.
+    for (int i = 0; i < n; i++) {
+        const int32_t s = c->expert_slot[ids[i]];
+        note(&views[i], -1, false);
+        if (s < 0) continue;
+        struct slot *sl = &c->slots[s];
+        sl->ref++;
+        if (sl->fetched) {  // a miss whose read started early
+            sl->fetched = false;
+            c->st.misses++;
+            c->st.fetched++;
+        } else {
+            c->st.hits++;
+            st->pin_hits += sl->pinned;
         }
-        if (waited) waited_s += strata_now() - t0;
-
-        // Publish this acquire's fills, or drop them all if any read failed.
-        const struct fill *failed = NULL;
-        for (int i = 0; i < n; i++)
-            if (noted_own(&views[i]) && c->fills[noted_slot(&views[i])].rc && !failed)
-                failed = &c->fills[noted_slot(&views[i])];
-        for (int i = 0; i < n; i++) {
-            if (!noted_own(&views[i])) continue;
-            const int32_t s = noted_slot(&views[i]);
-            if (failed) drop_slot(c, s);
-            else c->slots[s].state = SLOT_READY;
-            st->n_filling--;
+        if (sl->unused_prefetch) {
+            sl->unused_prefetch = false;
+            c->st.prefetch_used++;
         }
-        if (failed) {
-            // The engine's line goes to this thread (a refused submission has logged already);
-            // written under mu, before the dropped slot's fill can be reused.
-            rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
-            st->io_wait_s += waited_s;
-            c->st.io_wait_s += waited_s;
-            unpin_noted(st, c, views, n);
-            pthread_mutex_unlock(&st->mu);
-            return rc;
+        if (sl->state == SLOT_FILLING) {
+            st->joined++;
+            if (!c->fills[s].demand) strata_io_promote(st->io, &c->fills[s].t);
         }
-        // A slot this acquire joined whose reads failed (another caller's, or a prefetch's) is
-        // no longer its expert: start again; this time the acquire reads it itself.
-        bool lost = false;
-        for (int i = 0; i < n && !lost; i++) {
-            const struct slot *sl = &c->slots[noted_slot(&views[i])];
-            lost = sl->state != SLOT_READY || sl->expert != (int32_t)ids[i];
-        }
-        if (lost) {
-            unpin_noted(st, c, views, n);
+        note(&views[i], s, false);
+    }
+    for (int i = 0; i < n; i++) {
+        if (noted_slot(&views[i]) >= 0) continue;
+        int32_t s = c->expert_slot[ids[i]];
+        if (s >= 0) {  // a duplicate id of this request: read once
+            c->slots[s].ref++;
+            note(&views[i], s, false);
             continue;
         }
-        // The layer's prefetches were guesses for this acquire: what it did not use is ordinary now.
-        for (uint32_t s = 0; s < st->plan.n_slots; s++)
-            if (c->slots[s].state == SLOT_READY) c->slots[s].unused_prefetch = false;
+        s = victim(st, c);
+        STRATA_ASSERT(s >= 0);  // counted above
+        struct fill *f = claim_slot(st, l, s, ids[i], true);
+        c->slots[s].ref = 1;
+        c->st.misses++;
+        note(&views[i], s, true);
+        submit_fill(st, f);
+    }
+    // Every access gets its own tick in the order of ids, so LRU has no ties and strata sim
+    // replays the same order; LFU counts it.
+    for (int i = 0; i < n; i++) {
+        c->slots[noted_slot(&views[i])].last_use = ++st->tick;
+        c->freq[ids[i]]++;
+    }
+}
+
+// The second half (under mu), over the entries of ids[0..n) not marked in done (NULL: all), whose
+// views hold notes: sleeps until their reads are in and the slots they joined are published,
+// publishes this acquire's fills or drops them all if a read failed. 0; or the read's error, with
+// the not-done ones unpinned; or 0 with *lost set when a slot it joined was dropped (another
+// caller's or a prefetch's failed read), with the not-done ones unpinned. The done ones stay
+// pinned either way.
+static int acquire_wait(struct strata_store *st, uint32_t l, const uint32_t *ids, int n,
+                        struct strata_expert_view *views, const uint8_t *done, double *waited_s, bool *lost)
+{
+    struct layer_cache *c = &st->lc[l];
+    const double t0 = strata_now();
+    bool waited = false;
+    for (;;) {
+        bool pending = false;
+        for (int i = 0; i < n && !pending; i++) {
+            if (done && done[i]) continue;
+            const int32_t s = noted_slot(&views[i]);
+            pending = noted_own(&views[i]) ? !c->fills[s].done : c->slots[s].state == SLOT_FILLING;
+        }
+        if (!pending) break;
+        waited = true;
+        pthread_cond_wait(&st->cv, &st->mu);
+    }
+    if (waited) *waited_s += strata_now() - t0;
+
+    const struct fill *failed = NULL;
+    for (int i = 0; i < n; i++)
+        if (!(done && done[i]) && noted_own(&views[i]) && c->fills[noted_slot(&views[i])].rc && !failed)
+            failed = &c->fills[noted_slot(&views[i])];
+    for (int i = 0; i < n; i++) {
+        if ((done && done[i]) || !noted_own(&views[i])) continue;
+        const int32_t s = noted_slot(&views[i]);
+        if (failed) drop_slot(c, s);
+        else c->slots[s].state = SLOT_READY;
+        st->n_filling--;
+    }
+    *lost = false;
+    if (failed) {
+        // The engine's line goes to this thread (a refused submission has logged already);
+        // written under mu, before the dropped slot's fill can be reused.
+        const int rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
+        for (int i = 0; i < n; i++)
+            if (!(done && done[i])) c->slots[noted_slot(&views[i])].ref--;
         pthread_cond_broadcast(&st->cv);
-        for (int i = 0; i < n; i++) fill_view(st, l, noted_slot(&views[i]), &views[i]);
+        return rc;
+    }
+    for (int i = 0; i < n && !*lost; i++) {
+        if (done && done[i]) continue;
+        const struct slot *sl = &c->slots[noted_slot(&views[i])];
+        *lost = sl->state != SLOT_READY || sl->expert != (int32_t)ids[i];
+    }
+    if (*lost) {
+        for (int i = 0; i < n; i++)
+            if (!(done && done[i])) c->slots[noted_slot(&views[i])].ref--;
+        pthread_cond_broadcast(&st->cv);
+    }
+    return 0;
+}
+
+// The end of an acquire that succeeded (under mu): the layer's prefetches were guesses for it, so
+// what it did not use is ordinary now; the views not marked in done are written.
+static void acquire_publish(struct strata_store *st, uint32_t l, int n, struct strata_expert_view *views,
+                            const uint8_t *done, double waited_s)
+{
+    struct layer_cache *c = &st->lc[l];
+    for (uint32_t s = 0; s < st->plan.n_slots; s++)
+        if (c->slots[s].state == SLOT_READY) c->slots[s].unused_prefetch = false;
+    pthread_cond_broadcast(&st->cv);
+    for (int i = 0; i < n; i++)
+        if (!(done && done[i])) fill_view(st, l, noted_slot(&views[i]), &views[i]);
+    st->io_wait_s += waited_s;
+    c->st.io_wait_s += waited_s;
+}
+
+static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views)
+{
+    struct strata_store *st = ctx;
+    int rc = check_request(st, "acquire", l, ids, n, (int)(st->plan.n_slots - st->n_pin));
+    if (rc) return rc;
+    double waited_s = 0;  // blocked on reads, or on slots being filled or held elsewhere
+    bool lost = true;
+    pthread_mutex_lock(&st->mu);
+    while (rc == 0 && lost) {
+        acquire_pin(st, l, ids, n, views, &waited_s);
+        rc = acquire_wait(st, l, ids, n, views, NULL, &waited_s, &lost);
+    }
+    if (rc == 0) acquire_publish(st, l, n, views, NULL, waited_s);
+    else {
         st->io_wait_s += waited_s;
-        c->st.io_wait_s += waited_s;
+        st->lc[l].st.io_wait_s += waited_s;
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+// acquire_start: the acquire's decisions (hits, victims, reads, ticks) exactly as store_acquire
+// makes them; the views of experts already resident are written and marked ready, the others
+// keep their notes for acquire_finish.
+static int store_acquire_start(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views,
+                               uint8_t *ready)
+{
+    struct strata_store *st = ctx;
+    int rc = check_request(st, "acquire", l, ids, n, (int)(st->plan.n_slots - st->n_pin));
+    if (rc) return rc;
+    struct layer_cache *c = &st->lc[l];
+    double waited_s = 0;
+    pthread_mutex_lock(&st->mu);
+    acquire_pin(st, l, ids, n, views, &waited_s);
+    for (int i = 0; i < n; i++) {
+        const int32_t s = noted_slot(&views[i]);
+        ready[i] = !noted_own(&views[i]) && c->slots[s].state == SLOT_READY;
+        if (ready[i]) fill_view(st, l, s, &views[i]);
+    }
+    st->io_wait_s += waited_s;
+    c->st.io_wait_s += waited_s;
+    pthread_mutex_unlock(&st->mu);
+    return 0;
+}
+
+static int store_acquire_finish(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views,
+                                const uint8_t *ready)
+{
+    struct strata_store *st = ctx;
+    struct layer_cache *c = &st->lc[l];
+    double waited_s = 0;
+    bool lost = false;
+    pthread_mutex_lock(&st->mu);
+    int rc = acquire_wait(st, l, ids, n, views, ready, &waited_s, &lost);
+    if (rc == 0 && !lost) {
+        acquire_publish(st, l, n, views, ready, waited_s);
         pthread_mutex_unlock(&st->mu);
         return 0;
     }
+    // A slot it joined was dropped (another caller's or a prefetch's read failed), and every
+    // expert that was not ready is unpinned: those are acquired again one by one (the ready ones
+    // stay pinned; each needs one slot, and this caller holds at most max_batch of the layer).
+    for (int i = 0; i < n && rc == 0 && lost; i++) {
+        if (ready[i]) continue;
+        bool again = true;
+        while (rc == 0 && again) {
+            acquire_pin(st, l, &ids[i], 1, &views[i], &waited_s);
+            rc = acquire_wait(st, l, &ids[i], 1, &views[i], NULL, &waited_s, &again);
+        }
+        if (rc == 0) acquire_publish(st, l, 1, &views[i], NULL, 0);
+        else  // views[i] is unpinned; so must be those acquired again (the ready ones stay pinned)
+            for (int j = 0; j < i; j++)
+                if (!ready[j]) c->slots[view_slot(st, c, &views[j])].ref--;
+    }
+    st->io_wait_s += waited_s;
+    c->st.io_wait_s += waited_s;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
 }
 
 // A prefetch (a guess: low priority, counted in prefetched) or a fetch (the caller's next acquire:
@@ -508,6 +602,8 @@ static const struct strata_provider_i g_store_iface = {
     .prefetch = store_prefetch,
     .fetch = store_fetch,
     .acquire = store_acquire,
+    .acquire_start = store_acquire_start,
+    .acquire_finish = store_acquire_finish,
     .release = store_release,
     .stats = store_stats,
     .layer_stats = store_layer_stats,

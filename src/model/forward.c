@@ -71,6 +71,8 @@ struct strata_forward {
     struct strata_route_groups g; // count/first [X], tok_of/route_of [B*K], used [X]
     struct strata_expert_view *views;  // [X]
     uint64_t *order_scratch;      // [X] strata_expert_pass_order
+    uint8_t *ready;               // [X] experts_block: which views acquire_start gave at once
+    int *split_idx;               // [X] experts_block: the group's ready experts, then the others
     struct strata_mm_op *ops;     // [n_ops] the expert products of one group, the heads of a pass
     int n_ops;
     int32_t *trace_ids;           // [B][n_moe][K]
@@ -372,6 +374,8 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->g.used = host_zalloc(X * sizeof(uint32_t), &rc);
     f->views = host_zalloc(X * sizeof *f->views, &rc);
     f->order_scratch = host_zalloc(X * sizeof *f->order_scratch, &rc);
+    f->ready = host_zalloc(X * sizeof *f->ready, &rc);
+    f->split_idx = host_zalloc(X * sizeof *f->split_idx, &rc);
     f->n_ops = 2 * X > hp->n_head ? 2 * (int)X : (int)hp->n_head;
     f->ops = host_zalloc((size_t)f->n_ops * sizeof *f->ops, &rc);
     f->trace_ids = host_zalloc(B * (m->layout.n_layers ? m->layout.n_layers : 1) * K * sizeof(int32_t), &rc);
@@ -413,7 +417,7 @@ void strata_forward_free(struct strata_forward *f)
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     if (f->visible) f->bi->release(f->bc, f->visible);
     void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
-                    f->g.used, f->views, f->order_scratch, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
+                    f->g.used, f->views, f->order_scratch, f->ready, f->split_idx, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
                     f->tables_built, (void *)f->tab_host, f->c_gate, f->c_up, f->c_down, f->c_sum,
                     f->c_w, f->c_pack, f->c_state, f->c_where, f->c_hit, f->c_copy, f->c_cpu, f->c_views,
                     f->c_hviews, f->c_ops};
@@ -839,80 +843,117 @@ static int lookahead(struct strata_forward *f, const struct strata_layer *L, int
     return 0;
 }
 
+// The products of the pass's experts g->used[idx[0..k)] (their views in f->views): gate and up
+// of all of them in one product call, the activation, then down in another.
+static int experts_compute(struct strata_forward *f, const struct strata_layer *L, int n, const int *idx, int k)
+{
+    const struct strata_hparams *hp = &f->m->hp;
+    const uint32_t E = hp->n_embd, F = hp->n_ff_exp;
+    const struct strata_route_groups *g = &f->g;
+    struct strata_mm_op *ops = f->ops;
+    int no = 0, rc;
+    for (int j = 0; j < k; j++) {
+        const int i = idx[j];
+        const uint32_t e = g->used[i];
+        const int first = g->first[e], cnt = g->count[e];
+        struct strata_mat wg = L->exp_gate, wu = L->exp_up;
+        wg.data = f->views[i].part[STRATA_EXPERT_GATE];
+        wu.data = f->views[i].part[STRATA_EXPERT_UP];
+        ops[no++] = (struct strata_mm_op){wg, f->h, E, n, f->tok_of + first, cnt, f->gate_out + (size_t)first * F, F, NULL, NULL};
+        ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL, NULL};
+    }
+    rc = f->bi->mm(f->bc, ops, no);
+    for (int j = 0; j < k && rc == 0 && L->exp_up_b; j++) {  // per-expert biases (gpt-oss)
+        const uint32_t e = g->used[idx[j]];
+        const size_t first = (size_t)g->first[e];
+        rc = f->bi->add(f->bc, f->up_out + first * F, L->exp_up_b + (size_t)e * F, 0, g->count[e], F);
+        if (rc == 0) rc = f->bi->add(f->bc, f->gate_out + first * F, L->exp_gate_b + (size_t)e * F, 0, g->count[e], F);
+    }
+    // rows are grouped by expert: the activation over each run of these experts whose rows
+    // follow each other (one run when they are the whole pass in id order)
+    for (int j = 0; j < k && rc == 0;) {
+        const size_t r0 = (size_t)g->first[g->used[idx[j]]];
+        size_t r1 = r0 + (size_t)g->count[g->used[idx[j]]];
+        for (j++; j < k && (size_t)g->first[g->used[idx[j]]] == r1; j++) r1 += (size_t)g->count[g->used[idx[j]]];
+        if (L->swiglu_oai)
+            rc = f->bi->swiglu_oai(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F,
+                                   (r1 - r0) * F, 1.702f, 7.0f);
+        else
+            rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
+    }
+    no = 0;
+    for (int j = 0; j < k && rc == 0; j++) {
+        const int i = idx[j];
+        const uint32_t e = g->used[i];
+        const int first = g->first[e], cnt = g->count[e];
+        struct strata_mat wd = L->exp_down;
+        wd.data = f->views[i].part[STRATA_EXPERT_DOWN];
+        ops[no++] = (struct strata_mm_op){wd, f->gate_out + (size_t)first * F, F, cnt, NULL, cnt,
+                                          f->down_out + (size_t)first * E, E, NULL, NULL};
+    }
+    if (rc == 0) rc = f->bi->mm(f->bc, ops, no);
+    for (int j = 0; j < k && rc == 0 && L->exp_down_b; j++) {
+        const uint32_t e = g->used[idx[j]];
+        rc = f->bi->add(f->bc, f->down_out + (size_t)g->first[e] * E, L->exp_down_b + (size_t)e * E, 0, g->count[e], E);
+    }
+    return rc;
+}
+
+// After a failed acquire_finish: the group's ready views are still pinned.
+static void release_ready(struct strata_forward *f, uint32_t moe_l, int g0, int g1)
+{
+    for (int i = g0; i < g1; i++)
+        if (f->ready[i]) strata_provider_release(f->experts, moe_l, f->views + i, 1);
+}
+
 // The experts of a pass, each fetched once. A bounded cache holds max_batch experts of a layer at
 // a time, so a pass needing more runs them in groups (strata_expert_pass_group: the experts most
 // tokens need first, half the slots per group): each group is acquired, the next group's reads
-// are started (the provider's fetch), the group is computed and released. Every (token, expert)
-// row is computed the same way in any grouping and order, so the output depends neither on the
-// cache size nor on the other sequences in the pass.
+// are started (the provider's fetch), the group is computed and released. Within a group, the
+// experts already resident are computed while the others are read (acquire_start / finish), then
+// those. Every (token, expert) row is computed the same way in any grouping and order, so the
+// output depends neither on the cache size nor on the other sequences in the pass.
 static int experts_block(struct strata_forward *f, const struct strata_layer *L, int n)
 {
-    const struct strata_model *m = f->m;
-    const struct strata_hparams *hp = &m->hp;
     const uint32_t moe_l = (uint32_t)L->moe_index;
-    const uint32_t E = hp->n_embd, F = hp->n_ff_exp;
     struct strata_route_groups *g = &f->g;
     const int n_used = g->n_used_experts, max_batch = strata_provider_max_batch(f->experts);
     const int max_group = strata_provider_can_fetch(f->experts) ? strata_expert_pass_group(n_used, max_batch) : max_batch;
     if (max_group < n_used) strata_expert_pass_order(g->used, n_used, g->count, f->order_scratch);
-    struct strata_mm_op *ops = f->ops;
     int rc;
     for (int g0 = 0; g0 < n_used; g0 += max_group) {
         const int g1 = n_used - g0 < max_group ? n_used : g0 + max_group;
-        TRY(strata_provider_acquire(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0));
+        uint8_t *ready = f->ready + g0;
+        TRY(strata_provider_acquire_start(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0, ready));
         if (g1 < n_used) {  // the next group reads while this one computes
             const int g2 = n_used - g1 < max_group ? n_used : g1 + max_group;
             rc = strata_provider_fetch(f->experts, moe_l, g->used + g1, g2 - g1);
-            if (rc) {
-                strata_provider_release(f->experts, moe_l, f->views + g0, g1 - g0);
+            if (rc) {  // bad arguments: the group is finished and given back
+                if (strata_provider_acquire_finish(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0, ready) == 0)
+                    strata_provider_release(f->experts, moe_l, f->views + g0, g1 - g0);
+                else
+                    release_ready(f, moe_l, g0, g1);
                 return rc;
             }
         }
-        // the next layers' guesses go out once this layer's own misses are in
-        if (g0 == 0 && f->lookahead) TRY(lookahead(f, L, n));
-        // gate and up of every expert of the group in one product call, then down in another
-        int no = 0;
-        for (int i = g0; i < g1; i++) {
-            const uint32_t e = g->used[i];
-            const int first = g->first[e], cnt = g->count[e];
-            struct strata_mat wg = L->exp_gate, wu = L->exp_up;
-            wg.data = f->views[i].part[STRATA_EXPERT_GATE];
-            wu.data = f->views[i].part[STRATA_EXPERT_UP];
-            ops[no++] = (struct strata_mm_op){wg, f->h, E, n, f->tok_of + first, cnt, f->gate_out + (size_t)first * F, F, NULL, NULL};
-            ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL, NULL};
-        }
-        rc = f->bi->mm(f->bc, ops, no);
-        for (int i = g0; i < g1 && rc == 0 && L->exp_up_b; i++) {  // per-expert biases (gpt-oss)
-            const uint32_t e = g->used[i];
-            const size_t first = (size_t)g->first[e];
-            rc = f->bi->add(f->bc, f->up_out + first * F, L->exp_up_b + (size_t)e * F, 0, g->count[e], F);
-            if (rc == 0) rc = f->bi->add(f->bc, f->gate_out + first * F, L->exp_gate_b + (size_t)e * F, 0, g->count[e], F);
-        }
-        // rows are grouped by expert: the activation over each run of the group's experts whose
-        // rows follow each other (one run when the group is the whole pass in id order)
-        for (int i = g0; i < g1 && rc == 0;) {
-            const size_t r0 = (size_t)g->first[g->used[i]];
-            size_t r1 = r0 + (size_t)g->count[g->used[i]];
-            for (i++; i < g1 && (size_t)g->first[g->used[i]] == r1; i++) r1 += (size_t)g->count[g->used[i]];
-            if (L->swiglu_oai)
-                rc = f->bi->swiglu_oai(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F,
-                                       (r1 - r0) * F, 1.702f, 7.0f);
-            else
-                rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
-        }
-        no = 0;
-        for (int i = g0; i < g1 && rc == 0; i++) {
-            const uint32_t e = g->used[i];
-            const int first = g->first[e], cnt = g->count[e];
-            struct strata_mat wd = L->exp_down;
-            wd.data = f->views[i].part[STRATA_EXPERT_DOWN];
-            ops[no++] = (struct strata_mm_op){wd, f->gate_out + (size_t)first * F, F, cnt, NULL, cnt,
-                                              f->down_out + (size_t)first * E, E, NULL, NULL};
-        }
-        if (rc == 0) rc = f->bi->mm(f->bc, ops, no);
-        for (int i = g0; i < g1 && rc == 0 && L->exp_down_b; i++) {
-            const uint32_t e = g->used[i];
-            rc = f->bi->add(f->bc, f->down_out + (size_t)g->first[e] * E, L->exp_down_b + (size_t)e * E, 0, g->count[e], E);
+        // the next layers' guesses go out once this layer's own misses are queued
+        rc = g0 == 0 && f->lookahead ? lookahead(f, L, n) : 0;
+        // the resident experts first, in pass order; then, once their reads are in, the others
+        int k = 0, nr = 0;
+        for (int i = g0; i < g1; i++) nr += f->ready[i];
+        for (int i = g0; i < g1; i++)
+            if (f->ready[i]) f->split_idx[k++] = i;
+        for (int i = g0; i < g1; i++)
+            if (!f->ready[i]) f->split_idx[k++] = i;
+        if (rc == 0 && nr) rc = experts_compute(f, L, n, f->split_idx, nr);
+        if (nr < g1 - g0) {
+            const int rf = strata_provider_acquire_finish(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0, ready);
+            if (rf) {  // the others are unpinned; the ready ones once their products are done
+                (void)f->bi->sync(f->bc);
+                release_ready(f, moe_l, g0, g1);
+                return rf;
+            }
+            if (rc == 0) rc = experts_compute(f, L, n, f->split_idx + nr, g1 - g0 - nr);
         }
         // the products must be done with the views before they are released
         if (rc == 0) rc = f->bi->sync(f->bc);
