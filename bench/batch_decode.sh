@@ -5,14 +5,16 @@
 # of each phase per step. BINS lists builds of batch_decode to compare (e.g. one of main and one
 # of a change), run in turn REPS times; a row per build (medians) in bench/results.tsv.
 #   bench/batch_decode.sh [BINS="build/batch_decode"] [STREAMS=4] [GEN=24] [REPS=3] [SAME=0]
-#                         [CACHE_MIB=half the experts] [KEPT=yes] [NOTE=...]
-# SAME=1 gives every session the same prompt (the same experts: reads fully shared).
+#                         [CACHE_MIB=half the experts] [SKEW=0] [KEPT=yes] [NOTE=...]
+# SAME=1 gives every session the same prompt (the same experts: reads fully shared). SKEW=S takes
+# bench_serve.sh's model made with --route-skew S (0.5: routing as concentrated as Qwen3-30B-A3B's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BINS=${BINS:-build/batch_decode} STREAMS=${STREAMS:-4} GEN=${GEN:-24} REPS=${REPS:-3} SAME=${SAME:-0}
-KEPT=${KEPT:-yes} NOTE=${NOTE:-} THREADS=${THREADS:-2}
-model=${BENCH_DIR:-/tmp/strata-bench}/qwen3-30b-a3b-L6-Q4_K-qwen3tok.gguf
-[ -f "$model" ] || { echo "no $model: run bench/bench_serve.sh once (it makes it)"; exit 1; }
+KEPT=${KEPT:-yes} NOTE=${NOTE:-} THREADS=${THREADS:-2} SKEW=${SKEW:-0}
+name=qwen3-30b-a3b-L6-Q4_K-qwen3tok$([ "$SKEW" = 0 ] || echo "-skew$SKEW")
+model=${BENCH_DIR:-/tmp/strata-bench}/$name.gguf
+[ -f "$model" ] || { echo "no $model: run bench/bench_serve.sh${SKEW:+ with SKEW=$SKEW} once (it makes it)"; exit 1; }
 make -s -j2 build/strata build/batch_decode
 expert_mib=$(build/strata inspect --json "$model" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(Math.round(JSON.parse(s).totals.expert_bytes/1048576)))')
 CACHE_MIB=${CACHE_MIB:-$((expert_mib / 2))}
@@ -41,7 +43,7 @@ for b in $BINS; do
     what="$STREAMS sessions $([ "$SAME" = 1 ] && echo "of one prompt " || echo "")in one strata_eval_batch a step, ${ratio}x one alone ($alone tok/s); alone: $(phases alone); together: $(phases together)"
     echo "$b: $what"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\t\t\t\t\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M)" "$commit" "$machine" \
-        "qwen3-30b-a3b-L6-Q4_K-qwen3tok" "strata batch_decode x$STREAMS${b:+ ($b)}" \
+        "$name" "strata batch_decode x$STREAMS${b:+ ($b)}" \
         "-t $THREADS --cache-mib $CACHE_MIB of $expert_mib gen=$GEN median-of-$REPS" "$together" "$KEPT" \
         "$what; load $load${NOTE:+; $NOTE}" >> bench/results.tsv
 done

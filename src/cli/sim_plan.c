@@ -205,6 +205,14 @@ int cli_sim(int argc, char **argv)
     }
     printf("trace: %s  model=%s layers=%u experts=%u topk=%u tokens=%llu\n", trace_path, t.model, t.n_layers,
            t.n_expert, t.topk, (unsigned long long)t.n_tokens);
+    struct strata_route_stats rs;
+    if (t.n_tokens >= 8 && strata_route_stats(&t, 4, &rs) == 0)
+        printf("routing (median layer): 90%% of the picks on %.0f of %u experts, the most-picked %.1f%% of them "
+               "(uniform: ~%.0f, %.1f%%); %.0f%% of a token's experts were the token before's; 4 tokens %llu "
+               "apart route to %.1f distinct of %u picks (reads shared by 4 sessions: at most %.2fx)\n",
+               rs.cover90, t.n_expert, 100.0 * rs.top_share, 0.9 * t.n_expert, 100.0 / t.n_expert,
+               100.0 * rs.prev_overlap, (unsigned long long)(t.n_tokens / 4), rs.distinct, 4 * t.topk,
+               4 * t.topk / rs.distinct);
     printf("HOT: %.0f%% of the slots for the experts %s uses most%s\n", 100.0 * hot_share,
            hot_from ? hot_from : "this trace", hot_from ? "" : " (in-sample: an optimistic bound)");
     struct sim_row rows[64];

@@ -410,3 +410,80 @@ int strata_sim_replay(const struct strata_trace *t, enum strata_sim_policy p, ui
 {
     return strata_sim_replay2(t, p, n_slots, 0, o, r, NULL);
 }
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, uint32_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int strata_route_stats(const struct strata_trace *t, uint32_t sessions, struct strata_route_stats *r)
+{
+    const uint32_t L = t->n_layers, X = t->n_expert, K = t->topk;
+    if (sessions < 1 || t->n_tokens < 2ull * sessions) {
+        strata_log_error("route stats: a trace of %llu tokens is too short for %u sessions",
+                         (unsigned long long)t->n_tokens, sessions);
+        return STRATA_EARG;
+    }
+    uint32_t *order = malloc(X * sizeof *order);
+    uint64_t *count = calloc(X, sizeof *count);
+    uint32_t *seen = calloc(X, sizeof *seen);
+    double *cover = malloc(L * sizeof *cover), *top = malloc(L * sizeof *top);
+    double *prev = malloc(L * sizeof *prev), *dist = malloc(L * sizeof *dist);
+    int rc = order && count && seen && cover && top && prev && dist ? 0 : STRATA_ENOMEM;
+    const uint64_t T = t->n_tokens, span = T / sessions;
+    uint32_t stamp = 0;
+    for (uint32_t l = 0; l < L && rc == 0; l++) {
+        if ((rc = strata_trace_rank(t, l, order))) break;
+        memset(count, 0, X * sizeof *count);
+        for (uint64_t tok = 0; tok < T; tok++)
+            for (uint32_t k = 0; k < K; k++) count[t->ids[(tok * L + l) * K + k]]++;
+        const uint64_t picks = T * K;
+        uint64_t acc = 0;
+        uint32_t n = 0;
+        while (n < X && acc * 10 < picks * 9) acc += count[order[n++]];
+        cover[l] = n;
+        top[l] = (double)count[order[0]] / (double)picks;
+        // temporal locality: token tok's experts that tok - 1 had
+        uint64_t shared = 0;
+        for (uint64_t tok = 1; tok < T; tok++) {
+            stamp++;
+            for (uint32_t k = 0; k < K; k++) seen[t->ids[((tok - 1) * L + l) * K + k]] = stamp;
+            for (uint32_t k = 0; k < K; k++) shared += seen[t->ids[(tok * L + l) * K + k]] == stamp;
+        }
+        prev[l] = (double)shared / (double)((T - 1) * K);
+        // sessions tokens span apart: tok, tok + span, ...
+        uint64_t distinct = 0;
+        for (uint64_t tok = 0; tok < span; tok++) {
+            stamp++;
+            for (uint32_t s = 0; s < sessions; s++)
+                for (uint32_t k = 0; k < K; k++) {
+                    const int32_t e = t->ids[((tok + s * span) * L + l) * K + k];
+                    distinct += seen[e] != stamp;
+                    seen[e] = stamp;
+                }
+        }
+        dist[l] = (double)distinct / (double)span;
+    }
+    if (rc == 0) {
+        r->cover90 = median_of(cover, L);
+        r->top_share = median_of(top, L);
+        r->prev_overlap = median_of(prev, L);
+        r->distinct = median_of(dist, L);
+        r->sessions = sessions;
+    }
+    free(order);
+    free(count);
+    free(seen);
+    free(cover);
+    free(top);
+    free(prev);
+    free(dist);
+    return rc;
+}

@@ -65,4 +65,18 @@ int strata_sim_run(const struct strata_trace *t, enum strata_sim_policy p, uint3
 // The hot set of layer l: hot[e] = 1 for the n_hot experts t uses most (ties: lower id).
 void strata_sim_hot_set(const struct strata_trace *t, uint32_t l, uint32_t n_hot, uint8_t *hot);
 
+// How a trace routes, per MoE layer then the median over layers: the fewest experts that take
+// 90% of the picks (the most-picked first) and the most-picked expert's share of the picks
+// (uniform routing: about 0.9 x E and 1/E); the share of a token's experts that the token before
+// it used too (temporal locality, what an LRU cache lives on); and, for `sessions` tokens taken
+// n_tokens / sessions apart (stand-ins for concurrent sessions at different places of different
+// texts), the distinct experts they route to of their sessions x topk picks: a batched decode
+// step of that many sessions reads these, so sessions x topk / distinct bounds what sharing the
+// reads can give. 0, or STRATA_EARG (fewer than 2 x sessions tokens), STRATA_ENOMEM.
+struct strata_route_stats {
+    double cover90, top_share, prev_overlap, distinct;
+    uint32_t sessions;
+};
+int strata_route_stats(const struct strata_trace *t, uint32_t sessions, struct strata_route_stats *r);
+
 #endif

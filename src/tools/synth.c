@@ -215,6 +215,8 @@ struct synth_tensor {
     float std;       // of the random values
     float mean;      // added (norm weights sit around 1)
     bool negative;   // write -|x| (ssm_a holds -exp(A_log), a decay that must stay below 0)
+    float row_skew;  // F32 rows scaled by exp(row_skew * N(0,1)), one factor a row (a router's
+                     // rows are its experts); 0: none
 };
 
 // Type overrides "REGEX=T,REGEX=T": compiled once, first match wins.
@@ -606,6 +608,7 @@ static int write_tensor_data(struct strata_gguf_writer *w, int index, const stru
     uint64_t rows_per_chunk = buf_bytes / row_bytes;
     if (rows_per_chunk == 0) rows_per_chunk = 1;
     uint64_t rng = hash_name(seed, t->name);
+    uint64_t skew_rng = hash_name(seed ^ 0x736b6577ull, t->name);
     int rc = strata_gguf_writer_tensor_begin(w, index);
     for (uint64_t r = 0; r < n_rows && rc == 0; r += rows_per_chunk) {
         uint64_t nr = n_rows - r < rows_per_chunk ? n_rows - r : rows_per_chunk;
@@ -621,6 +624,15 @@ static int write_tensor_data(struct strata_gguf_writer *w, int index, const stru
             if (rc) {
                 strata_log_error("synth: cannot synthesise type %s", strata_type_name(t->type));
                 return rc;
+            }
+            if (t->row_skew > 0.0f) {
+                // The factors come from their own stream, so the values they scale are the
+                // bytes the same seed writes without a skew.
+                for (uint64_t i = 0; i < nr; i++) {
+                    const float f = expf(t->row_skew * strata_rng_normal(&skew_rng));
+                    float *row = (float *)buf + i * row_elems;
+                    for (uint64_t j = 0; j < row_elems; j++) row[j] *= f;
+                }
             }
         }
         rc = strata_gguf_writer_write(w, buf, nr * row_bytes);
@@ -734,6 +746,9 @@ int strata_synth(const struct strata_synth_opts *o)
         (rc = strata_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
         (rc = strata_gguf_writer_set_u32(w, "general.file_type", 0)))
         goto done;
+    // a skewed file says so (strata inspect shows it; loaders ignore keys they do not know)
+    if (o->route_skew > 0.0f && (rc = strata_gguf_writer_set_f32(w, "strata.synth.route_skew", o->route_skew)))
+        goto done;
 
     uint32_t n_vocab = o->n_vocab > 0 ? (uint32_t)o->n_vocab : p->n_vocab;
     if (o->tokenizer_json) {
@@ -772,6 +787,9 @@ int strata_synth(const struct strata_synth_opts *o)
         t->mean = sp->mean;
         t->std = sp->std;
         t->negative = sp->negative;
+        const size_t nl = strlen(t->name), sl = strlen(".ffn_gate_inp.weight");
+        if (o->route_skew > 0.0f && t->n_dims == 2 && nl > sl && strcmp(t->name + nl - sl, ".ffn_gate_inp.weight") == 0)
+            t->row_skew = o->route_skew;
     }
 
     uint64_t total = 0, max_row = 0;
@@ -787,6 +805,12 @@ int strata_synth(const struct strata_synth_opts *o)
         if (ot < 0 && o->type < 0 && p->expert_type && strstr(t->name, "_exps.weight")) t->type = p->expert_type;
         if (ot >= 0) t->type = (uint32_t)ot;
         if (t->n_dims > 1) t->type = synth_type_fallback(t->type, t->ne[0]);
+        if (t->row_skew > 0.0f && t->type != STRATA_TYPE_F32) {
+            strata_log_error("synth: --route-skew scales F32 routers; '%s' is %s", t->name,
+                             strata_type_name(t->type));
+            rc = STRATA_EARG;
+            goto done;
+        }
         const struct strata_type_traits *tr = strata_type_traits(t->type);
         if (t->ne[0] % tr->block_size) {
             strata_log_error("synth: tensor '%s' has rows of %llu, not a multiple of %s's block of %u",

@@ -20,6 +20,8 @@ struct strata_synth_opts {
     const char *tokenizer_json;  // HF tokenizer.json to embed; NULL: built-in small BPE vocab
     const char *chat_template;   // jinja text file or tokenizer_config.json; NULL
     bool progress;               // progress bar on stderr
+    float route_skew;            // routers' per-expert scale exp(route_skew * N(0,1)): hot and
+                                 // cold experts as real routers have; 0: every row alike
 };
 
 struct strata_synth_preset_info {
