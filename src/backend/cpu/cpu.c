@@ -61,7 +61,7 @@ struct cpu_ctx {
     uint32_t fa_dims[3];             // its dk, dv, group
     void *fa_round;                  // one query head in the key type's dot format
     size_t fa_round_cap;
-    float *row;                      // [row_cap] moe_combine accumulator
+    float *row;                      // [n_threads][row_cap] moe_combine accumulators
     uint32_t row_cap;
     int32_t *tok_seq;                // [tok_cap] sequence of each token of the pass
     int tok_cap;
@@ -151,18 +151,19 @@ static int cpu_reserve(void *vctx, const struct strata_backend_reserve *r)
 {
     struct cpu_ctx *c = vctx;
     const size_t nth = (size_t)strata_pool_size(c->pool);
-    size_t att_cap = (size_t)c->att_ctx * nth * STRATA_ATTN_GROUP * sizeof(float), row_cap = (size_t)c->row_cap * sizeof(float);
+    size_t att_cap = (size_t)c->att_ctx * nth * STRATA_ATTN_GROUP * sizeof(float);
+    size_t row_cap = (size_t)c->row_cap * nth * sizeof(float);
     size_t tok_cap = (size_t)c->tok_cap * sizeof(int32_t);
     // two blocks of the widest rows: gate and up in two formats (q/k/v in up to three, of fewer rows)
     int rc = grow((void **)&c->act, &c->act_cap, 2 * (size_t)r->max_rows * max_act_row(r->max_n_in), "activations");
     if (rc == 0)
         rc = grow((void **)&c->att_scratch, &att_cap, (size_t)r->max_ctx * nth * STRATA_ATTN_GROUP * sizeof(float),
                   "attention scores");
-    if (rc == 0) rc = grow((void **)&c->row, &row_cap, (size_t)r->max_n_in * sizeof(float), "combine row");
+    if (rc == 0) rc = grow((void **)&c->row, &row_cap, (size_t)r->max_n_in * nth * sizeof(float), "combine rows");
     if (rc == 0) rc = grow((void **)&c->tok_seq, &tok_cap, (size_t)r->max_tok * sizeof(int32_t), "token map");
     if (rc) return rc;
     c->att_ctx = (int)(att_cap / nth / STRATA_ATTN_GROUP / sizeof(float));
-    c->row_cap = (uint32_t)(row_cap / sizeof(float));
+    c->row_cap = (uint32_t)(row_cap / nth / sizeof(float));
     c->tok_cap = (int)(tok_cap / sizeof(int32_t));
     return 0;
 }
@@ -196,6 +197,50 @@ static bool uses_gemm(const struct cpu_ctx *c, const struct strata_mat *w)
     return c->gemm && !w->head && strata_gemm_supports(strata_gemm_level(c->gemm), w->type);
 }
 
+// The elementwise ops and the activation rounding are per row (per token, per element range):
+// a prompt pass is large enough that they run on the pool, each thread a contiguous share of the
+// rows; every row is computed by the same code as on one thread, so the bits do not depend on the
+// split. Below STRATA_PAR_MIN floats of work (decode) the calling thread does it alone: waking
+// the pool costs more than that.
+#define STRATA_PAR_MIN 32768
+
+struct rows_job {
+    void (*fn)(const struct rows_job *j, int r0, int r1, int ith);
+    struct cpu_ctx *c;
+    int n;                           // rows
+    const void *op;                  // the op's arguments
+    float *y;
+    const float *x, *w, *g, *u;
+    size_t y_stride, x_stride;
+    uint32_t n_in;
+    float eps;
+};
+
+static void rows_worker(void *arg, int ith, int nth)
+{
+    const struct rows_job *j = arg;
+    const int r0 = (int)((int64_t)j->n * ith / nth), r1 = (int)((int64_t)j->n * (ith + 1) / nth);
+    if (r0 < r1) j->fn(j, r0, r1, ith);
+}
+
+// fn over rows [0, n), on the pool when work (floats touched) is large enough.
+static void run_rows(struct cpu_ctx *c, struct rows_job *j, size_t work)
+{
+    j->c = c;
+    if (work < STRATA_PAR_MIN || j->n < 2 || strata_pool_size(c->pool) == 1) j->fn(j, 0, j->n, 0);
+    else strata_pool_run(c->pool, rows_worker, j);
+}
+
+// Rounding rows of one activation block into the scratch.
+static void round_rows(const struct rows_job *j, int r0, int r1, int ith)
+{
+    (void)ith;
+    const struct act_block *ab = j->op;
+    const strata_quantize_fn q = j->c->k->quantize[ab->vdt];
+    for (int r = r0; r < r1; r++)
+        q(ab->x + (size_t)r * ab->x_stride, j->c->act + ab->offset + (size_t)r * ab->row_bytes, ab->n_in);
+}
+
 static int cpu_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
 {
     struct cpu_ctx *c = vctx;
@@ -225,10 +270,9 @@ static int cpu_mm(void *vctx, const struct strata_mm_op *ops, int n_ops)
     if (rc) return rc;
     for (int b = 0; b < n_blocks; b++) {
         const struct act_block *ab = &c->blocks[b];
-        strata_quantize_fn q = c->k->quantize[ab->vdt];
-        STRATA_ASSERT(q != NULL);
-        for (int r = 0; r < ab->n_rows; r++)
-            q(ab->x + (size_t)r * ab->x_stride, c->act + ab->offset + (size_t)r * ab->row_bytes, ab->n_in);
+        STRATA_ASSERT(c->k->quantize[ab->vdt] != NULL);
+        struct rows_job j = {.fn = round_rows, .n = ab->n_rows, .op = ab};
+        run_rows(c, &j, (size_t)ab->n_rows * ab->n_in);
     }
     // the GEMM's jobs first, then the quant kernels' ones, each in call order (ops.c groups
     // consecutive jobs on one matrix)
@@ -261,11 +305,19 @@ static int cpu_get_rows(void *vctx, const struct strata_mat *w, const int32_t *i
 
 // ---- elementwise -------------------------------------------------------------------------------
 
+static void rmsnorm_rows(const struct rows_job *j, int r0, int r1, int ith)
+{
+    (void)ith;
+    for (int r = r0; r < r1; r++)
+        strata_rmsnorm(j->y + (size_t)r * j->y_stride, j->x + (size_t)r * j->x_stride, j->w, j->n_in, j->eps);
+}
+
 static int cpu_rmsnorm(void *ctx, float *y, size_t y_stride, const float *x, size_t x_stride, const float *w,
                        int n_rows, uint32_t n, float eps)
 {
-    (void)ctx;
-    for (int r = 0; r < n_rows; r++) strata_rmsnorm(y + (size_t)r * y_stride, x + (size_t)r * x_stride, w, n, eps);
+    struct rows_job j = {.fn = rmsnorm_rows, .n = n_rows, .y = y, .x = x, .w = w, .y_stride = y_stride,
+                         .x_stride = x_stride, .n_in = n, .eps = eps};
+    run_rows(ctx, &j, (size_t)n_rows * n);
     return 0;
 }
 
@@ -286,26 +338,31 @@ static void rope_sections_mask(const int32_t *sec, uint32_t n_rot, float *cs)
     }
 }
 
-static int cpu_rope(void *ctx, const struct strata_rope_op *op)
+static void rope_rows(const struct rows_job *j, int t0, int t1, int ith)
 {
-    (void)ctx;
+    (void)ith;
+    const struct strata_rope_op *op = j->op;
     float cs[2048];
-    if (op->ext) {
-        STRATA_ASSERT(op->ext->n_dims <= 2048);
-        for (int t = 0; t < op->n_tok; t++) {
+    for (int t = t0; t < t1; t++) {
+        if (op->ext) {
             strata_rope_ext_cache(cs, op->ext, op->pos[t]);
             for (uint32_t h = 0; h < op->n_head; h++)
                 strata_rope_ext_apply(op->x + (size_t)t * op->tok_stride + (size_t)h * op->head_stride, cs, op->ext);
+        } else {
+            strata_rope_cache(cs, op->n_rot, op->pos[t], op->freq_base);
+            if (op->sections) rope_sections_mask(op->sections, op->n_rot, cs);
+            for (uint32_t h = 0; h < op->n_head; h++)
+                strata_rope_apply(op->x + (size_t)t * op->tok_stride + (size_t)h * op->head_stride, cs, op->n_rot);
         }
-        return 0;
     }
-    STRATA_ASSERT(op->n_rot <= 2048);
-    for (int t = 0; t < op->n_tok; t++) {
-        strata_rope_cache(cs, op->n_rot, op->pos[t], op->freq_base);
-        if (op->sections) rope_sections_mask(op->sections, op->n_rot, cs);
-        for (uint32_t h = 0; h < op->n_head; h++)
-            strata_rope_apply(op->x + (size_t)t * op->tok_stride + (size_t)h * op->head_stride, cs, op->n_rot);
-    }
+}
+
+static int cpu_rope(void *ctx, const struct strata_rope_op *op)
+{
+    STRATA_ASSERT(op->ext ? op->ext->n_dims <= 2048 : op->n_rot <= 2048);
+    struct rows_job j = {.fn = rope_rows, .n = op->n_tok, .op = op};
+    // the cache's sines and cosines cost about ten rotations of a pair
+    run_rows(ctx, &j, (size_t)op->n_tok * (op->ext ? op->ext->n_dims : op->n_rot) * (op->n_head + 10));
     return 0;
 }
 
@@ -316,10 +373,27 @@ static int cpu_copy_rows(void *ctx, float *y, size_t y_stride, const float *x, s
     return 0;
 }
 
+// The flat activations in runs of 64 floats (a row of rows_job), the last one short.
+static void swiglu_rows(const struct rows_job *j, int r0, int r1, int ith)
+{
+    (void)ith;
+    const size_t i0 = (size_t)r0 * 64, i1 = (size_t)r1 * 64 < j->y_stride ? (size_t)r1 * 64 : j->y_stride;
+    for (size_t i = i0; i < i1; i++) j->y[i] = strata_silu(j->g[i]) * j->u[i];
+}
+
+static void swiglu_oai_rows(const struct rows_job *j, int r0, int r1, int ith)
+{
+    (void)ith;
+    const size_t i0 = (size_t)r0 * 64, i1 = (size_t)r1 * 64 < j->y_stride ? (size_t)r1 * 64 : j->y_stride;
+    strata_swiglu_oai(j->y + i0, j->g + i0, j->u + i0, (uint32_t)(i1 - i0), j->w[0], j->eps);
+}
+
 static int cpu_swiglu_oai(void *ctx, float *y, const float *g, const float *u, size_t n, float alpha, float limit)
 {
-    (void)ctx;
-    strata_swiglu_oai(y, g, u, (uint32_t)n, alpha, limit);
+    struct rows_job j = {.fn = swiglu_oai_rows, .n = (int)((n + 63) / 64), .y = y, .g = g, .u = u, .w = &alpha,
+                         .y_stride = n, .eps = limit};
+    STRATA_ASSERT(n <= (size_t)INT32_MAX * 64);
+    run_rows(ctx, &j, 8 * n);
     return 0;
 }
 
@@ -334,19 +408,26 @@ static int cpu_layernorm(void *vctx, float *y, const float *x, const float *w, c
 
 static int cpu_swiglu(void *ctx, float *y, const float *g, const float *u, size_t n)
 {
-    (void)ctx;
-    for (size_t i = 0; i < n; i++) y[i] = strata_silu(g[i]) * u[i];
+    struct rows_job j = {.fn = swiglu_rows, .n = (int)((n + 63) / 64), .y = y, .g = g, .u = u, .y_stride = n};
+    STRATA_ASSERT(n <= (size_t)INT32_MAX * 64);
+    run_rows(ctx, &j, 8 * n);  // an exp a float
     return 0;
+}
+
+static void add_rows(const struct rows_job *j, int r0, int r1, int ith)
+{
+    (void)ith;
+    for (int r = r0; r < r1; r++) {
+        float *yr = j->y + (size_t)r * j->n_in;
+        const float *xr = j->x + (size_t)r * j->x_stride;
+        for (uint32_t i = 0; i < j->n_in; i++) yr[i] += xr[i];
+    }
 }
 
 static int cpu_add(void *ctx, float *y, const float *x, size_t x_stride, int n_rows, uint32_t n)
 {
-    (void)ctx;
-    for (int r = 0; r < n_rows; r++) {
-        float *yr = y + (size_t)r * n;
-        const float *xr = x + (size_t)r * x_stride;
-        for (uint32_t i = 0; i < n; i++) yr[i] += xr[i];
-    }
+    struct rows_job j = {.fn = add_rows, .n = n_rows, .y = y, .x = x, .x_stride = x_stride, .n_in = n};
+    run_rows(ctx, &j, (size_t)n_rows * n);
     return 0;
 }
 
@@ -367,12 +448,11 @@ static int cpu_mul_sigmoid(void *ctx, float *y, size_t y_stride, const float *g,
     return 0;
 }
 
-static int cpu_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
+static void combine_rows(const struct rows_job *j, int t0, int t1, int ith)
 {
-    struct cpu_ctx *c = vctx;
-    STRATA_ASSERT(op->n <= c->row_cap);
-    float *acc = c->row;
-    for (int t = 0; t < op->n_tok; t++) {
+    const struct strata_moe_combine_op *op = j->op;
+    float *acc = j->c->row + (size_t)ith * j->c->row_cap;
+    for (int t = t0; t < t1; t++) {
         float *x = op->x + (size_t)t * op->n;
         for (int k = 0; k < op->k; k++) {
             const float w = op->weight[(size_t)t * op->k + k];
@@ -386,6 +466,14 @@ static int cpu_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
             for (uint32_t i = 0; i < op->n; i++) x[i] += acc[i];
         }
     }
+}
+
+static int cpu_moe_combine(void *vctx, const struct strata_moe_combine_op *op)
+{
+    struct cpu_ctx *c = vctx;
+    STRATA_ASSERT(op->n <= c->row_cap);
+    struct rows_job j = {.fn = combine_rows, .n = op->n_tok, .op = op};
+    run_rows(c, &j, (size_t)op->n_tok * op->n * (size_t)(op->k + 2));
     return 0;
 }
 

@@ -1,0 +1,144 @@
+// The CPU backend's per-row ops on its pool: rmsnorm, rope (plain, M-RoPE sections, YaRN
+// layout), swiglu, swiglu_oai, add, moe_combine and the activation rounding of mm give the same
+// bits on 1 thread and on 3 (each thread a share of the rows), for a prompt-sized pass (on the
+// pool) and a decode-sized one (on the calling thread), with odd sizes so that the shares and
+// swiglu's runs of 64 end mid-row.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "quant/quant.h"
+
+#include "check.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(float scale)
+{
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return scale * ((float)(g_rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
+}
+
+static float *fill(size_t n, float scale)
+{
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand(scale);
+    return p;
+}
+
+enum { N_OUT = 10 };
+
+// Every op once on backend be over inputs made from seed; outputs into out[0..N_OUT).
+static void run_ops(struct strata_backend *be, int n_tok, uint64_t seed, float **out, size_t *len)
+{
+    const struct strata_backend_i *bi = be->iface;
+    void *c = be->ctx;
+    const uint32_t E = 1000, H = 5, D = 64, K = 3, F = 333;
+    g_rng = seed;
+    const struct strata_backend_reserve r = {.max_tok = n_tok, .max_rows = n_tok * (int)K, .max_n_in = E,
+                                             .max_ctx = 64};
+    CHECK(bi->reserve(c, &r) == 0, "reserve");
+    int32_t *pos = malloc((size_t)n_tok * sizeof *pos), *route = malloc((size_t)n_tok * K * sizeof *route);
+    for (int t = 0; t < n_tok; t++) pos[t] = 7 * t + 3;
+    for (int i = 0; i < n_tok * (int)K; i++) route[i] = (i * 7 + 1) % (n_tok * (int)K);
+    float *x = fill((size_t)n_tok * E, 2.0f), *w = fill(E, 1.0f);
+    int o = 0;
+    // rmsnorm, into a wider stride
+    len[o] = (size_t)n_tok * (E + 8);
+    out[o] = calloc(len[o], sizeof(float));
+    CHECK(bi->rmsnorm(c, out[o], E + 8, x, E, w, n_tok, E, 1e-6f) == 0, "rmsnorm");
+    o++;
+    // rope: plain NeoX, with M-RoPE sections, and the YaRN layout of rope_ext
+    const int32_t sec[4] = {11, 11, 10, 0};
+    // YaRN at factor 4 (ramp over pairs 8..20), NeoX pairs
+    const struct strata_rope_ext ext = {.n_dims = D, .mode = STRATA_ROPE_NEOX, .freq_base = 10000.0f,
+                                        .freq_scale = 0.25f, .ext_factor = 1.0f, .attn_factor = 1.0f,
+                                        .corr_dims = {8.0f, 20.0f}, .theta_scale = 0.75f};
+    for (int v = 0; v < 3; v++, o++) {
+        len[o] = (size_t)n_tok * H * D;
+        out[o] = fill(len[o], 1.0f);
+        const struct strata_rope_op op = {.x = out[o], .tok_stride = H * D, .head_stride = D, .n_tok = n_tok,
+                                          .n_head = H, .pos = pos, .n_rot = D, .freq_base = 1e6f,
+                                          .sections = v == 1 ? sec : NULL, .ext = v == 2 ? &ext : NULL};
+        CHECK(bi->rope(c, &op) == 0, "rope %d", v);
+    }
+    // swiglu and swiglu_oai over n_tok * F + 5 floats (not a multiple of 64)
+    const size_t nf = (size_t)n_tok * F + 5;
+    float *g = fill(nf, 6.0f), *u = fill(nf, 6.0f);
+    len[o] = nf;
+    out[o] = malloc(nf * sizeof(float));
+    CHECK(bi->swiglu(c, out[o], g, u, nf) == 0, "swiglu");
+    o++;
+    len[o] = nf;
+    out[o] = malloc(nf * sizeof(float));
+    CHECK(bi->swiglu_oai(c, out[o], g, u, nf, 1.702f, 7.0f) == 0, "swiglu_oai");
+    o++;
+    // add, from a strided x
+    len[o] = (size_t)n_tok * E;
+    out[o] = fill(len[o], 1.0f);
+    CHECK(bi->add(c, out[o], x, E, n_tok, E - 3) == 0, "add");
+    o++;
+    // moe_combine, with and without a shared expert
+    float *rows = fill((size_t)n_tok * K * E, 1.0f), *wt = fill((size_t)n_tok * K, 1.0f), *sh = fill((size_t)n_tok * E, 1.0f);
+    for (int v = 0; v < 2; v++, o++) {
+        len[o] = (size_t)n_tok * E;
+        out[o] = fill(len[o], 1.0f);
+        const struct strata_moe_combine_op op = {.x = out[o], .rows = rows, .route_of = route, .weight = wt,
+                                                 .shared = v ? sh : NULL, .n_tok = n_tok, .k = (int)K, .n = E};
+        CHECK(bi->moe_combine(c, &op) == 0, "moe_combine");
+    }
+    // mm: its activation rounding (Q8_K for Q4_K, Q8_0 for Q8_0) of the same rows in two blocks
+    const uint32_t n_in = 512, n_out = 37;
+    struct strata_mat wq[2] = {{.type = STRATA_TYPE_Q4_K, .n_in = n_in, .n_out = n_out},
+                               {.type = STRATA_TYPE_Q8_0, .n_in = n_in, .n_out = n_out}};
+    void *wdata[2];
+    for (int m = 0; m < 2; m++) {
+        wq[m].row_bytes = strata_type_row_bytes(wq[m].type, n_in);
+        wdata[m] = malloc(wq[m].row_bytes * n_out);
+        uint64_t rs = seed + (uint64_t)m;
+        CHECK(strata_quant_random(wq[m].type, &rs, wdata[m], (int64_t)n_in * n_out, 0.05f) == 0, "weights");
+        wq[m].data = wdata[m];
+    }
+    float *xa = fill((size_t)n_tok * n_in, 3.0f);
+    len[o] = (size_t)n_tok * n_out * 2;
+    out[o] = malloc(len[o] * sizeof(float));
+    const struct strata_mm_op ops[2] = {
+        {wq[0], xa, n_in, n_tok, NULL, n_tok, out[o], n_out, NULL, NULL},
+        {wq[1], xa, n_in, n_tok, NULL, n_tok, out[o] + (size_t)n_tok * n_out, n_out, NULL, NULL}};
+    CHECK(bi->mm(c, ops, 2) == 0, "mm");
+    o++;
+    CHECK(o == N_OUT, "outputs");
+    free(pos), free(route), free(x), free(w), free(g), free(u), free(rows), free(wt), free(sh), free(xa);
+    free(wdata[0]), free(wdata[1]);
+}
+
+int main(void)
+{
+    static const char *const names[N_OUT] = {"rmsnorm", "rope", "rope M-RoPE", "rope YaRN", "swiglu", "swiglu_oai",
+                                             "add", "moe_combine", "moe_combine + shared", "mm rounding"};
+    for (int pass = 0; pass < 2; pass++) {
+        const int n_tok = pass ? 3 : 301;  // decode-sized: below the pool's threshold
+        const int f0 = g_failures;
+        struct strata_backend one, three;
+        const struct strata_backend_params p1 = {STRATA_BACKEND_CPU, 1, 0}, p3 = {STRATA_BACKEND_CPU, 3, 0};
+        CHECK(strata_backend_open(&one, &p1) == 0 && strata_backend_open(&three, &p3) == 0, "open");
+        float *a[N_OUT], *b[N_OUT];
+        size_t la[N_OUT], lb[N_OUT];
+        run_ops(&one, n_tok, 42, a, la);
+        run_ops(&three, n_tok, 42, b, lb);
+        for (int i = 0; i < N_OUT; i++) {
+            CHECK(la[i] == lb[i] && memcmp(a[i], b[i], la[i] * sizeof(float)) == 0, "%d tokens: %s differs on 3 threads",
+                  n_tok, names[i]);
+            free(a[i]);
+            free(b[i]);
+        }
+        strata_backend_close(&one);
+        strata_backend_close(&three);
+        char name[96];
+        snprintf(name, sizeof name, "%d tokens: every per-row op the same bits on 1 and 3 threads", n_tok);
+        case_result(name, f0);
+    }
+    printf("%s (%d failed checks)\n", g_failures ? "FAIL" : "ok", g_failures);
+    return g_failures ? 1 : 0;
+}
