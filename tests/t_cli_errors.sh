@@ -40,6 +40,8 @@ expect synth-bad-arch  1 "unknown architecture|arch" "$STRATA_BIN" synth --arch 
 expect synth-bad-type  2 "type"                  "$STRATA_BIN" synth --arch qwen3moe --preset tiny --type Q9_Z -o "$dir/x.gguf"
 expect synth-bad-regex 1 "regular expression"    "$STRATA_BIN" synth --arch qwen3moe --preset tiny --type-overrides '(=Q8_0' -o "$dir/x.gguf"
 expect synth-norm-type 1 "stays F32"             "$STRATA_BIN" synth --arch qwen3moe --preset tiny --type-overrides 'attn_norm=Q4_K' -o "$dir/x.gguf"
+printf '{"model":{"type":"BPE","vocab":{"a":88888882,"b":3},"merges":["a b"]},"added_tokens":[]}' > "$dir/sparse.json"
+expect synth-sparse-vocab 1 "ids may go unused"  "$STRATA_BIN" synth --arch qwen3moe --preset tiny --tokenizer "$dir/sparse.json" -o "$dir/x.gguf"
 expect synth-bad-skew  2 "route-skew"            "$STRATA_BIN" synth --arch qwen3moe --preset tiny --route-skew -1 -o "$dir/x.gguf"
 expect synth-skew-type 1 "scales F32 routers"    "$STRATA_BIN" synth --arch qwen3moe --preset tiny --route-skew 0.5 --type-overrides 'ffn_gate_inp=Q8_0' -o "$dir/x.gguf"
 

@@ -364,8 +364,12 @@ static void test_route_skew(void)
     o.out_path = b;
     o.route_skew = 0.5f;
     CHECK(strata_synth(&o) == 0, "synth skewed");
-    struct strata_gguf_file *fa, *fb;
+    struct strata_gguf_file *fa = NULL, *fb = NULL;
     CHECK(strata_gguf_open(&fa, a) == 0 && strata_gguf_open(&fb, b) == 0, "open");
+    if (!fa || !fb) {
+        strata_gguf_close(fa);
+        return;
+    }
     float skew = 0;
     CHECK(strata_gguf_get_f32(fb, "strata.synth.route_skew", &skew) == 0 && skew == 0.5f, "the key says so");
     CHECK(fa->n_tensors == fb->n_tensors, "same tensors");

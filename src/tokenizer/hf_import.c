@@ -227,6 +227,8 @@ static int read_merges(struct strata_vocab *v, const cJSON *merges, const char *
     return 0;
 }
 
+#define STRATA_HF_MAX_UNUSED_IDS 65536
+
 // Fill v->tokens / v->types from model.vocab and added_tokens.
 static int read_tokens(struct strata_vocab *v, const cJSON *vocab, const cJSON *added,
                        uint32_t n_min, const char *path)
@@ -251,6 +253,15 @@ static int read_tokens(struct strata_vocab *v, const cJSON *vocab, const cJSON *
             return STRATA_EFORMAT;
         }
         max_id = id->valueint > max_id ? id->valueint : max_id;
+    }
+    // Real vocabularies number their tokens densely (a few holes at most); ids far beyond the
+    // count would make a table of mostly padding (a fuzzed file asked for 88 million rows).
+    const int64_t n_given = (int64_t)cJSON_GetArraySize(vocab) + (int64_t)cJSON_GetArraySize(added);
+    if (max_id + 1 - n_given > STRATA_HF_MAX_UNUSED_IDS) {
+        strata_log_error("strata_tokenizer_import_hf: %s: token ids run to %lld but only %lld tokens are given "
+                         "(at most %d ids may go unused)",
+                         path, (long long)max_id, (long long)n_given, STRATA_HF_MAX_UNUSED_IDS);
+        return STRATA_EFORMAT;
     }
     uint32_t n = (uint32_t)(max_id + 1) > n_min ? (uint32_t)(max_id + 1) : n_min;
     if (n == 0) {
