@@ -10,13 +10,15 @@
 //                            blocking only on those not resident yet. n <= max_batch, ids distinct.
 //   acquire_start(ids)       optional (NULL: use acquire): the same decisions as acquire (the
 //     -> views, ready        same hits, victims, reads and order), but it returns without
-//   acquire_finish(ids)      waiting for reads: the views of experts already resident are valid
-//     -> views               at once (ready[i] = 1), so the caller computes them while the
-//                            others are read; acquire_finish waits for those and writes their
-//                            views. Between the two the caller holds every expert of the request
-//                            pinned, as after acquire; a failed finish unpins the others but
-//                            leaves the ready ones pinned (the caller may still be computing
-//                            them): the caller releases those.
+//   acquire_next(ids)        waiting for reads: the views of experts already resident are valid
+//     -> views, ready        at once (ready[i] = 1), so the caller computes them while the
+//                            others are read; each acquire_next waits until one or more of the
+//                            others has landed, writes their views, marks them ready and says
+//                            how many are still to come, so the caller computes each as it
+//                            lands. Until the last one the caller holds every expert of the
+//                            request pinned, as after acquire; a failed acquire_next unpins the
+//                            experts not ready but leaves the ready ones pinned (the caller may
+//                            still be computing them): the caller releases those.
 //   release(views)           unpins them; the views must not be used afterwards.
 //   fetch(ids)               optional (NULL where every expert is resident): the caller's next
 //                            acquire of this layer will be ids, so start their reads now, at
@@ -85,12 +87,13 @@ struct strata_provider_i {
     // nothing stays pinned).
     int (*acquire)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n, struct strata_expert_view *views);
     // Optional, both or neither (protocol above). start: 0 or negative as acquire (nothing pinned
-    // on failure); views[i] is valid where ready[i] is 1. finish: the same request, views and
-    // ready; writes the other views. 0, or negative (logged; only the ready ones stay pinned).
+    // on failure); views[i] is valid where ready[i] is 1. next: the same request, views and ready
+    // (nonzero: already handed out; the caller may mark them as it likes); how many are still not
+    // ready (0: done), or negative (logged; only the ready ones stay pinned).
     int (*acquire_start)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n, struct strata_expert_view *views,
                          uint8_t *ready);
-    int (*acquire_finish)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n, struct strata_expert_view *views,
-                          const uint8_t *ready);
+    int (*acquire_next)(void *ctx, uint32_t moe_layer, const uint32_t *ids, int n, struct strata_expert_view *views,
+                        uint8_t *ready);
     // views[0..n) exactly as an acquire of this layer returned them (any subset, in any order).
     void (*release)(void *ctx, uint32_t moe_layer, const struct strata_expert_view *views, int n);
     void (*stats)(void *ctx, struct strata_experts_stats *st);
@@ -150,13 +153,22 @@ static inline int strata_provider_acquire_start(struct strata_expert_provider p,
     return rc;
 }
 
-static inline int strata_provider_acquire_finish(struct strata_expert_provider p, uint32_t moe_layer,
-                                                 const uint32_t *ids, int n, struct strata_expert_view *views,
-                                                 const uint8_t *ready)
+static inline int strata_provider_acquire_next(struct strata_expert_provider p, uint32_t moe_layer,
+                                               const uint32_t *ids, int n, struct strata_expert_view *views,
+                                               uint8_t *ready)
 {
-    return p.iface->acquire_finish ? p.iface->acquire_finish(p.ctx, moe_layer, ids, n, views, ready) : 0;
+    return p.iface->acquire_next ? p.iface->acquire_next(p.ctx, moe_layer, ids, n, views, ready) : 0;
 }
 
+// acquire_next until every view is written. 0 or negative (as acquire_next).
+static inline int strata_provider_acquire_finish(struct strata_expert_provider p, uint32_t moe_layer,
+                                                 const uint32_t *ids, int n, struct strata_expert_view *views,
+                                                 uint8_t *ready)
+{
+    int left;
+    while ((left = strata_provider_acquire_next(p, moe_layer, ids, n, views, ready)) > 0) {}
+    return left;
+}
 static inline int strata_provider_fetch(struct strata_expert_provider p, uint32_t moe_layer, const uint32_t *ids, int n)
 {
     return p.iface->fetch ? p.iface->fetch(p.ctx, moe_layer, ids, n) : 0;

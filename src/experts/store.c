@@ -245,14 +245,6 @@ static void note(struct strata_expert_view *v, int32_t s, bool own)
 static int32_t noted_slot(const struct strata_expert_view *v) { return (int32_t)(uintptr_t)v->part[0]; }
 static bool noted_own(const struct strata_expert_view *v) { return (uintptr_t)v->part[1] != 0; }
 
-// The slot of a view this store handed out (as release finds it).
-static int32_t view_slot(const struct strata_store *st, const struct layer_cache *c, const struct strata_expert_view *v)
-{
-    const char *p = v->part[STRATA_EXPERT_GATE];
-    STRATA_ASSERT(p >= c->base && p < c->base + (size_t)st->plan.n_slots * c->slot_size);  // a view of this layer
-    return (int32_t)((size_t)(p - c->base) / c->slot_size);
-}
-
 // The first half of an acquire (under mu): waits until the layer has free slots for every miss,
 // pins the hits, claims victims for the misses and queues their reads, and ticks every access.
 // views[i] then holds the bookkeeping of ids[i] (note()).
@@ -340,14 +332,12 @@ static void acquire_pin(struct strata_store *st, uint32_t l, const uint32_t *ids
     }
 }
 
-// The second half (under mu), over the entries of ids[0..n) not marked in done (NULL: all), whose
-// views hold notes: sleeps until their reads are in and the slots they joined are published,
-// publishes this acquire's fills or drops them all if a read failed. 0; or the read's error, with
-// the not-done ones unpinned; or 0 with *lost set when a slot it joined was dropped (another
-// caller's or a prefetch's failed read), with the not-done ones unpinned. The done ones stay
-// pinned either way.
+// The second half (under mu): sleeps until this acquire's reads are in and the slots it joined
+// are published, then publishes its fills, or drops them all if a read failed. 0; or the read's
+// error, with every expert of the request unpinned; or 0 with *lost set when a slot it joined was
+// dropped (another caller's or a prefetch's failed read), with every expert unpinned.
 static int acquire_wait(struct strata_store *st, uint32_t l, const uint32_t *ids, int n,
-                        struct strata_expert_view *views, const uint8_t *done, double *waited_s, bool *lost)
+                        struct strata_expert_view *views, double *waited_s, bool *lost)
 {
     struct layer_cache *c = &st->lc[l];
     const double t0 = strata_now();
@@ -355,7 +345,6 @@ static int acquire_wait(struct strata_store *st, uint32_t l, const uint32_t *ids
     for (;;) {
         bool pending = false;
         for (int i = 0; i < n && !pending; i++) {
-            if (done && done[i]) continue;
             const int32_t s = noted_slot(&views[i]);
             pending = noted_own(&views[i]) ? !c->fills[s].done : c->slots[s].state == SLOT_FILLING;
         }
@@ -367,49 +356,44 @@ static int acquire_wait(struct strata_store *st, uint32_t l, const uint32_t *ids
 
     const struct fill *failed = NULL;
     for (int i = 0; i < n; i++)
-        if (!(done && done[i]) && noted_own(&views[i]) && c->fills[noted_slot(&views[i])].rc && !failed)
+        if (noted_own(&views[i]) && c->fills[noted_slot(&views[i])].rc && !failed)
             failed = &c->fills[noted_slot(&views[i])];
     for (int i = 0; i < n; i++) {
-        if ((done && done[i]) || !noted_own(&views[i])) continue;
+        if (!noted_own(&views[i])) continue;
         const int32_t s = noted_slot(&views[i]);
         if (failed) drop_slot(c, s);
         else c->slots[s].state = SLOT_READY;
         st->n_filling--;
     }
     *lost = false;
+    int rc = 0;
     if (failed) {
         // The engine's line goes to this thread (a refused submission has logged already);
         // written under mu, before the dropped slot's fill can be reused.
-        const int rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
-        for (int i = 0; i < n; i++)
-            if (!(done && done[i])) c->slots[noted_slot(&views[i])].ref--;
-        pthread_cond_broadcast(&st->cv);
-        return rc;
+        rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
+    } else {
+        for (int i = 0; i < n && !*lost; i++) {
+            const struct slot *sl = &c->slots[noted_slot(&views[i])];
+            *lost = sl->state != SLOT_READY || sl->expert != (int32_t)ids[i];
+        }
     }
-    for (int i = 0; i < n && !*lost; i++) {
-        if (done && done[i]) continue;
-        const struct slot *sl = &c->slots[noted_slot(&views[i])];
-        *lost = sl->state != SLOT_READY || sl->expert != (int32_t)ids[i];
-    }
-    if (*lost) {
-        for (int i = 0; i < n; i++)
-            if (!(done && done[i])) c->slots[noted_slot(&views[i])].ref--;
+    if (failed || *lost) {
+        for (int i = 0; i < n; i++) c->slots[noted_slot(&views[i])].ref--;
         pthread_cond_broadcast(&st->cv);
     }
-    return 0;
+    return rc;
 }
 
 // The end of an acquire that succeeded (under mu): the layer's prefetches were guesses for it, so
-// what it did not use is ordinary now; the views not marked in done are written.
+// what it did not use is ordinary now; the views are written.
 static void acquire_publish(struct strata_store *st, uint32_t l, int n, struct strata_expert_view *views,
-                            const uint8_t *done, double waited_s)
+                            double waited_s)
 {
     struct layer_cache *c = &st->lc[l];
     for (uint32_t s = 0; s < st->plan.n_slots; s++)
         if (c->slots[s].state == SLOT_READY) c->slots[s].unused_prefetch = false;
     pthread_cond_broadcast(&st->cv);
-    for (int i = 0; i < n; i++)
-        if (!(done && done[i])) fill_view(st, l, noted_slot(&views[i]), &views[i]);
+    for (int i = 0; i < n; i++) fill_view(st, l, noted_slot(&views[i]), &views[i]);
     st->io_wait_s += waited_s;
     c->st.io_wait_s += waited_s;
 }
@@ -424,9 +408,9 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
     pthread_mutex_lock(&st->mu);
     while (rc == 0 && lost) {
         acquire_pin(st, l, ids, n, views, &waited_s);
-        rc = acquire_wait(st, l, ids, n, views, NULL, &waited_s, &lost);
+        rc = acquire_wait(st, l, ids, n, views, &waited_s, &lost);
     }
-    if (rc == 0) acquire_publish(st, l, n, views, NULL, waited_s);
+    if (rc == 0) acquire_publish(st, l, n, views, waited_s);
     else {
         st->io_wait_s += waited_s;
         st->lc[l].st.io_wait_s += waited_s;
@@ -459,40 +443,102 @@ static int store_acquire_start(void *ctx, uint32_t l, const uint32_t *ids, int n
     return 0;
 }
 
-static int store_acquire_finish(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views,
-                                const uint8_t *ready)
+// acquire_next: sleeps until one or more of the experts not ready has landed (this acquire's own
+// reads, or the slots it joined), publishes this acquire's fills among them as they land, writes
+// their views and marks them ready. A slot it joined that was dropped (another caller's or a
+// prefetch's failed read) is acquired again on its own. Returns how many are still not ready; or
+// a read's error, once every read of the request has finished: the failed fills dropped, the
+// others published, every expert not marked ready unpinned.
+static int store_acquire_next(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views,
+                              uint8_t *ready)
 {
     struct strata_store *st = ctx;
     struct layer_cache *c = &st->lc[l];
     double waited_s = 0;
-    bool lost = false;
+    int rc = 0, pending = 0;
     pthread_mutex_lock(&st->mu);
-    int rc = acquire_wait(st, l, ids, n, views, ready, &waited_s, &lost);
-    if (rc == 0 && !lost) {
-        acquire_publish(st, l, n, views, ready, waited_s);
-        pthread_mutex_unlock(&st->mu);
-        return 0;
-    }
-    // A slot it joined was dropped (another caller's or a prefetch's read failed), and every
-    // expert that was not ready is unpinned: those are acquired again one by one (the ready ones
-    // stay pinned; each needs one slot, and this caller holds at most max_batch of the layer).
-    for (int i = 0; i < n && rc == 0 && lost; i++) {
-        if (ready[i]) continue;
-        bool again = true;
-        while (rc == 0 && again) {
-            acquire_pin(st, l, &ids[i], 1, &views[i], &waited_s);
-            rc = acquire_wait(st, l, &ids[i], 1, &views[i], NULL, &waited_s, &again);
+    for (;;) {
+        int landed = 0, own_busy = 0;
+        const struct fill *failed = NULL;
+        pending = 0;
+        for (int i = 0; i < n; i++) {
+            if (ready[i]) continue;
+            const int32_t s = noted_slot(&views[i]);
+            const struct slot *sl = &c->slots[s];
+            if (noted_own(&views[i])) {
+                if (!c->fills[s].done) own_busy++, pending++;
+                else if (c->fills[s].rc && !failed) failed = &c->fills[s];
+                else if (!c->fills[s].rc) landed++;
+            } else if (sl->state == SLOT_FILLING) {
+                pending++;
+            } else {
+                landed++;  // published, or lost (handled below)
+            }
         }
-        if (rc == 0) acquire_publish(st, l, 1, &views[i], NULL, 0);
-        else  // views[i] is unpinned; so must be those acquired again (the ready ones stay pinned)
-            for (int j = 0; j < i; j++)
-                if (!ready[j]) c->slots[view_slot(st, c, &views[j])].ref--;
+        if (failed && own_busy) {  // the request's other reads land in its slots: wait for them
+            const double t0 = strata_now();
+            pthread_cond_wait(&st->cv, &st->mu);
+            waited_s += strata_now() - t0;
+            continue;
+        }
+        if (!failed && !landed && pending) {
+            const double t0 = strata_now();
+            pthread_cond_wait(&st->cv, &st->mu);
+            waited_s += strata_now() - t0;
+            continue;
+        }
+        // Publish this acquire's fills that are in (all of them, failed or not, on a failure).
+        for (int i = 0; i < n; i++) {
+            if (ready[i] || !noted_own(&views[i])) continue;
+            const int32_t s = noted_slot(&views[i]);
+            if (!c->fills[s].done) continue;
+            if (c->fills[s].rc) drop_slot(c, s);
+            else c->slots[s].state = SLOT_READY;
+            st->n_filling--;
+            note(&views[i], s, false);  // a published slot: from here on like a joined one
+        }
+        if (failed) {
+            rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
+            for (int i = 0; i < n; i++)
+                if (!ready[i]) c->slots[noted_slot(&views[i])].ref--;
+            break;
+        }
+        // Views of what landed; a joined slot that was dropped is acquired again on its own (the
+        // others stay pinned; it needs one slot, and this caller holds at most max_batch).
+        for (int i = 0; i < n && rc == 0; i++) {
+            if (ready[i]) continue;
+            const int32_t s = noted_slot(&views[i]);
+            const struct slot *sl = &c->slots[s];
+            if (sl->state == SLOT_FILLING) continue;
+            if (sl->state != SLOT_READY || sl->expert != (int32_t)ids[i]) {
+                c->slots[s].ref--;
+                bool again = true;
+                while (rc == 0 && again) {
+                    acquire_pin(st, l, &ids[i], 1, &views[i], &waited_s);
+                    rc = acquire_wait(st, l, &ids[i], 1, &views[i], &waited_s, &again);
+                }
+                if (rc) {  // views[i] is unpinned; so must be the others not ready
+                    for (int j = 0; j < n; j++)
+                        if (j != i && !ready[j]) c->slots[noted_slot(&views[j])].ref--;
+                    break;
+                }
+                fill_view(st, l, noted_slot(&views[i]), &views[i]);
+            } else {
+                fill_view(st, l, s, &views[i]);
+            }
+            ready[i] = 1;
+        }
+        if (rc) break;
+        pending = 0;
+        for (int i = 0; i < n; i++) pending += !ready[i];
+        break;
     }
+    if (rc == 0 && pending == 0) acquire_publish(st, l, 0, views, 0);  // the layer's prefetches are ordinary now
+    pthread_cond_broadcast(&st->cv);
     st->io_wait_s += waited_s;
     c->st.io_wait_s += waited_s;
-    pthread_cond_broadcast(&st->cv);
     pthread_mutex_unlock(&st->mu);
-    return rc;
+    return rc ? rc : pending;
 }
 
 // A prefetch (a guess: low priority, counted in prefetched) or a fetch (the caller's next acquire:
@@ -603,7 +649,7 @@ static const struct strata_provider_i g_store_iface = {
     .fetch = store_fetch,
     .acquire = store_acquire,
     .acquire_start = store_acquire_start,
-    .acquire_finish = store_acquire_finish,
+    .acquire_next = store_acquire_next,
     .release = store_release,
     .stats = store_stats,
     .layer_stats = store_layer_stats,

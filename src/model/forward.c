@@ -899,7 +899,7 @@ static int experts_compute(struct strata_forward *f, const struct strata_layer *
     return rc;
 }
 
-// After a failed acquire_finish: the group's ready views are still pinned.
+// After a failed acquire_next or finish: the group's ready views are still pinned.
 static void release_ready(struct strata_forward *f, uint32_t moe_l, int g0, int g1)
 {
     for (int i = g0; i < g1; i++)
@@ -910,8 +910,8 @@ static void release_ready(struct strata_forward *f, uint32_t moe_l, int g0, int 
 // a time, so a pass needing more runs them in groups (strata_expert_pass_group: the experts most
 // tokens need first, half the slots per group): each group is acquired, the next group's reads
 // are started (the provider's fetch), the group is computed and released. Within a group, the
-// experts already resident are computed while the others are read (acquire_start / finish), then
-// those. Every (token, expert) row is computed the same way in any grouping and order, so the
+// experts already resident are computed while the others are read (acquire_start), then the
+// others in the batches they land in (acquire_next). Every (token, expert) row is computed the same way in any grouping and order, so the
 // output depends neither on the cache size nor on the other sequences in the pass.
 static int experts_block(struct strata_forward *f, const struct strata_layer *L, int n)
 {
@@ -938,22 +938,22 @@ static int experts_block(struct strata_forward *f, const struct strata_layer *L,
         }
         // the next layers' guesses go out once this layer's own misses are queued
         rc = g0 == 0 && f->lookahead ? lookahead(f, L, n) : 0;
-        // the resident experts first, in pass order; then, once their reads are in, the others
-        int k = 0, nr = 0;
-        for (int i = g0; i < g1; i++) nr += f->ready[i];
-        for (int i = g0; i < g1; i++)
-            if (f->ready[i]) f->split_idx[k++] = i;
-        for (int i = g0; i < g1; i++)
-            if (!f->ready[i]) f->split_idx[k++] = i;
-        if (rc == 0 && nr) rc = experts_compute(f, L, n, f->split_idx, nr);
-        if (nr < g1 - g0) {
-            const int rf = strata_provider_acquire_finish(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0, ready);
-            if (rf) {  // the others are unpinned; the ready ones once their products are done
+        // the resident experts first, then each batch of the others as it lands, in pass order
+        // (ready: 0 not yet, 1 handed out, 2 computed)
+        int left = g1 - g0;
+        for (;;) {
+            int k = 0;
+            for (int i = g0; i < g1; i++)
+                if (f->ready[i] == 1) f->split_idx[k++] = i, f->ready[i] = 2;
+            left -= k;
+            if (rc == 0 && k) rc = experts_compute(f, L, n, f->split_idx, k);
+            if (left == 0) break;
+            const int rn = strata_provider_acquire_next(f->experts, moe_l, g->used + g0, g1 - g0, f->views + g0, ready);
+            if (rn < 0) {  // the others are unpinned; the ready ones once their products are done
                 (void)f->bi->sync(f->bc);
                 release_ready(f, moe_l, g0, g1);
-                return rf;
+                return rn;
             }
-            if (rc == 0) rc = experts_compute(f, L, n, f->split_idx + nr, g1 - g0 - nr);
         }
         // the products must be done with the views before they are released
         if (rc == 0) rc = f->bi->sync(f->bc);
