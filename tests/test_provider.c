@@ -395,6 +395,7 @@ static void test_split(struct strata_gguf_file *f, const struct strata_expert_la
 struct fault_worker {
     pthread_t th;
     struct strata_expert_provider p;
+    bool stepped;                  // acquire_start / acquire_next instead of acquire
     int rc;
 };
 
@@ -403,6 +404,14 @@ static void *fault_work(void *arg)
     struct fault_worker *w = arg;
     const uint32_t ids[2] = {7, 8};
     struct strata_expert_view v[2];
+    if (w->stepped) {  // joins the others' reads or reads itself, and sees them fail as they land
+        uint8_t ready[2];
+        w->rc = strata_provider_acquire_start(w->p, 1, ids, 2, v, ready);
+        while (w->rc == 0 && !(ready[0] && ready[1])) w->rc = strata_provider_acquire_next(w->p, 1, ids, 2, v, ready) < 0
+                                                              ? STRATA_EIO : 0;
+        if (w->rc == 0) strata_provider_release(w->p, 1, v, 2);
+        return NULL;
+    }
     w->rc = strata_provider_acquire(w->p, 1, ids, 2, v);
     if (w->rc == 0) strata_provider_release(w->p, 1, v, 2);
     return NULL;
@@ -419,7 +428,7 @@ static void test_fault_threads(struct strata_gguf_file *f, const struct strata_e
     struct fault_worker w[N_THREADS];
     quiet(true);
     for (int i = 0; i < N_THREADS; i++) {
-        w[i] = (struct fault_worker){.p = strata_store_provider(st)};
+        w[i] = (struct fault_worker){.p = strata_store_provider(st), .stepped = i % 2 == 1};
         pthread_create(&w[i].th, NULL, fault_work, &w[i]);
     }
     for (int i = 0; i < N_THREADS; i++) {

@@ -443,12 +443,46 @@ static int store_acquire_start(void *ctx, uint32_t l, const uint32_t *ids, int n
     return 0;
 }
 
+// Publish the fills of a stepped acquire that are in (under mu): READY, or dropped when a read
+// failed; their notes become those of a joined slot. With wait, first sleeps until every one of
+// them is in. The first failed fill, or NULL.
+static const struct fill *publish_own(struct strata_store *st, struct layer_cache *c, int n,
+                                      struct strata_expert_view *views, const uint8_t *ready, bool wait,
+                                      double *waited_s)
+{
+    for (bool busy = wait; busy;) {
+        busy = false;
+        for (int i = 0; i < n && !busy; i++)
+            busy = !ready[i] && noted_own(&views[i]) && !c->fills[noted_slot(&views[i])].done;
+        if (busy) {
+            const double t0 = strata_now();
+            pthread_cond_wait(&st->cv, &st->mu);
+            *waited_s += strata_now() - t0;
+        }
+    }
+    const struct fill *failed = NULL;
+    for (int i = 0; i < n; i++) {
+        if (ready[i] || !noted_own(&views[i])) continue;
+        const int32_t s = noted_slot(&views[i]);
+        if (!c->fills[s].done) continue;
+        if (c->fills[s].rc) {
+            if (!failed) failed = &c->fills[s];
+            drop_slot(c, s);
+        } else {
+            c->slots[s].state = SLOT_READY;
+        }
+        st->n_filling--;
+        note(&views[i], s, false);
+    }
+    return failed;
+}
+
 // acquire_next: sleeps until one or more of the experts not ready has landed (this acquire's own
 // reads, or the slots it joined), publishes this acquire's fills among them as they land, writes
 // their views and marks them ready. A slot it joined that was dropped (another caller's or a
 // prefetch's failed read) is acquired again on its own. Returns how many are still not ready; or
-// a read's error, once every read of the request has finished: the failed fills dropped, the
-// others published, every expert not marked ready unpinned.
+// an error, once every read of the request has finished: the failed fills dropped, the others
+// published, every expert not marked ready unpinned.
 static int store_acquire_next(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views,
                               uint8_t *ready)
 {
@@ -457,82 +491,58 @@ static int store_acquire_next(void *ctx, uint32_t l, const uint32_t *ids, int n,
     double waited_s = 0;
     int rc = 0, pending = 0;
     pthread_mutex_lock(&st->mu);
+    // Sleep until something of the request is in: an own fill done, or a joined slot no longer
+    // filling.
     for (;;) {
-        int landed = 0, own_busy = 0;
-        const struct fill *failed = NULL;
+        bool in = false;
         pending = 0;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && !in; i++) {
             if (ready[i]) continue;
             const int32_t s = noted_slot(&views[i]);
-            const struct slot *sl = &c->slots[s];
-            if (noted_own(&views[i])) {
-                if (!c->fills[s].done) own_busy++, pending++;
-                else if (c->fills[s].rc && !failed) failed = &c->fills[s];
-                else if (!c->fills[s].rc) landed++;
-            } else if (sl->state == SLOT_FILLING) {
-                pending++;
-            } else {
-                landed++;  // published, or lost (handled below)
-            }
+            in = noted_own(&views[i]) ? c->fills[s].done : c->slots[s].state != SLOT_FILLING;
+            pending++;
         }
-        if (failed && own_busy) {  // the request's other reads land in its slots: wait for them
-            const double t0 = strata_now();
-            pthread_cond_wait(&st->cv, &st->mu);
-            waited_s += strata_now() - t0;
-            continue;
-        }
-        if (!failed && !landed && pending) {
-            const double t0 = strata_now();
-            pthread_cond_wait(&st->cv, &st->mu);
-            waited_s += strata_now() - t0;
-            continue;
-        }
-        // Publish this acquire's fills that are in (all of them, failed or not, on a failure).
-        for (int i = 0; i < n; i++) {
-            if (ready[i] || !noted_own(&views[i])) continue;
-            const int32_t s = noted_slot(&views[i]);
-            if (!c->fills[s].done) continue;
-            if (c->fills[s].rc) drop_slot(c, s);
-            else c->slots[s].state = SLOT_READY;
-            st->n_filling--;
-            note(&views[i], s, false);  // a published slot: from here on like a joined one
-        }
-        if (failed) {
-            rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
-            for (int i = 0; i < n; i++)
-                if (!ready[i]) c->slots[noted_slot(&views[i])].ref--;
-            break;
-        }
-        // Views of what landed; a joined slot that was dropped is acquired again on its own (the
-        // others stay pinned; it needs one slot, and this caller holds at most max_batch).
-        for (int i = 0; i < n && rc == 0; i++) {
-            if (ready[i]) continue;
-            const int32_t s = noted_slot(&views[i]);
-            const struct slot *sl = &c->slots[s];
-            if (sl->state == SLOT_FILLING) continue;
-            if (sl->state != SLOT_READY || sl->expert != (int32_t)ids[i]) {
-                c->slots[s].ref--;
-                bool again = true;
-                while (rc == 0 && again) {
-                    acquire_pin(st, l, &ids[i], 1, &views[i], &waited_s);
-                    rc = acquire_wait(st, l, &ids[i], 1, &views[i], &waited_s, &again);
-                }
-                if (rc) {  // views[i] is unpinned; so must be the others not ready
-                    for (int j = 0; j < n; j++)
-                        if (j != i && !ready[j]) c->slots[noted_slot(&views[j])].ref--;
-                    break;
-                }
-                fill_view(st, l, noted_slot(&views[i]), &views[i]);
-            } else {
-                fill_view(st, l, s, &views[i]);
-            }
-            ready[i] = 1;
-        }
-        if (rc) break;
-        pending = 0;
-        for (int i = 0; i < n; i++) pending += !ready[i];
-        break;
+        if (in || !pending) break;
+        const double t0 = strata_now();
+        pthread_cond_wait(&st->cv, &st->mu);
+        waited_s += strata_now() - t0;
     }
+    const struct fill *failed = publish_own(st, c, n, views, ready, false, &waited_s);
+    if (failed) {
+        (void)publish_own(st, c, n, views, ready, true, &waited_s);  // the request's other reads
+        rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
+    }
+    // Views of what landed; a joined slot that was dropped is acquired again on its own (the
+    // others stay pinned; it needs one slot, and this caller holds at most max_batch).
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (ready[i]) continue;
+        const int32_t s = noted_slot(&views[i]);
+        const struct slot *sl = &c->slots[s];
+        if (sl->state == SLOT_FILLING) continue;
+        if (sl->state != SLOT_READY || sl->expert != (int32_t)ids[i]) {
+            c->slots[s].ref--;
+            bool again = true;
+            while (rc == 0 && again) {
+                acquire_pin(st, l, &ids[i], 1, &views[i], &waited_s);
+                rc = acquire_wait(st, l, &ids[i], 1, &views[i], &waited_s, &again);
+            }
+            if (rc) {  // unpinned by acquire_wait: its ready mark keeps the loop below off it
+                ready[i] = 2;
+                (void)publish_own(st, c, n, views, ready, true, &waited_s);
+                ready[i] = 0;
+                for (int j = 0; j < n; j++)
+                    if (j != i && !ready[j]) c->slots[noted_slot(&views[j])].ref--;
+                break;
+            }
+        }
+        fill_view(st, l, noted_slot(&views[i]), &views[i]);
+        ready[i] = 1;
+    }
+    if (failed)  // rc set above: the experts not ready are unpinned
+        for (int i = 0; i < n; i++)
+            if (!ready[i]) c->slots[noted_slot(&views[i])].ref--;
+    pending = 0;
+    for (int i = 0; i < n; i++) pending += !ready[i];
     if (rc == 0 && pending == 0) acquire_publish(st, l, 0, views, 0);  // the layer's prefetches are ordinary now
     pthread_cond_broadcast(&st->cv);
     st->io_wait_s += waited_s;
