@@ -169,6 +169,7 @@ static inline int strata_provider_acquire_finish(struct strata_expert_provider p
     while ((left = strata_provider_acquire_next(p, moe_layer, ids, n, views, ready)) > 0) {}
     return left;
 }
+
 static inline int strata_provider_fetch(struct strata_expert_provider p, uint32_t moe_layer, const uint32_t *ids, int n)
 {
     return p.iface->fetch ? p.iface->fetch(p.ctx, moe_layer, ids, n) : 0;

@@ -245,6 +245,15 @@ static void note(struct strata_expert_view *v, int32_t s, bool own)
 static int32_t noted_slot(const struct strata_expert_view *v) { return (int32_t)(uintptr_t)v->part[0]; }
 static bool noted_own(const struct strata_expert_view *v) { return (uintptr_t)v->part[1] != 0; }
 
+// Unpin the experts of a request noted in views[0..n), but those marked in skip (NULL: none).
+static void unpin_noted(struct strata_store *st, struct layer_cache *c, const struct strata_expert_view *views,
+                        const uint8_t *skip, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(skip && skip[i])) c->slots[noted_slot(&views[i])].ref--;
+    pthread_cond_broadcast(&st->cv);
+}
+
 // The first half of an acquire (under mu): waits until the layer has free slots for every miss,
 // pins the hits, claims victims for the misses and queues their reads, and ticks every access.
 // views[i] then holds the bookkeeping of ids[i] (note()).
@@ -377,21 +386,24 @@ static int acquire_wait(struct strata_store *st, uint32_t l, const uint32_t *ids
             *lost = sl->state != SLOT_READY || sl->expert != (int32_t)ids[i];
         }
     }
-    if (failed || *lost) {
-        for (int i = 0; i < n; i++) c->slots[noted_slot(&views[i])].ref--;
-        pthread_cond_broadcast(&st->cv);
-    }
+    if (failed || *lost) unpin_noted(st, c, views, NULL, n);
     return rc;
 }
 
-// The end of an acquire that succeeded (under mu): the layer's prefetches were guesses for it, so
-// what it did not use is ordinary now; the views are written.
+// The layer's prefetches were guesses for the acquire that just ended: what it did not use is
+// ordinary now (under mu).
+static void prefetches_settle(const struct strata_store *st, struct layer_cache *c)
+{
+    for (uint32_t s = 0; s < st->plan.n_slots; s++)
+        if (c->slots[s].state == SLOT_READY) c->slots[s].unused_prefetch = false;
+}
+
+// The end of an acquire that succeeded (under mu): its prefetches settled, the views written.
 static void acquire_publish(struct strata_store *st, uint32_t l, int n, struct strata_expert_view *views,
                             double waited_s)
 {
     struct layer_cache *c = &st->lc[l];
-    for (uint32_t s = 0; s < st->plan.n_slots; s++)
-        if (c->slots[s].state == SLOT_READY) c->slots[s].unused_prefetch = false;
+    prefetches_settle(st, c);
     pthread_cond_broadcast(&st->cv);
     for (int i = 0; i < n; i++) fill_view(st, l, noted_slot(&views[i]), &views[i]);
     st->io_wait_s += waited_s;
@@ -421,7 +433,7 @@ static int store_acquire(void *ctx, uint32_t l, const uint32_t *ids, int n, stru
 
 // acquire_start: the acquire's decisions (hits, victims, reads, ticks) exactly as store_acquire
 // makes them; the views of experts already resident are written and marked ready, the others
-// keep their notes for acquire_finish.
+// keep their notes for acquire_next.
 static int store_acquire_start(void *ctx, uint32_t l, const uint32_t *ids, int n, struct strata_expert_view *views,
                                uint8_t *ready)
 {
@@ -526,24 +538,21 @@ static int store_acquire_next(void *ctx, uint32_t l, const uint32_t *ids, int n,
                 acquire_pin(st, l, &ids[i], 1, &views[i], &waited_s);
                 rc = acquire_wait(st, l, &ids[i], 1, &views[i], &waited_s, &again);
             }
-            if (rc) {  // unpinned by acquire_wait: its ready mark keeps the loop below off it
+            if (rc) {  // settled and unpinned by acquire_wait: marked while the others are
                 ready[i] = 2;
                 (void)publish_own(st, c, n, views, ready, true, &waited_s);
+                unpin_noted(st, c, views, ready, n);
                 ready[i] = 0;
-                for (int j = 0; j < n; j++)
-                    if (j != i && !ready[j]) c->slots[noted_slot(&views[j])].ref--;
                 break;
             }
         }
         fill_view(st, l, noted_slot(&views[i]), &views[i]);
         ready[i] = 1;
     }
-    if (failed)  // rc set above: the experts not ready are unpinned
-        for (int i = 0; i < n; i++)
-            if (!ready[i]) c->slots[noted_slot(&views[i])].ref--;
+    if (failed) unpin_noted(st, c, views, ready, n);  // rc set above
     pending = 0;
     for (int i = 0; i < n; i++) pending += !ready[i];
-    if (rc == 0 && pending == 0) acquire_publish(st, l, 0, views, 0);  // the layer's prefetches are ordinary now
+    if (rc == 0 && pending == 0) prefetches_settle(st, c);
     pthread_cond_broadcast(&st->cv);
     st->io_wait_s += waited_s;
     c->st.io_wait_s += waited_s;

@@ -71,8 +71,8 @@ struct strata_forward {
     struct strata_route_groups g; // count/first [X], tok_of/route_of [B*K], used [X]
     struct strata_expert_view *views;  // [X]
     uint64_t *order_scratch;      // [X] strata_expert_pass_order
-    uint8_t *ready;               // [X] experts_block: which views acquire_start gave at once
-    int *split_idx;               // [X] experts_block: the group's ready experts, then the others
+    uint8_t *ready;               // [X] experts_block: 0 not handed over yet, 1 handed over, 2 computed
+    int *split_idx;               // [X] experts_block: the experts of the batch to compute
     struct strata_mm_op *ops;     // [n_ops] the expert products of one group, the heads of a pass
     int n_ops;
     int32_t *trace_ids;           // [B][n_moe][K]

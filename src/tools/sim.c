@@ -417,6 +417,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int cmp_u64_desc(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
 static double median_of(double *v, uint32_t n)
 {
     qsort(v, n, sizeof *v, cmp_double);
@@ -431,25 +437,24 @@ int strata_route_stats(const struct strata_trace *t, uint32_t sessions, struct s
                          (unsigned long long)t->n_tokens, sessions);
         return STRATA_EARG;
     }
-    uint32_t *order = malloc(X * sizeof *order);
     uint64_t *count = calloc(X, sizeof *count);
     uint32_t *seen = calloc(X, sizeof *seen);
     double *cover = malloc(L * sizeof *cover), *top = malloc(L * sizeof *top);
     double *prev = malloc(L * sizeof *prev), *dist = malloc(L * sizeof *dist);
-    int rc = order && count && seen && cover && top && prev && dist ? 0 : STRATA_ENOMEM;
+    int rc = count && seen && cover && top && prev && dist ? 0 : STRATA_ENOMEM;
     const uint64_t T = t->n_tokens, span = T / sessions;
     uint32_t stamp = 0;
     for (uint32_t l = 0; l < L && rc == 0; l++) {
-        if ((rc = strata_trace_rank(t, l, order))) break;
         memset(count, 0, X * sizeof *count);
         for (uint64_t tok = 0; tok < T; tok++)
             for (uint32_t k = 0; k < K; k++) count[t->ids[(tok * L + l) * K + k]]++;
+        qsort(count, X, sizeof *count, cmp_u64_desc);  // the most-picked first
         const uint64_t picks = T * K;
         uint64_t acc = 0;
         uint32_t n = 0;
-        while (n < X && acc * 10 < picks * 9) acc += count[order[n++]];
+        while (n < X && acc * 10 < picks * 9) acc += count[n++];
         cover[l] = n;
-        top[l] = (double)count[order[0]] / (double)picks;
+        top[l] = (double)count[0] / (double)picks;
         // temporal locality: token tok's experts that tok - 1 had
         uint64_t shared = 0;
         for (uint64_t tok = 1; tok < T; tok++) {
@@ -478,7 +483,6 @@ int strata_route_stats(const struct strata_trace *t, uint32_t sessions, struct s
         r->distinct = median_of(dist, L);
         r->sessions = sessions;
     }
-    free(order);
     free(count);
     free(seen);
     free(cover);

@@ -787,8 +787,9 @@ int strata_synth(const struct strata_synth_opts *o)
         t->mean = sp->mean;
         t->std = sp->std;
         t->negative = sp->negative;
-        const size_t nl = strlen(t->name), sl = strlen(".ffn_gate_inp.weight");
-        if (o->route_skew > 0.0f && t->n_dims == 2 && nl > sl && strcmp(t->name + nl - sl, ".ffn_gate_inp.weight") == 0)
+        static const char router[] = ".ffn_gate_inp.weight";
+        const size_t nl = strlen(t->name), sl = sizeof router - 1;
+        if (o->route_skew > 0.0f && t->n_dims == 2 && nl > sl && strcmp(t->name + nl - sl, router) == 0)
             t->row_skew = o->route_skew;
     }
 

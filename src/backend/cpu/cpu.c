@@ -213,7 +213,9 @@ struct rows_job {
     const float *x, *w, *g, *u;
     size_t y_stride, x_stride;
     uint32_t n_in;
-    float eps;
+    float eps;                       // rmsnorm
+    size_t len;                      // swiglu: floats in all (rows are runs of 64)
+    float alpha, limit;              // swiglu_oai
 };
 
 static void rows_worker(void *arg, int ith, int nth)
@@ -377,21 +379,21 @@ static int cpu_copy_rows(void *ctx, float *y, size_t y_stride, const float *x, s
 static void swiglu_rows(const struct rows_job *j, int r0, int r1, int ith)
 {
     (void)ith;
-    const size_t i0 = (size_t)r0 * 64, i1 = (size_t)r1 * 64 < j->y_stride ? (size_t)r1 * 64 : j->y_stride;
+    const size_t i0 = (size_t)r0 * 64, i1 = (size_t)r1 * 64 < j->len ? (size_t)r1 * 64 : j->len;
     for (size_t i = i0; i < i1; i++) j->y[i] = strata_silu(j->g[i]) * j->u[i];
 }
 
 static void swiglu_oai_rows(const struct rows_job *j, int r0, int r1, int ith)
 {
     (void)ith;
-    const size_t i0 = (size_t)r0 * 64, i1 = (size_t)r1 * 64 < j->y_stride ? (size_t)r1 * 64 : j->y_stride;
-    strata_swiglu_oai(j->y + i0, j->g + i0, j->u + i0, (uint32_t)(i1 - i0), j->w[0], j->eps);
+    const size_t i0 = (size_t)r0 * 64, i1 = (size_t)r1 * 64 < j->len ? (size_t)r1 * 64 : j->len;
+    strata_swiglu_oai(j->y + i0, j->g + i0, j->u + i0, (uint32_t)(i1 - i0), j->alpha, j->limit);
 }
 
 static int cpu_swiglu_oai(void *ctx, float *y, const float *g, const float *u, size_t n, float alpha, float limit)
 {
-    struct rows_job j = {.fn = swiglu_oai_rows, .n = (int)((n + 63) / 64), .y = y, .g = g, .u = u, .w = &alpha,
-                         .y_stride = n, .eps = limit};
+    struct rows_job j = {.fn = swiglu_oai_rows, .n = (int)((n + 63) / 64), .y = y, .g = g, .u = u, .len = n,
+                         .alpha = alpha, .limit = limit};
     STRATA_ASSERT(n <= (size_t)INT32_MAX * 64);
     run_rows(ctx, &j, 8 * n);
     return 0;
@@ -408,7 +410,7 @@ static int cpu_layernorm(void *vctx, float *y, const float *x, const float *w, c
 
 static int cpu_swiglu(void *ctx, float *y, const float *g, const float *u, size_t n)
 {
-    struct rows_job j = {.fn = swiglu_rows, .n = (int)((n + 63) / 64), .y = y, .g = g, .u = u, .y_stride = n};
+    struct rows_job j = {.fn = swiglu_rows, .n = (int)((n + 63) / 64), .y = y, .g = g, .u = u, .len = n};
     STRATA_ASSERT(n <= (size_t)INT32_MAX * 64);
     run_rows(ctx, &j, 8 * n);  // an exp a float
     return 0;
