@@ -700,6 +700,11 @@ int strata_synth(const struct strata_synth_opts *o)
     }
     uint32_t n_layer = o->n_layer > 0 ? (uint32_t)o->n_layer : p->n_layer;
     uint32_t n_expert = o->n_expert > 0 ? (uint32_t)o->n_expert : p->n_expert;
+    if (n_layer <= p->n_dense_lead) {  // the loaders want a MoE layer after the dense ones
+        strata_log_error("synth: --layers %u leaves no MoE layer after the preset's %u leading dense layers: use at "
+                         "least %u", n_layer, p->n_dense_lead, p->n_dense_lead + 1);
+        return STRATA_EARG;
+    }
     if (n_expert < p->n_expert_used) {
         strata_log_error("synth: --experts %u is below the preset's experts used per token (%u)",
                          n_expert, p->n_expert_used);
