@@ -165,6 +165,16 @@ struct strata_expert_stats {
     double cpu_gbps, pcie_gbps;    // the cost model's measured rates (GB/s of expert bytes)
 };
 
+// Where the host threads' time went in forward passes: t_pass wall seconds; of those t_run inside
+// parallel runs (the rest ran on one thread while the others idled: routing, waits on expert
+// reads, small ops), t_tail the calling thread waiting for the last one at the end of a run;
+// t_busy every thread's seconds of work in runs, summed (n_threads * t_run - t_busy: thread time
+// idle inside runs).
+struct strata_thread_stats {
+    uint64_t passes, runs;
+    double t_pass, t_run, t_tail, t_busy;
+};
+
 struct strata_stats {
     // time per phase of the forward passes (seconds)
     double t_embed, t_attn, t_linear_attn, t_router, t_experts, t_head;
@@ -178,6 +188,10 @@ struct strata_stats {
     uint64_t vram_total_bytes;     //   0 on the CPU backend (engine-wide, also in session stats)
     uint64_t gpu_graphs_replayed;  // GPU backend: decode passes replayed from a captured graph and
     uint64_t gpu_graphs_recorded;  //   passes captured for it (STRATA_CUDA_GRAPH; engine-wide)
+    // the host threads in the passes (CPU backend; n_threads 0 elsewhere), [0] for prompt passes
+    // (some sequence with more than one token), [1] for decode passes (one token a sequence)
+    int n_threads;
+    struct strata_thread_stats threads[2];
 };
 
 struct strata_layer_stats {

@@ -2,12 +2,15 @@
 // layout), swiglu, swiglu_oai, add, moe_combine and the activation rounding of mm give the same
 // bits on 1 thread and on 3 (each thread a share of the rows), for a prompt-sized pass (on the
 // pool) and a decode-sized one (on the calling thread), with odd sizes so that the shares and
-// swiglu's runs of 64 end mid-row.
+// swiglu's runs of 64 end mid-row. And the pool's account of where its threads' time went
+// (threads_info: runs, time in runs, the caller's wait for the last thread, work summed).
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/pool.h"
 #include "quant/quant.h"
 
 #include "check.h"
@@ -113,6 +116,65 @@ static void run_ops(struct strata_backend *be, int n_tok, uint64_t seed, float *
     free(wdata[0]), free(wdata[1]);
 }
 
+// Thread ith sleeps (ith + 1) * 3 ms: sleeping, not spinning, so that the figures do not depend on
+// how many cores the machine has.
+static void sleep_by_rank(void *arg, int ith, int nth)
+{
+    (void)arg, (void)nth;
+    const struct timespec ts = {0, (ith + 1) * 3000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void pool_counters_case(void)
+{
+    const int f0 = g_failures;
+    struct strata_pool *p = NULL;
+    CHECK(strata_pool_create(&p, 3) == 0, "pool");
+    if (!p) return;
+    struct strata_pool_counters c0, c1;
+    strata_pool_counters(p, &c0);
+    CHECK(c0.n_threads == 3 && c0.runs == 0 && c0.run_s == 0 && c0.busy_s == 0 && c0.tail_s == 0, "fresh counters");
+    const int R = 5;
+    for (int r = 0; r < R; r++) strata_pool_run(p, sleep_by_rank, NULL);
+    strata_pool_counters(p, &c1);
+    // each run: the threads work 3 + 6 + 9 ms, the caller (3 ms) waits >= 6 ms for the last one,
+    // and the run lasts >= 9 ms; the work cannot exceed the threads' time in the runs
+    CHECK(c1.runs == (uint64_t)R, "runs %llu", (unsigned long long)c1.runs);
+    CHECK(c1.busy_s >= R * 0.018 && c1.busy_s <= 3 * c1.run_s + 1e-6, "busy %.4f s, runs %.4f s", c1.busy_s, c1.run_s);
+    CHECK(c1.run_s >= R * 0.009, "runs %.4f s", c1.run_s);
+    CHECK(c1.tail_s >= R * 0.0055 && c1.tail_s <= c1.run_s - R * 0.0029, "tail %.4f s of %.4f s", c1.tail_s, c1.run_s);
+    strata_pool_free(p);
+    // one thread: the run is the work, no one to wait for
+    CHECK(strata_pool_create(&p, 1) == 0, "pool");
+    if (p) {
+        strata_pool_run(p, sleep_by_rank, NULL);
+        strata_pool_counters(p, &c1);
+        CHECK(c1.runs == 1 && c1.busy_s >= 0.003 && c1.tail_s == 0 && c1.busy_s <= c1.run_s, "one thread: busy %.4f run %.4f",
+              c1.busy_s, c1.run_s);
+        strata_pool_free(p);
+    }
+    // the backend reports its pool's counters
+    struct strata_backend be;
+    const struct strata_backend_params bp = {STRATA_BACKEND_CPU, 2, 0};
+    CHECK(strata_backend_open(&be, &bp) == 0, "open");
+    CHECK(be.iface->threads_info != NULL, "threads_info offered");
+    if (be.iface->threads_info) {
+        struct strata_backend_threads t0, t1;
+        be.iface->threads_info(be.ctx, &t0);
+        float *a[N_OUT];
+        size_t la[N_OUT];
+        run_ops(&be, 301, 7, a, la);
+        for (int i = 0; i < N_OUT; i++) free(a[i]);
+        be.iface->threads_info(be.ctx, &t1);
+        CHECK(t1.n_threads == 2 && t1.runs > t0.runs && t1.run_s > t0.run_s && t1.busy_s > t0.busy_s &&
+                  t1.busy_s - t0.busy_s <= 2 * (t1.run_s - t0.run_s) + 1e-6,
+              "backend counters: %llu runs, %.5f s in runs, %.5f s busy", (unsigned long long)(t1.runs - t0.runs),
+              t1.run_s - t0.run_s, t1.busy_s - t0.busy_s);
+    }
+    strata_backend_close(&be);
+    case_result("the pool's counters: runs, time in runs, the wait for the last thread, work", f0);
+}
+
 int main(void)
 {
     static const char *const names[N_OUT] = {"rmsnorm", "rope", "rope M-RoPE", "rope YaRN", "swiglu", "swiglu_oai",
@@ -139,6 +201,7 @@ int main(void)
         snprintf(name, sizeof name, "%d tokens: every per-row op the same bits on 1 and 3 threads", n_tok);
         case_result(name, f0);
     }
+    pool_counters_case();
     printf("%s (%d failed checks)\n", g_failures ? "FAIL" : "ok", g_failures);
     return g_failures ? 1 : 0;
 }

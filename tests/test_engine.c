@@ -209,6 +209,21 @@ static void test_generate(const char *model)
     CHECK(strata_generate(s, prompt, (int)n_prompt, &gp, &full) == 0, "generate: %s", strata_engine_errmsg(e));
     CHECK(full.n_generated == 40 && full.stop == STRATA_STOP_LENGTH, "40 tokens, stop %d", (int)full.stop);
     CHECK(c.len == full.text_len && memcmp(c.text, full.text, c.len) == 0, "callback text = result text");
+    // where the host threads' time went: one prompt pass, 39 decode passes (the first token comes
+    // from the prompt's logits), each with its time in runs within the pass and the work within
+    // the threads' time in runs
+    struct strata_stats st;
+    strata_session_stats(s, &st);
+    CHECK(st.n_threads == 2, "threads %d", st.n_threads);
+    CHECK(st.threads[0].passes == 1 && st.threads[1].passes == 39, "passes: prompt %llu, decode %llu",
+          (unsigned long long)st.threads[0].passes, (unsigned long long)st.threads[1].passes);
+    for (int k = 0; k < 2; k++) {
+        const struct strata_thread_stats *t = &st.threads[k];
+        CHECK(t->runs > 0 && t->t_pass > 0 && t->t_run > 0 && t->t_run <= t->t_pass && t->t_tail <= t->t_run &&
+                  t->t_busy > 0 && t->t_busy <= 2 * t->t_run + 1e-6,
+              "threads[%d]: %llu runs, pass %.4f s, runs %.4f s, tail %.4f s, busy %.4f s", k,
+              (unsigned long long)t->runs, t->t_pass, t->t_run, t->t_tail, t->t_busy);
+    }
 
     // A stop string from the middle of that text: the same run ends before it.
     if (full.text_len > 12) {

@@ -13,6 +13,7 @@
 //   test_fattn [--seed N]
 //   test_fattn --bench CTX [THREADS]   decode (1 token) and prompt (64 tokens) attention at a
 //                                      context of CTX, qwen3-30b-a3b shape, F16 cache
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,36 @@ static float cached_value(const struct strata_kv_cache *kv, uint32_t l, uint32_t
 
 // ---- the cache ----------------------------------------------------------------------------------
 
+// New blocks are zeroed also when the pool's threads do it (each a share of every block's pages):
+// blocks of 12 layers are 1.2 MiB, above the size the pool takes; the heap is made to hand back
+// memory that was dirty, so a block nobody zeroed would show.
+static void test_cache_zeroed_on_pool(void)
+{
+    const int before = g_failures;
+    struct strata_pool *pool = NULL;
+    CHECK(strata_pool_create(&pool, 3) == 0, "pool");
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    struct strata_kv_cache kv;
+    CHECK(strata_kv_create(&kv, 12, 4, 128, 128, 1024, STRATA_TYPE_F16, STRATA_TYPE_F16, strata_kernels()) == 0,
+          "kv_create");
+    const size_t dirty_bytes = 4 * kv.block_bytes + (1 << 20);
+    unsigned char *dirty = malloc(dirty_bytes);
+    if (dirty) memset(dirty, 0xA5, dirty_bytes);
+    __asm__ volatile("" : : "r"(dirty) : "memory");  // the stores stay
+    free(dirty);
+    CHECK(kv.block_bytes >= ((size_t)1 << 20), "block of %zu bytes", kv.block_bytes);
+    CHECK(pool && strata_kv_reserve(&kv, 1000, pool) == 0 && kv.n_blocks == 4, "four blocks on the pool");
+    size_t nonzero = 0;
+    for (uint32_t b = 0; b < kv.n_blocks; b++)
+        for (size_t i = 0; i < kv.block_bytes; i++) nonzero += ((const unsigned char *)kv.blocks[b])[i] != 0;
+    CHECK(nonzero == 0, "%zu bytes of the new blocks are not zero", nonzero);
+    strata_kv_free(&kv);
+    mallopt(M_MMAP_THRESHOLD, 128 << 10);
+    strata_pool_free(pool);
+    case_result("kv blocks zeroed on the pool's threads", before);
+}
+
 static void test_cache(uint32_t type, uint64_t *rng)
 {
     const int before = g_failures;
@@ -70,9 +101,9 @@ static void test_cache(uint32_t type, uint64_t *rng)
     struct strata_kv_cache kv;
     CHECK(strata_kv_create(&kv, L, H, dk, dv, n_ctx, type, type, strata_kernels()) == 0, "kv_create");
     CHECK(strata_kv_bytes(&kv) == 0, "no block before the first reserve");
-    CHECK(strata_kv_reserve(&kv, 10) == 0 && kv.n_blocks == 1, "one block for 10 positions");
-    CHECK(strata_kv_reserve(&kv, 257) == 0 && kv.n_blocks == 2, "two blocks for 257 positions");
-    CHECK(strata_kv_reserve(&kv, 701) != 0, "past the context is refused");
+    CHECK(strata_kv_reserve(&kv, 10, NULL) == 0 && kv.n_blocks == 1, "one block for 10 positions");
+    CHECK(strata_kv_reserve(&kv, 257, NULL) == 0 && kv.n_blocks == 2, "two blocks for 257 positions");
+    CHECK(strata_kv_reserve(&kv, 701, NULL) != 0, "past the context is refused");
     CHECK(strata_kv_bytes(&kv) == 2 * kv.block_bytes, "bytes of two blocks");
     const double want = (double)L * H *
                         ((double)strata_type_row_bytes(type == STRATA_TYPE_Q8_0 ? type : type, dk) +
@@ -174,7 +205,7 @@ static void fixture_init(struct fixture *f, uint32_t type, uint32_t Hkv, uint32_
 {
     f->L = 2, f->Hkv = Hkv, f->G = G, f->dk = dk, f->dv = dv, f->n = n;
     CHECK(strata_kv_create(&f->kv, f->L, Hkv, dk, dv, (uint32_t)n, type, type, strata_kernels()) == 0, "kv_create");
-    CHECK(strata_kv_reserve(&f->kv, (uint32_t)n) == 0, "kv_reserve");
+    CHECK(strata_kv_reserve(&f->kv, (uint32_t)n, NULL) == 0, "kv_reserve");
     float *k = xmalloc(Hkv * dk * 4), *v = xmalloc(Hkv * dv * 4);
     for (int p = 0; p < n; p++)
         for (uint32_t l = 0; l < f->L; l++) {
@@ -328,7 +359,7 @@ static void bench(int ctx, int threads)
     f.L = 2, f.Hkv = Hkv, f.G = G, f.dk = dk, f.dv = dv, f.n = ctx;
     f.kc = f.vc = NULL;
     if (strata_kv_create(&f.kv, 2, Hkv, dk, dv, (uint32_t)ctx, STRATA_TYPE_F16, STRATA_TYPE_F16, strata_kernels()) ||
-        strata_kv_reserve(&f.kv, (uint32_t)ctx))
+        strata_kv_reserve(&f.kv, (uint32_t)ctx, NULL))
         return;
     float *k = xmalloc(Hkv * dk * 4), *v = xmalloc(Hkv * dv * 4);
     for (int p = 0; p < ctx; p++) {
@@ -376,6 +407,7 @@ int main(int argc, char **argv)
     printf("seed %llu\n", (unsigned long long)seed);
     uint64_t rng = seed;
     for (size_t i = 0; i < sizeof g_kv_types / sizeof g_kv_types[0]; i++) test_cache(g_kv_types[i], &rng);
+    test_cache_zeroed_on_pool();
     test_kernels(&rng);
     for (size_t i = 0; i < sizeof g_kv_types / sizeof g_kv_types[0]; i++) {
         test_calls(g_kv_types[i], 2, 4, 64, 64, 300, &rng);

@@ -165,6 +165,12 @@ date_s=$(date -u +%Y-%m-%dT%H:%M) machine="h200-host-${THREADS}t"
         echo "| decode at $d context tok/s | $DEPTH_LAYERS | ${a:--} | ${b:--} | $(ratio "$a" "$b") | >= 1.5x |"
     done
     echo
+    # where strata's threads' time went (the threads object of --json, when the build has it)
+    for r in p512:prompt plong:prompt decode4:decode; do
+        th=$(json "$OUT/strata_${r%%:*}.json" "'working %.0f%%, one thread alone %.3f s of %.3f s, idle inside %d runs %.3f thread-s' % (100*d['stats']['threads']['${r#*:}']['utilization'], d['stats']['threads']['${r#*:}']['serial_s'], d['stats']['threads']['${r#*:}']['pass_s'], d['stats']['threads']['${r#*:}']['runs'], d['stats']['threads']['n']*d['stats']['threads']['${r#*:}']['runs_s']-d['stats']['threads']['${r#*:}']['busy_s'])")
+        [ -n "$th" ] && echo "strata threads, ${r%%:*} (${r#*:} passes): $th"
+    done
+    echo
     echo "strata $commit, $kvnote; llama.cpp from node-llama-cpp's bundled source, -fa 1, F16 KV; read bandwidth $membw GB/s; $(elapsed) s"
 } > "$OUT/table.md"
 cat "$OUT/table.md" | tee -a "$OUT/log.txt"

@@ -242,6 +242,8 @@ struct strata_backend_reserve {
     int max_tok;             // tokens in one pass
     int max_rows;            // activation rows of one mm call (tokens x experts per token)
     uint32_t max_n_in;       // widest input of any product
+    uint32_t rows_n_in;      // widest input of the products with more rows than tokens (the routed
+                             // experts' down projection); 0: max_n_in
     int max_ctx;             // longest KV cache
 };
 
@@ -281,6 +283,17 @@ struct strata_backend_mem {
     uint64_t total;          // the device's memory
     uint64_t free;           // the device's free memory now (all processes; the driver's count)
     uint64_t graphs_replayed, graphs_recorded;  // decode passes replayed from a captured graph / recorded
+};
+
+typedef void (*strata_host_part_fn)(void *arg, int part, int i0, int i1);
+
+// The host threads' time (threads_info): struct strata_pool_counters of the CPU backend's pool.
+struct strata_backend_threads {
+    int n_threads;
+    uint64_t runs;           // parallel runs
+    double run_s;            // the calling thread's seconds inside runs
+    double tail_s;           // of those, waiting for the last thread to finish
+    double busy_s;           // every thread's seconds of work inside runs, summed
 };
 
 struct strata_backend_i {
@@ -372,6 +385,13 @@ struct strata_backend_i {
     int (*moe)(void *ctx, const struct strata_moe_op *op);
     // Device memory in use (GPU backends; NULL on the CPU, whose memory is the process's).
     void (*mem_info)(void *ctx, struct strata_backend_mem *out);
+    // Where the host threads' time went (the CPU backend's pool; NULL elsewhere).
+    void (*threads_info)(void *ctx, struct strata_backend_threads *out);
+    // Host-side work of a pass split among the backend's host threads (the CPU backend's pool):
+    // fn(arg, part, i0, i1) over contiguous parts [i0, i1) of [0, n), at most max_parts of them
+    // (part < max_parts: the caller's scratch slot), all done on return. NULL: the caller runs
+    // fn(arg, 0, 0, n) itself.
+    void (*host_for)(void *ctx, strata_host_part_fn fn, void *arg, int n, int max_parts);
 };
 
 struct strata_backend {

@@ -72,6 +72,10 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
 // full (what --mem-mib provisions); and the same as one line of text.
 void cli_kv_json(cJSON *js, struct strata_engine *e, const struct strata_stats *st);
 void cli_kv_summary(FILE *out, struct strata_engine *e, const struct strata_stats *st);
+// The "threads" object of --json (CPU backend: where the host threads' time went in the prompt and
+// the decode passes) and its summary lines; nothing on a backend without a thread pool.
+void cli_threads_json(cJSON *js, const struct strata_stats *st);
+void cli_threads_summary(FILE *out, const struct strata_stats *st);
 
 int cli_sim(int argc, char **argv);
 int cli_plan(int argc, char **argv);

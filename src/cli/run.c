@@ -199,6 +199,7 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     cJSON_AddNumberToObject(ph, "head", st->t_head);
     cJSON_AddStringToObject(js, "isa", info.isa);
     cli_kv_json(js, e, st);
+    cli_threads_json(js, st);
     cli_store_json(js, e, &o->ep, &o->ro, r->t_prompt + r->t_decode);
     char *out = cJSON_Print(root);
     cJSON_Delete(root);
@@ -225,6 +226,7 @@ static void print_summary(const struct run_opts *o, struct strata_engine *e, int
             st->t_router, st->t_experts, st->t_head, peak_rss_mib(), info.dense_bytes / 1048576.0,
             info.expert_bytes / 1048576.0);
     cli_kv_summary(stderr, e, st);
+    cli_threads_summary(stderr, st);
     cli_store_summary(stderr, e, &o->ep, &o->ro);
 }
 
@@ -363,6 +365,7 @@ int cli_eval(int argc, char **argv)
             struct strata_stats sst;
             strata_session_stats(s, &sst);
             cli_kv_json(root, e, &sst);
+            cli_threads_json(root, &sst);
             cli_store_json(root, e, &ep, &ro, t_eval);
             char *txt = cJSON_Print(root);
             cJSON_Delete(root);
@@ -373,6 +376,7 @@ int cli_eval(int argc, char **argv)
             struct strata_stats sst;
             strata_session_stats(s, &sst);
             cli_kv_summary(stderr, e, &sst);
+            cli_threads_summary(stderr, &sst);
             if (ro.stats_layers || ep.host_cache_bytes) cli_store_summary(stderr, e, &ep, &ro);
         }
     }

@@ -3,6 +3,7 @@
 // --backend, --gpu, --gpu-cache-mib, --gpu-miss, --pin-from, --pin-share, --cache-type-k, --cache-type-v)
 // and the store's part of the
 // JSON output and the human summary.
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -286,6 +287,44 @@ void cli_kv_summary(FILE *out, struct strata_engine *e, const struct strata_stat
     fprintf(out, "KV cache: %.1f MiB in use of %.1f MiB at the context of %d (%s/%s, %.0f bytes per context token)\n",
             st->kv_bytes / 1048576.0, (double)info.kv_bytes_per_token * info.n_ctx / 1048576.0, info.n_ctx,
             info.cache_type_k, info.cache_type_v, (double)info.kv_bytes_per_token);
+}
+
+static const char *const g_pass_kind[2] = {"prompt", "decode"};
+
+void cli_threads_json(cJSON *js, const struct strata_stats *st)
+{
+    if (!st->n_threads) return;
+    cJSON *o = cJSON_AddObjectToObject(js, "threads");
+    cJSON_AddNumberToObject(o, "n", st->n_threads);
+    for (int k = 0; k < 2; k++) {
+        const struct strata_thread_stats *t = &st->threads[k];
+        cJSON *p = cJSON_AddObjectToObject(o, g_pass_kind[k]);
+        cJSON_AddNumberToObject(p, "passes", (double)t->passes);
+        cJSON_AddNumberToObject(p, "runs", (double)t->runs);
+        cJSON_AddNumberToObject(p, "pass_s", t->t_pass);
+        cJSON_AddNumberToObject(p, "serial_s", t->t_pass - t->t_run);
+        cJSON_AddNumberToObject(p, "runs_s", t->t_run);
+        cJSON_AddNumberToObject(p, "tail_s", t->t_tail);
+        cJSON_AddNumberToObject(p, "busy_s", t->t_busy);
+        // the share of all threads' time in the passes spent working inside runs
+        cJSON_AddNumberToObject(p, "utilization", t->t_pass > 0 ? t->t_busy / (st->n_threads * t->t_pass) : 0);
+    }
+}
+
+void cli_threads_summary(FILE *out, const struct strata_stats *st)
+{
+    if (!st->n_threads) return;
+    for (int k = 0; k < 2; k++) {
+        const struct strata_thread_stats *t = &st->threads[k];
+        if (!t->passes || t->t_pass <= 0) continue;
+        const double n = st->n_threads, all = n * t->t_pass;
+        fprintf(out,
+                "threads, %s: %d threads working %.0f%% of %.2f s; one thread alone %.2f s (%.0f%%), idle inside "
+                "%" PRIu64 " parallel runs %.0f%% (the caller waiting for the last thread %.3f s)\n",
+                g_pass_kind[k], st->n_threads, 100.0 * t->t_busy / all, t->t_pass, t->t_pass - t->t_run,
+                100.0 * (t->t_pass - t->t_run) / t->t_pass, t->runs, 100.0 * (n * t->t_run - t->t_busy) / all,
+                t->t_tail);
+    }
 }
 
 void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_engine_params *p,

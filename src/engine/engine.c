@@ -436,6 +436,14 @@ void strata_stats_add_pass(struct strata_stats *st, const struct strata_fwd_stat
     st->t_router += f->t_router;
     st->t_experts += f->t_experts;
     st->t_head += f->t_head;
+    if (f->n_threads) st->n_threads = f->n_threads;
+    struct strata_thread_stats *th = &st->threads[f->decode];
+    th->passes++;
+    th->runs += f->threads.runs;
+    th->t_pass += f->threads.t_pass;
+    th->t_run += f->threads.t_run;
+    th->t_tail += f->threads.t_tail;
+    th->t_busy += f->threads.t_busy;
     st->n_tokens += (uint64_t)n_tok;
     st->n_passes++;
 }
@@ -453,6 +461,7 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
         st->gpu_graphs_replayed = bm.graphs_replayed;
         st->gpu_graphs_recorded = bm.graphs_recorded;
     }
+
     if (e->resident) {  // every expert in the GPU's memory: the VRAM tier, no host tier
         st->experts[STRATA_TIER_HOST] = (struct strata_expert_stats){0};
         st->experts[STRATA_TIER_VRAM] = (struct strata_expert_stats){

@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "util/log.h"
+#include "util/time.h"
 
 int strata_session_create(struct strata_session **out, struct strata_engine *e, const struct strata_session_params *p)
 {
@@ -183,7 +184,20 @@ static int run_passes(struct strata_engine *e, struct item_state *st, int n_item
         if (n_seq == 0) return 0;
         struct strata_fwd_stats fs = {0};
         pthread_mutex_lock(&e->pass_mu);
+        struct strata_backend_threads th0 = {0}, th1 = {0};
+        if (e->be.iface->threads_info) e->be.iface->threads_info(e->be.ctx, &th0);
+        const double t0 = strata_now();
         int rc = strata_forward_run(e->fwd, seqs, n_seq, &fs);
+        fs.threads.t_pass = strata_now() - t0;
+        fs.decode = n_tok == n_seq;
+        if (e->be.iface->threads_info) {
+            e->be.iface->threads_info(e->be.ctx, &th1);
+            fs.n_threads = th1.n_threads;
+            fs.threads.runs = th1.runs - th0.runs;
+            fs.threads.t_run = th1.run_s - th0.run_s;
+            fs.threads.t_tail = th1.tail_s - th0.tail_s;
+            fs.threads.t_busy = th1.busy_s - th0.busy_s;
+        }
         if (rc == 0) strata_stats_add_pass(&e->stats, &fs, n_tok);
         for (int k = 0; k < n_seq; k++) {  // the caches grew (also in a pass that failed)
             struct strata_session *s = st[seq_item[k]].it->s;

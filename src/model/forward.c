@@ -23,6 +23,8 @@
 #include "util/time.h"
 
 #define LOGIT_ROWS 16   // output-head rows per product (the logits scratch holds this many)
+#define ROUTE_PARTS 64     // host routing: at most this many threads share a pass's tokens
+#define ROUTE_PAR_MIN 32   // and only passes of this many tokens (a token routes in a few us)
 
 #define TRY(call)                     \
     do {                              \
@@ -55,7 +57,7 @@ struct strata_forward {
     float *idx_q, *idx_k, *idx_w;    // indexer: [B][IH*ID] queries, [B][ID] keys, [B][IH] head weights
     uint8_t *visible;                // indexer: [B][vis_ctx] the top-k mask of the last block computing it
     size_t vis_ctx;                  //   (its rows' stride: the longest context reserved)
-    float *route_scratch;         // host [2X] (model/routing.c)
+    float *route_scratch;         // host [ROUTE_PARTS][2X] (model/routing.c), a part of the tokens each
     int route_vl;                 // lanes of the ggml build routing follows: a softmax over 16 or
                                   // more experts sums them in groups of it (the AVX-512 builds: 16)
     float *logits;                // [LOGIT_ROWS][V]
@@ -256,6 +258,7 @@ int strata_forward_reserve_ctx(struct strata_forward *f, int max_ctx)
         .max_tok = f->max_tok,
         .max_rows = f->max_tok * (int)hp->n_expert_used,
         .max_n_in = n_in,
+        .rows_n_in = hp->n_ff_exp ? hp->n_ff_exp : n_in,
         .max_ctx = max_ctx,
     };
     int rc = f->bi->reserve(f->bc, &r);
@@ -351,7 +354,7 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
         f->idx_k = scratch(f, B * ID * fl, "indexer activations", &rc);
         f->idx_w = scratch(f, B * IH * fl, "indexer activations", &rc);
     }
-    f->route_scratch = host_zalloc(2 * X * fl, &rc);
+    f->route_scratch = host_zalloc(ROUTE_PARTS * 2 * X * fl, &rc);
     f->route_vl = 16;
     const size_t lrows = B < LOGIT_ROWS ? B : LOGIT_ROWS;
     if (!f->bi->host_memory) f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
@@ -476,7 +479,8 @@ int strata_forward_set_gpu_miss(struct strata_forward *f, struct strata_vram *vr
         f->c_ops = host_zalloc(2 * X * sizeof *f->c_ops, &rc);
         if (rc) return rc;
         uint32_t n_in = hp->n_embd > hp->n_ff_exp ? hp->n_embd : hp->n_ff_exp;
-        const struct strata_backend_reserve r = {.max_tok = bs, .max_rows = bs * (int)K, .max_n_in = n_in, .max_ctx = 1};
+        const struct strata_backend_reserve r = {.max_tok = bs, .max_rows = bs * (int)K, .max_n_in = n_in,
+                                                 .rows_n_in = hp->n_ff_exp, .max_ctx = 1};
         if ((rc = cpu->iface->reserve(cpu->ctx, &r))) return rc;
     }
     f->vram = vram;
@@ -741,6 +745,34 @@ static int shared_expert(struct strata_forward *f, const struct strata_layer *L,
     return f->bi->mul_sigmoid(f->bc, f->ffn_out, E, f->ffn_a, 1, true, n, E);
 }
 
+// Host routing of tokens [t0, t1) with scratch slot `part`: the router's bias (ggml adds it to the
+// logits before gating), then the gate and the top-k.
+struct route_job {
+    struct strata_forward *f;
+    const struct strata_layer *L;
+    const struct strata_route_params *rp;
+    const struct strata_route_cfg *rc;
+};
+
+static void route_tokens(void *arg, int part, int t0, int t1)
+{
+    const struct route_job *j = arg;
+    struct strata_forward *f = j->f;
+    const uint32_t X = j->rp->n_expert, K = j->rp->n_used;
+    float *logits = f->logits_host + (size_t)t0 * X;
+    if (j->L->router_b)
+        for (int t = t0; t < t1; t++)
+            for (uint32_t e = 0; e < X; e++) f->logits_host[(size_t)t * X + e] += j->L->router_b[e];
+    if (f->m->route_exact) {
+        float *scratch = f->route_scratch + (size_t)part * 2 * X;
+        for (int t = t0; t < t1; t++)
+            strata_route_select(j->rc, f->logits_host + (size_t)t * X, j->L->exp_probs_b, f->sel + (size_t)t * K,
+                                f->selw + (size_t)t * K, scratch);
+    } else {
+        strata_route_topk(j->rp, logits, t1 - t0, f->sel + (size_t)t0 * K, f->selw + (size_t)t0 * K);
+    }
+}
+
 // Router and routing: on the device where the backend routes (route_of then holds the ids and
 // weight the weights, on_device true), else on the host with the grouped routes and weights
 // uploaded.
@@ -795,18 +827,12 @@ static int route(struct strata_forward *f, const struct strata_layer *L, int n, 
         .n_expert = X, .n_used = K, .sigmoid = hp->expert_gating == STRATA_GATING_SIGMOID,
         .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale, .bias = L->exp_probs_b,
     };
-    if (L->router_b)  // ggml adds the router's bias to the logits before gating
-        for (int t = 0; t < n; t++)
-            for (uint32_t e = 0; e < X; e++) f->logits_host[(size_t)t * X + e] += L->router_b[e];
-    if (m->route_exact) {
-        const struct strata_route_cfg rc_ = {X, K, hp->expert_gating, hp->n_expert_groups, hp->n_group_used,
-                                             hp->expert_weights_norm, hp->expert_weights_scale, f->route_vl};
-        for (int t = 0; t < n; t++)
-            strata_route_select(&rc_, f->logits_host + (size_t)t * X, L->exp_probs_b, f->sel + (size_t)t * K,
-                                f->selw + (size_t)t * K, f->route_scratch);
-    } else {
-        strata_route_topk(&rp, f->logits_host, n, f->sel, f->selw);
-    }
+    const struct strata_route_cfg rc_ = {X, K, hp->expert_gating, hp->n_expert_groups, hp->n_group_used,
+                                         hp->expert_weights_norm, hp->expert_weights_scale, f->route_vl};
+    struct route_job rj = {f, L, &rp, &rc_};
+    // each token's routing is its own: a prompt's tokens are shared among the host threads
+    if (n >= ROUTE_PAR_MIN && f->bi->host_for) f->bi->host_for(f->bc, route_tokens, &rj, n, ROUTE_PARTS);
+    else route_tokens(&rj, 0, 0, n);
     if (f->want_trace)
         for (int t = 0; t < n; t++)
             memcpy(f->trace_ids + ((size_t)t * m->layout.n_layers + (size_t)L->moe_index) * K, f->sel + (size_t)t * K,

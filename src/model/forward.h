@@ -72,6 +72,11 @@ struct strata_fwd_seq {
 // Time per phase of a pass (seconds).
 struct strata_fwd_stats {
     double t_embed, t_attn, t_linear_attn, t_router, t_experts, t_head;
+    // filled by the engine around the pass: its wall time and the host threads' share of it
+    // (decode: one token a sequence)
+    bool decode;
+    int n_threads;             // 0: the backend has no thread pool
+    struct strata_thread_stats threads;
 };
 
 // Scratch for passes of up to max_tok tokens over sequences of up to max_ctx positions, in the

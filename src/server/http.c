@@ -178,6 +178,21 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
             strata_strbuf_printf(&b, "strata_expert_%s{tier=\"%s\"} %.15g\n", metric[k], tier_name[t], v[k]);
         }
     }
+    if (st.n_threads) {  // the CPU backend's threads: serial, working, idle inside parallel runs
+        strata_strbuf_printf(&b, "# TYPE strata_cpu_threads gauge\nstrata_cpu_threads %d\n"
+                                 "# TYPE strata_cpu_thread_seconds_total counter\n", st.n_threads);
+        static const char *const pass[2] = {"prompt", "decode"};
+        for (int k = 0; k < 2; k++) {
+            const struct strata_thread_stats *t = &st.threads[k];
+            const double n = st.n_threads;
+            // serial: the other threads' time while one thread ran alone
+            const double v[3] = {(n - 1) * (t->t_pass - t->t_run), t->t_busy, n * t->t_run - t->t_busy};
+            static const char *const kind[3] = {"idle_serial", "busy", "idle_in_runs"};
+            for (int i = 0; i < 3; i++)
+                strata_strbuf_printf(&b, "strata_cpu_thread_seconds_total{pass=\"%s\",kind=\"%s\"} %.6f\n", pass[k],
+                                     kind[i], v[i]);
+        }
+    }
     enum MHD_Result r = send_body(c, mc, 200, "text/plain; version=0.0.4", b.s ? b.s : "", b.len);
     free(b.s);
     return r;

@@ -453,6 +453,8 @@ void srv_sched_stats(struct srv_sched *s, struct srv_sched_stats *st)
     strata_engine_stats(s->e, &es);
     memcpy(st->experts, es.experts, sizeof st->experts);
     st->kv_bytes = es.kv_bytes;
+    st->n_threads = es.n_threads;
+    memcpy(st->threads, es.threads, sizeof st->threads);
 }
 
 int srv_sched_n_ctx(const struct srv_sched *s)

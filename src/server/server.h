@@ -110,6 +110,8 @@ struct srv_sched_stats {
     int active, queued;
     struct strata_expert_stats experts[STRATA_TIER_COUNT];   // per tier (present says which exist)
     uint64_t kv_bytes;         // KV cache memory of every slot's session now
+    int n_threads;             // the CPU backend's threads (0 on a GPU) and where their time went
+    struct strata_thread_stats threads[2];   // [0] prompt passes, [1] decode passes
 };
 
 // Loads the model (slow) and starts the scheduler thread.

@@ -59,8 +59,10 @@ struct cpu_ctx {
     float *fa_q;                     // [fa_q_cap] a sequence's queries, rounded for the key type
     size_t fa_q_cap;
     uint32_t fa_dims[3];             // its dk, dv, group
-    void *fa_round;                  // one query head in the key type's dot format
+    void *fa_round;                  // a query head in the key type's dot format, one a thread
     size_t fa_round_cap;
+    float *store_scratch;            // rotated keys and values and a rounded key row, one a thread
+    size_t store_scratch_cap;
     float *row;                      // [n_threads][row_cap] moe_combine accumulators
     uint32_t row_cap;
     int32_t *tok_seq;                // [tok_cap] sequence of each token of the pass
@@ -154,8 +156,15 @@ static int cpu_reserve(void *vctx, const struct strata_backend_reserve *r)
     size_t att_cap = (size_t)c->att_ctx * nth * STRATA_ATTN_GROUP * sizeof(float);
     size_t row_cap = (size_t)c->row_cap * nth * sizeof(float);
     size_t tok_cap = (size_t)c->tok_cap * sizeof(int32_t);
-    // two blocks of the widest rows: gate and up in two formats (q/k/v in up to three, of fewer rows)
-    int rc = grow((void **)&c->act, &c->act_cap, 2 * (size_t)r->max_rows * max_act_row(r->max_n_in), "activations");
+    // The rounded activations of one mm call: a call's blocks are its distinct inputs, of the
+    // pass's tokens (q/k/v, the experts' gate and up gathering their tokens from one input: up to
+    // two formats) or of every token's experts (each expert's down on its own rows, one format);
+    // the widest rows of any format (the matrices' types are not known here). What a call needs
+    // beyond this is grown then.
+    const size_t rows_in = r->rows_n_in ? r->rows_n_in : r->max_n_in;
+    const size_t tok_act = (size_t)r->max_tok * max_act_row(r->max_n_in);
+    const size_t rows_act = (size_t)r->max_rows * max_act_row((uint32_t)(rows_in < r->max_n_in ? rows_in : r->max_n_in));
+    int rc = grow((void **)&c->act, &c->act_cap, 2 * (tok_act > rows_act ? tok_act : rows_act), "activations");
     if (rc == 0)
         rc = grow((void **)&c->att_scratch, &att_cap, (size_t)r->max_ctx * nth * STRATA_ATTN_GROUP * sizeof(float),
                   "attention scores");
@@ -499,24 +508,52 @@ struct cpu_kv {
     int n_commit;                    // positions [0, n_commit) committed in every layer
 };
 
-// Commit the blocks of positions [0, n_pos) of every layer that are not yet.
-static int kv_rows_commit(struct cpu_kv *kv, int n_pos)
+// Committing positions [from, from + len) of layers [r0, r1) (the K and V rows, then the
+// indexer's keys as layers n_layers ..): the kernel's page faults, each layer's on one thread.
+struct kv_commit_job {
+    struct cpu_kv *kv;
+    size_t from, len;
+    atomic_int rc;
+};
+
+static void kv_commit_layers(const struct rows_job *j, int r0, int r1, int ith)
+{
+    (void)ith;
+    struct kv_commit_job *cj = (struct kv_commit_job *)j->op;
+    const struct cpu_kv *kv = cj->kv;
+    for (int l = r0; l < r1; l++) {
+        int rc;
+        if (l < kv->n_layers) {
+            const size_t row0 = (size_t)l * kv->n_ctx + cj->from;
+            rc = strata_commit_pages(kv->k, row0 * kv->k_pos, cj->len * kv->k_pos);
+            if (rc == 0 && kv->v) rc = strata_commit_pages(kv->v, row0 * kv->v_pos, cj->len * kv->v_pos);
+        } else {
+            const size_t row0 = (size_t)(l - kv->n_layers) * kv->n_ctx + cj->from;
+            rc = strata_commit_pages(kv->ik, row0 * kv->ik_pos, cj->len * kv->ik_pos);
+        }
+        if (rc) atomic_store(&cj->rc, rc);
+    }
+}
+
+// Commit the blocks of positions [0, n_pos) of every layer that are not yet: the layers shared
+// among the threads when a prompt's blocks are many pages (a 512-token prompt of 6 layers of F32
+// rows is 12 MiB, 3,072 page faults: 20 ms on the development VM, on one thread while the others
+// waited).
+static int kv_rows_commit(struct cpu_ctx *c, struct cpu_kv *kv, int n_pos)
 {
     if (n_pos <= kv->n_commit) return 0;
     int want = (n_pos + STRATA_KV_BLOCK - 1) / STRATA_KV_BLOCK * STRATA_KV_BLOCK;
     if (want > kv->n_ctx) want = kv->n_ctx;
-    const size_t from = (size_t)kv->n_commit, len = (size_t)(want - kv->n_commit);
-    int rc = 0;
-    for (int l = 0; l < kv->n_layers && rc == 0; l++) {
-        const size_t row0 = (size_t)l * kv->n_ctx + from;
-        rc = strata_commit_pages(kv->k, row0 * kv->k_pos, len * kv->k_pos);
-        if (rc == 0 && kv->v) rc = strata_commit_pages(kv->v, row0 * kv->v_pos, len * kv->v_pos);
-    }
-    for (int l = 0; l < kv->n_ik_layers && rc == 0; l++)
-        rc = strata_commit_pages(kv->ik, ((size_t)l * kv->n_ctx + from) * kv->ik_pos, len * kv->ik_pos);
+    struct kv_commit_job cj = {.kv = kv, .from = (size_t)kv->n_commit, .len = (size_t)(want - kv->n_commit)};
+    atomic_init(&cj.rc, 0);
+    const size_t bytes = cj.len * ((kv->k_pos + kv->v_pos) * (size_t)kv->n_layers + kv->ik_pos * (size_t)kv->n_ik_layers);
+    struct rows_job j = {.fn = kv_commit_layers, .n = kv->n_layers + kv->n_ik_layers, .op = &cj};
+    // work in floats, as run_rows counts it: one page fault costs about what a thread's share of
+    // STRATA_PAR_MIN floats of elementwise work does
+    run_rows(c, &j, bytes / 4096 * (STRATA_PAR_MIN / 64));
+    const int rc = atomic_load(&cj.rc);
     if (rc) {
-        strata_log_error("kv: out of memory for KV positions %d..%d (%zu bytes)", kv->n_commit, want - 1,
-                         len * ((kv->k_pos + kv->v_pos) * (size_t)kv->n_layers + kv->ik_pos * (size_t)kv->n_ik_layers));
+        strata_log_error("kv: out of memory for KV positions %d..%d (%zu bytes)", kv->n_commit, want - 1, bytes);
         return rc;
     }
     kv->n_commit = want;
@@ -618,7 +655,7 @@ static int cpu_indexer(void *vctx, const struct strata_indexer_op *op)
         const struct strata_seq *sq = &op->batch->seq[s];
         struct cpu_kv *kv = sq->kv;
         STRATA_ASSERT(kv && !kv->typed && op->idx_slot < (uint32_t)kv->n_ik_layers && op->d * sizeof(float) == kv->ik_pos);
-        if ((rc = kv_rows_commit(kv, sq->pos0 + sq->n_tok))) return rc;
+        if ((rc = kv_rows_commit(c, kv, sq->pos0 + sq->n_tok))) return rc;
         c->idx_keys[s] = kv->ik + (size_t)op->idx_slot * kv->n_ctx * op->d;
     }
     strata_cpu_indexer(c->pool, c->k->isa, op, c->idx_keys, c->idx_h, c->idx_scratch);
@@ -792,26 +829,76 @@ static void fwht(float *x, size_t len, uint32_t n)
 // The queries of one sequence's tokens [tok0, tok0 + n) into c->fa_q as [n][n_head][dk], rotated
 // as above and rounded to the key type's dot format and back (exact in float), as llama.cpp
 // rounds them.
-static int fattn_queries(struct cpu_ctx *c, const struct strata_attn_op *op, uint32_t k_type, int tok0, int n)
+struct query_job {
+    const struct strata_attn_op *op;
+    int tok0;
+    uint32_t rot, vdt;
+    size_t round_bytes;              // a thread's share of fa_round
+};
+
+static void query_rows(const struct rows_job *j, int r0, int r1, int ith)
 {
-    const uint32_t rot = rot_dim_k(k_type, op->head_dim_k);
+    const struct query_job *q = j->op;
+    const struct strata_attn_op *op = q->op;
+    struct cpu_ctx *c = j->c;
     const uint32_t H = op->n_head, dk = op->head_dim_k;
-    const uint32_t vdt = strata_type_traits(k_type)->vec_dot_type;
-    int rc = grow((void **)&c->fa_q, &c->fa_q_cap, (size_t)n * H * dk * sizeof(float), "attention queries");
-    if (rc == 0) rc = grow(&c->fa_round, &c->fa_round_cap, strata_type_row_bytes(vdt, dk), "attention queries");
-    if (rc) return rc;
-    for (int t = 0; t < n; t++)
+    void *round = (char *)c->fa_round + (size_t)ith * q->round_bytes;
+    for (int t = r0; t < r1; t++)
         for (uint32_t h = 0; h < H; h++) {
-            const float *src = op->q + (size_t)(tok0 + t) * op->q_tok_stride + (size_t)h * op->q_head_stride;
+            const float *src = op->q + (size_t)(q->tok0 + t) * op->q_tok_stride + (size_t)h * op->q_head_stride;
             float *dst = c->fa_q + ((size_t)t * H + h) * dk;
             memcpy(dst, src, dk * sizeof(float));
-            if (rot) fwht(dst, dk, rot);
-            if (vdt != STRATA_TYPE_F32) {
-                c->k->quantize[vdt](dst, c->fa_round, dk);
-                c->k->dequant[vdt](c->fa_round, dst, dk);
+            if (q->rot) fwht(dst, dk, q->rot);
+            if (q->vdt != STRATA_TYPE_F32) {
+                c->k->quantize[q->vdt](dst, round, dk);
+                c->k->dequant[q->vdt](round, dst, dk);
             }
         }
+}
+
+static int fattn_queries(struct cpu_ctx *c, const struct strata_attn_op *op, uint32_t k_type, int tok0, int n)
+{
+    const uint32_t H = op->n_head, dk = op->head_dim_k;
+    const size_t nth = (size_t)strata_pool_size(c->pool);
+    struct query_job q = {op, tok0, rot_dim_k(k_type, dk), strata_type_traits(k_type)->vec_dot_type, 0};
+    q.round_bytes = (strata_type_row_bytes(q.vdt, dk) + 63) / 64 * 64;
+    int rc = grow((void **)&c->fa_q, &c->fa_q_cap, (size_t)n * H * dk * sizeof(float), "attention queries");
+    if (rc == 0) rc = grow(&c->fa_round, &c->fa_round_cap, nth * q.round_bytes, "attention queries");
+    if (rc) return rc;
+    struct rows_job j = {.fn = query_rows, .n = n, .op = &q};
+    run_rows(c, &j, (size_t)n * H * dk);
     return 0;
+}
+
+// Storing a sequence's keys and values in its typed cache, tokens shared among the threads: each
+// thread rotates (Q8_0) and rounds in its own scratch, and positions own their bytes of a block.
+struct store_job {
+    const struct strata_attn_op *op;
+    struct strata_kv_cache *kv;
+    int tok0;
+    uint32_t rk, rv;
+    size_t KD, VD, per;              // floats of a thread's scratch
+};
+
+static void store_rows(const struct rows_job *j, int r0, int r1, int ith)
+{
+    const struct store_job *s = j->op;
+    const struct strata_attn_op *op = s->op;
+    float *rot = j->c->store_scratch + (size_t)ith * s->per;
+    for (int t = s->tok0 + r0; t < s->tok0 + r1; t++) {
+        const float *k = op->k + (size_t)t * s->KD, *v = op->v + (size_t)t * s->VD;
+        if (s->rk) {
+            memcpy(rot, k, s->KD * sizeof(float));
+            fwht(rot, s->KD, s->rk);
+            k = rot;
+        }
+        if (s->rv) {
+            memcpy(rot + s->KD, v, s->VD * sizeof(float));
+            fwht(rot + s->KD, s->VD, s->rv);
+            v = rot + s->KD;
+        }
+        strata_kv_store_with(s->kv, op->kv_slot, (uint32_t)op->batch->pos[t], k, v, rot + s->KD + s->VD);
+    }
 }
 
 // Plain attention over typed caches: each sequence's keys and values stored, then its queries
@@ -831,24 +918,14 @@ static int attention_typed(struct cpu_ctx *c, const struct strata_attn_op *op)
         const struct strata_seq *sq = &b->seq[s];
         struct strata_kv_cache *kv = &((struct cpu_kv *)sq->kv)->c;
         STRATA_ASSERT(kv->dk == op->head_dim_k && kv->dv == op->head_dim_v && kv->n_head_kv == op->n_head_kv);
-        if ((rc = strata_kv_reserve(kv, (uint32_t)(sq->pos0 + sq->n_tok)))) return rc;
-        const uint32_t rk = rot_dim_k(kv->k_type, kv->dk), rv = rot_dim_v(kv->v_type, kv->dv);
-        if ((rk || rv) && (rc = grow((void **)&c->fa_q, &c->fa_q_cap, (KD + VD) * sizeof(float), "attention queries")))
+        if ((rc = strata_kv_reserve(kv, (uint32_t)(sq->pos0 + sq->n_tok), c->pool))) return rc;
+        struct store_job sj = {op, kv, sq->tok0, rot_dim_k(kv->k_type, kv->dk), rot_dim_v(kv->v_type, kv->dv), KD, VD, 0};
+        sj.per = (KD + VD + kv->dk + 15) / 16 * 16;
+        if ((rc = grow((void **)&c->store_scratch, &c->store_scratch_cap, (size_t)nth * sj.per * sizeof(float),
+                       "attention keys")))
             return rc;
-        for (int t = sq->tok0; t < sq->tok0 + sq->n_tok; t++) {
-            const float *k = op->k + (size_t)t * KD, *v = op->v + (size_t)t * VD;
-            if (rk) {
-                memcpy(c->fa_q, k, KD * sizeof(float));
-                fwht(c->fa_q, KD, rk);
-                k = c->fa_q;
-            }
-            if (rv) {
-                memcpy(c->fa_q + KD, v, VD * sizeof(float));
-                fwht(c->fa_q + KD, VD, rv);
-                v = c->fa_q + KD;
-            }
-            strata_kv_store(kv, op->kv_slot, (uint32_t)b->pos[t], k, v);
-        }
+        struct rows_job j = {.fn = store_rows, .n = sq->n_tok, .op = &sj};
+        run_rows(c, &j, (size_t)sq->n_tok * (KD + VD));
     }
     for (int s = 0; s < b->n_seq; s++) {
         const struct strata_seq *sq = &b->seq[s];
@@ -881,7 +958,7 @@ static int cpu_attention(void *vctx, const struct strata_attn_op *op)
         const struct strata_seq *sq = &b->seq[s];
         struct cpu_kv *kv = sq->kv;
         STRATA_ASSERT(!kv->typed && sq->pos0 + sq->n_tok <= sq->n_ctx && sq->n_ctx <= c->att_ctx);
-        int rc = kv_rows_commit(kv, sq->pos0 + sq->n_tok);
+        int rc = kv_rows_commit(c, kv, sq->pos0 + sq->n_tok);
         if (rc) return rc;
         float *kc = kv->k + (size_t)op->kv_slot * sq->n_ctx * KD;
         float *vc = op->latent_kv ? NULL : kv->v + (size_t)op->kv_slot * sq->n_ctx * VD;
@@ -943,12 +1020,50 @@ static void cpu_free(void *vctx)
     strata_fattn_free(c->fa);
     free(c->fa_q);
     free(c->fa_round);
+    free(c->store_scratch);
     free(c->row);
     free(c->tok_seq);
     free(c->idx_keys);
     free(c->idx_h);
     free(c->idx_scratch);
     free(c);
+}
+
+static void cpu_threads_info(void *vctx, struct strata_backend_threads *out)
+{
+    struct cpu_ctx *c = vctx;
+    struct strata_pool_counters pc;
+    strata_pool_counters(c->pool, &pc);
+    *out = (struct strata_backend_threads){pc.n_threads, pc.runs, pc.run_s, pc.tail_s, pc.busy_s};
+}
+
+struct host_for_job {
+    strata_host_part_fn fn;
+    void *arg;
+    int n, parts;
+};
+
+static void host_for_worker(void *varg, int ith, int nth)
+{
+    (void)nth;
+    const struct host_for_job *j = varg;
+    if (ith >= j->parts) return;
+    const int i0 = (int)((int64_t)j->n * ith / j->parts), i1 = (int)((int64_t)j->n * (ith + 1) / j->parts);
+    if (i0 < i1) j->fn(j->arg, ith, i0, i1);
+}
+
+static void cpu_host_for(void *vctx, strata_host_part_fn fn, void *arg, int n, int max_parts)
+{
+    struct cpu_ctx *c = vctx;
+    int parts = strata_pool_size(c->pool);
+    if (parts > max_parts) parts = max_parts;
+    if (parts > n) parts = n;
+    if (parts <= 1) {
+        if (n > 0) fn(arg, 0, 0, n);
+        return;
+    }
+    struct host_for_job j = {fn, arg, n, parts};
+    strata_pool_run(c->pool, host_for_worker, &j);
 }
 
 static const struct strata_backend_i g_cpu_iface = {
@@ -985,6 +1100,8 @@ static const struct strata_backend_i g_cpu_iface = {
     .swiglu_oai = cpu_swiglu_oai,
     .indexer = cpu_indexer,
     .route = NULL,
+    .threads_info = cpu_threads_info,
+    .host_for = cpu_host_for,
 };
 
 int strata_backend_cpu_open(struct strata_backend *out, int n_threads)

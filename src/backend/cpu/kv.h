@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/pool.h"
 #include "quant/quant.h"
 
 #define STRATA_KV_BLOCK 256   // positions per block (and per attention segment, fattn.h)
@@ -48,12 +49,17 @@ int strata_kv_type_from_name(const char *name);
 int strata_kv_create(struct strata_kv_cache *kv, uint32_t n_layers, uint32_t n_head_kv, uint32_t dk, uint32_t dv,
                      uint32_t n_ctx, uint32_t k_type, uint32_t v_type, const struct strata_kernels *kernels);
 void strata_kv_free(struct strata_kv_cache *kv);
-// Make positions [0, n_pos) writable: allocates (zeroed) the blocks that are missing. 0, or
-// STRATA_ENOMEM / STRATA_EARG (n_pos > n_ctx).
-int strata_kv_reserve(struct strata_kv_cache *kv, uint32_t n_pos);
+// Make positions [0, n_pos) writable: allocates (zeroed) the blocks that are missing, zeroing
+// them on pool's threads (NULL: the caller's) when they are a MiB or more. 0, or STRATA_ENOMEM /
+// STRATA_EARG (n_pos > n_ctx).
+int strata_kv_reserve(struct strata_kv_cache *kv, uint32_t n_pos, struct strata_pool *pool);
 // Write position pos of layer l: k [n_head_kv][dk], v [n_head_kv][dv] floats. The block must be
 // reserved.
 void strata_kv_store(struct strata_kv_cache *kv, uint32_t l, uint32_t pos, const float *k, const float *v);
+// The same with the caller's scratch row_k (dk * 4 bytes) instead of the cache's: threads may
+// store different positions at once.
+void strata_kv_store_with(struct strata_kv_cache *kv, uint32_t l, uint32_t pos, const float *k, const float *v,
+                          void *row_k);
 // Bytes allocated now, and per position of context (all layers, keys and values).
 size_t strata_kv_bytes(const struct strata_kv_cache *kv);
 double strata_kv_bytes_per_token(const struct strata_kv_cache *kv);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/time.h"
 
 #define SPIN_ITERS 20000  // ~50-100 us of pause loops before a worker sleeps
 
@@ -23,7 +24,27 @@ struct strata_pool {
     atomic_int sleepers;
     strata_pool_fn fn;
     void *arg;
+    struct busy { _Alignas(64) atomic_uint_least64_t ns; } *busy;  // per thread, inside fn
+    uint64_t runs, run_ns, tail_ns;                                // the caller's, between runs
 };
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// fn on thread ith, its time added to the thread's own counter (only that thread writes it)
+static inline uint64_t run_timed(struct strata_pool *p, int ith)
+{
+    const uint64_t t0 = now_ns();
+    p->fn(p->arg, ith, p->n_threads);
+    const uint64_t t1 = now_ns();
+    atomic_store_explicit(&p->busy[ith].ns, atomic_load_explicit(&p->busy[ith].ns, memory_order_relaxed) + (t1 - t0),
+                          memory_order_relaxed);
+    return t1;
+}
 
 struct worker_arg {
     struct strata_pool *p;
@@ -61,7 +82,7 @@ static void *worker_main(void *varg)
         }
         seen = gen;
         if (atomic_load(&p->quit)) return NULL;
-        p->fn(p->arg, wa.ith, p->n_threads);
+        run_timed(p, wa.ith);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
     }
 }
@@ -83,10 +104,14 @@ int strata_pool_create(struct strata_pool **out, int n_threads)
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
-    if (!p->threads) {
+    p->busy = aligned_alloc(64, (size_t)n_threads * sizeof *p->busy);
+    if (!p->threads || !p->busy) {
+        free(p->threads);
+        free(p->busy);
         free(p);
         return STRATA_ENOMEM;
     }
+    for (int i = 0; i < n_threads; i++) atomic_init(&p->busy[i].ns, 0);
     for (int i = 1; i < n_threads; i++) {
         struct worker_arg *wa = malloc(sizeof *wa);
         if (wa) *wa = (struct worker_arg){p, i};
@@ -115,6 +140,7 @@ void strata_pool_free(struct strata_pool *p)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p->threads);
+    free(p->busy);
     free(p);
 }
 
@@ -122,12 +148,14 @@ int strata_pool_size(const struct strata_pool *p) { return p->n_threads; }
 
 void strata_pool_run(struct strata_pool *p, strata_pool_fn fn, void *arg)
 {
-    if (p->n_threads == 1) {
-        fn(arg, 0, 1);
-        return;
-    }
+    const uint64_t t0 = now_ns();
     p->fn = fn;
     p->arg = arg;
+    p->runs++;
+    if (p->n_threads == 1) {
+        p->run_ns += run_timed(p, 0) - t0;
+        return;
+    }
     atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
     // seq_cst on both sides: a worker about to sleep either sees the new generation or is seen
     // in sleepers (it increments sleepers before re-checking the generation under the mutex).
@@ -137,6 +165,19 @@ void strata_pool_run(struct strata_pool *p, strata_pool_fn fn, void *arg)
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
-    fn(arg, 0, p->n_threads);
+    const uint64_t t1 = run_timed(p, 0);
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+    const uint64_t t2 = now_ns();
+    p->run_ns += t2 - t0;
+    p->tail_ns += t2 - t1;
+}
+
+void strata_pool_counters(const struct strata_pool *p, struct strata_pool_counters *out)
+{
+    uint64_t busy = 0;
+    for (int i = 0; i < p->n_threads; i++) busy += atomic_load_explicit(&p->busy[i].ns, memory_order_relaxed);
+    *out = (struct strata_pool_counters){
+        .n_threads = p->n_threads, .runs = p->runs, .run_s = p->run_ns * 1e-9, .tail_s = p->tail_ns * 1e-9,
+        .busy_s = busy * 1e-9,
+    };
 }

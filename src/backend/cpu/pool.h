@@ -5,6 +5,7 @@
 #define STRATA_POOL_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 struct strata_pool;
 
@@ -17,6 +18,18 @@ int strata_pool_size(const struct strata_pool *p);
 // Run fn(arg, ith, nth) on every thread, ith = 0..nth-1, and return when all have finished.
 // Not reentrant: one run at a time, from one caller thread.
 void strata_pool_run(struct strata_pool *p, strata_pool_fn fn, void *arg);
+
+// Where the threads' time went, since the pool was created (read between runs, by the caller's
+// thread): runs, the caller's seconds from the start of a run to its end, the caller's part of
+// those spent waiting for the last thread to finish (imbalance and wake-up), and the seconds all
+// threads spent inside fn together. The caller's time outside runs is serial (the other threads
+// idle); n * run_s - busy_s is the thread time a run held but did no work in.
+struct strata_pool_counters {
+    int n_threads;
+    uint64_t runs;
+    double run_s, tail_s, busy_s;
+};
+void strata_pool_counters(const struct strata_pool *p, struct strata_pool_counters *out);
 
 // Dynamic work split inside a run: threads take chunks [*begin, *end) of n items until none is
 // left. The counter must be zeroed before the run (strata_pool_run's caller does it).
