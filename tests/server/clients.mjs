@@ -261,6 +261,21 @@ await check('concurrent requests give the same greedy text as sequential ones', 
   assert.deepEqual(streams.map(s => s.text), seq);
 });
 
+await check('metrics: where the CPU threads\' time went, for prompt and decode passes', async () => {
+  const m = await (await fetch(base + '/metrics', {headers: {Authorization: 'Bearer ' + key}})).text();
+  const threads = Number(/^strata_cpu_threads (\d+)$/m.exec(m)?.[1]);
+  assert.ok(threads >= 1, 'strata_cpu_threads');
+  for (const pass of ['prompt', 'decode']) {
+    const v = {};
+    for (const kind of ['idle_serial', 'busy', 'idle_in_runs']) {
+      const re = new RegExp(`^strata_cpu_thread_seconds_total\\{pass="${pass}",kind="${kind}"\\} (\\S+)$`, 'm');
+      v[kind] = Number(re.exec(m)?.[1]);
+      assert.ok(v[kind] >= 0, `${pass} ${kind}: ${v[kind]}`);
+    }
+    assert.ok(v.busy > 0, `${pass}: the threads worked`);
+  }
+});
+
 await check('prefix reuse: identical log-probabilities to a fresh evaluation', async () => {
   const first = [user('Remember the number seven.')];
   // max_tokens 1 leaves exactly the prompt in the session (the sampled token is not evaluated)
