@@ -2,6 +2,7 @@
 // known distribution, top-k / top-p / min-p on known inputs and against a brute-force sort on a
 // 151,936-token vocabulary, repetition penalty semantics, parameter checks.
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,10 +403,52 @@ static void test_params(void)
     strata_sampler_clear(&s);  // idempotent
 }
 
+// The greedy pick over a large vocabulary (the blocked argmax) against the scalar scan's rule, on
+// rows built to break it: the maximum tied across blocks and inside one, in the last partial
+// block, NaN around it, -0 and +0 as the maximum, every logit -inf or NaN (id 0).
+static int32_t scalar_argmax(const float *l, int n)
+{
+    int32_t best = 0;
+    float b = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (l[i] > b) b = l[i], best = i;
+    return best;
+}
+
+static void test_greedy_large(void)
+{
+    const int n = 151936 + 7;  // not a multiple of the blocks or the lanes
+    float *l = malloc((size_t)n * sizeof *l);
+    struct strata_sampler s;
+    init_ok(&s, plain(0.0f), n);
+    uint64_t rng = 99;
+    for (int trial = 0; trial < 12; trial++) {
+        for (int i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            l[i] = (float)(int)(rng >> 52) * 0.25f - 512.0f;  // coarse: ties are common
+        }
+        const int a = (int)(rng % (uint64_t)n), b = (int)((rng >> 20) % (uint64_t)n);
+        switch (trial % 6) {
+        case 0: l[a] = l[b] = 1e6f; break;                       // a tie, maybe across blocks
+        case 1: l[n - 1] = 1e6f; break;                          // in the last partial block
+        case 2: l[a] = NAN, l[b] = 1e6f, l[b > 0 ? b - 1 : 1] = NAN; break;
+        case 3: for (int i = 0; i < n; i++) l[i] = i % 3 ? -1.0f : -0.0f;
+                l[b] = 0.0f; break;                              // -0 first, +0 later: the same
+        case 4: for (int i = 0; i < n; i++) l[i] = i % 2 ? NAN : -INFINITY; break;
+        default: break;                                          // the random row
+        }
+        const int32_t want = scalar_argmax(l, n), got = strata_sampler_sample(&s, l, NULL, 0);
+        CHECK(got == want, "trial %d: greedy id %d, the scalar scan's %d", trial, (int)got, (int)want);
+    }
+    strata_sampler_clear(&s);
+    free(l);
+}
+
 int main(void)
 {
     test_params();
     test_greedy();
+    test_greedy_large();
     test_determinism();
     test_distribution();
     test_top_k();

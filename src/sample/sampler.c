@@ -249,17 +249,38 @@ static bool penalty_active(const struct strata_sampler_params *p, size_t n_histo
 }
 
 // Greedy without penalty: argmax straight from the caller's row, NaN skipped, first wins.
+// The first index of the largest logit (NaN never wins; 0 when none is above -inf), as a scalar
+// scan of "logits[i] > best" gives it, in two steps that vectorize: the maximum of each block of
+// ARGMAX_BLOCK over 16 independent lanes (a maximum does not depend on the order it is taken in),
+// the first block that reaches the largest, then the first index in that block equal to it. A
+// greedy step reads the whole vocabulary once per token, on one thread: 151,936 logits took
+// ~0.25 ms with the scalar scan (1.4% of a 2-thread decode step, more of a faster one).
+#define ARGMAX_BLOCK 1024
+
+static float block_max(const float *x, int32_t n)
+{
+    float lane[16];
+    for (int j = 0; j < 16; j++) lane[j] = -INFINITY;
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+    for (; i < n; i++) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+    float m = -INFINITY;
+    for (int j = 0; j < 16; j++) m = lane[j] > m ? lane[j] : m;
+    return m;
+}
+
 static int32_t argmax_row(const float *logits, int32_t n)
 {
-    int32_t best = 0;
     float best_l = -INFINITY;
-    for (int32_t i = 0; i < n; i++) {
-        if (logits[i] > best_l) {
-            best_l = logits[i];
-            best = i;
-        }
+    int32_t best_b = -1;
+    for (int32_t b = 0; b < n; b += ARGMAX_BLOCK) {
+        const float m = block_max(logits + b, n - b < ARGMAX_BLOCK ? n - b : ARGMAX_BLOCK);
+        if (m > best_l) best_l = m, best_b = b;
     }
-    return best;
+    if (best_b < 0) return 0;
+    for (int32_t i = best_b;; i++)
+        if (logits[i] == best_l) return i;
 }
 
 static int check_call(const struct strata_sampler *s, const float *logits, const int32_t *history,
