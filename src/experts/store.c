@@ -245,6 +245,13 @@ static void note(struct strata_expert_view *v, int32_t s, bool own)
 static int32_t noted_slot(const struct strata_expert_view *v) { return (int32_t)(uintptr_t)v->part[0]; }
 static bool noted_own(const struct strata_expert_view *v) { return (uintptr_t)v->part[1] != 0; }
 
+// The error of a failed fill for its acquirer: an I/O error's own line goes to this thread (a
+// refused submission has logged already). Under mu, before the dropped slot's fill is reused.
+static int fill_error(const struct strata_store *st, const struct fill *f)
+{
+    return f->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &f->t) : f->rc;
+}
+
 // Unpin the experts of a request noted in views[0..n), but those marked in skip (NULL: none).
 static void unpin_noted(struct strata_store *st, struct layer_cache *c, const struct strata_expert_view *views,
                         const uint8_t *skip, int n)
@@ -377,9 +384,7 @@ static int acquire_wait(struct strata_store *st, uint32_t l, const uint32_t *ids
     *lost = false;
     int rc = 0;
     if (failed) {
-        // The engine's line goes to this thread (a refused submission has logged already);
-        // written under mu, before the dropped slot's fill can be reused.
-        rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
+        rc = fill_error(st, failed);
     } else {
         for (int i = 0; i < n && !*lost; i++) {
             const struct slot *sl = &c->slots[noted_slot(&views[i])];
@@ -522,7 +527,7 @@ static int store_acquire_next(void *ctx, uint32_t l, const uint32_t *ids, int n,
     const struct fill *failed = publish_own(st, c, n, views, ready, false, &waited_s);
     if (failed) {
         (void)publish_own(st, c, n, views, ready, true, &waited_s);  // the request's other reads
-        rc = failed->rc == STRATA_EIO ? strata_io_ticket_error(st->io, &failed->t) : failed->rc;
+        rc = fill_error(st, failed);
     }
     // Views of what landed; a joined slot that was dropped is acquired again on its own (the
     // others stay pinned; it needs one slot, and this caller holds at most max_batch).
