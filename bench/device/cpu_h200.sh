@@ -26,7 +26,7 @@
 #
 # Local check on a small model: THREADS=2 LAYERS=2 DEPTH_LAYERS=2 PROMPT_LONG=1024
 #   DEPTHS="512 1024" LLAMA_DIR=/path/with/b/bin/llama-bench bash bench/device/cpu_h200.sh
-# (NO_LLAMA=1: strata only.)
+# (NO_LLAMA=1: strata only; SKIP_TESTS=1: no kernel tests.)
 set -u
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
@@ -80,12 +80,14 @@ if [ -n "${llama_build:-}" ]; then  # every measurement below runs on a quiet ma
 fi
 
 # ---- kernel tests: the GEMM's AMX level runs only here ----------------------------------------------
+if [ -n "${SKIP_TESTS:-}" ]; then log "kernel tests skipped (SKIP_TESTS)"; else
 log "kernel tests"
 limited 60 build/tests/test_gemm > "$OUT/test_gemm.log" 2>&1; log "test_gemm: rc=$? ($(tail -n 1 "$OUT/test_gemm.log")), $(head -n 1 "$OUT/test_gemm.log")"
 limited 90 build/tests/test_fattn > "$OUT/test_fattn.log" 2>&1; log "test_fattn: rc=$? ($(tail -n 1 "$OUT/test_fattn.log"))"
 limited 40 build/tests/test_gemm --bench 64 > "$OUT/gemm_bench.log" 2>&1
 STRATA_AMX=0 limited 40 build/tests/test_gemm --bench 64 >> "$OUT/gemm_bench.log" 2>&1
 sed 's/^/    /' "$OUT/gemm_bench.log" | tee -a "$OUT/log.txt"
+fi
 
 # ---- models, bandwidth, bytes per token ----------------------------------------------------------------
 m48=$work/$PRESET-L$LAYERS-$TYPE.gguf md=$work/$PRESET-L$DEPTH_LAYERS-$TYPE.gguf

@@ -4,7 +4,8 @@
 # prompt and decode tok/s, the medians and B/A, and whether B's tokens equal A's.
 #   cp <base build>/strata .deps/bin/strata_a; cp build-cuda/strata .deps/bin/strata_b
 #   run(command="bash bench/device/cuda_ab.sh", carry=[".deps/bin", ".deps/lib"])
-# Environment: A, B (binaries, default .deps/bin/strata_a and strata_b), TYPE (Q4_K), LAYERS (48),
+# Environment: A, B (binaries, default .deps/bin/strata_a and strata_b), ENV_A, ENV_B (environment
+# of each side, e.g. A=B=.deps/bin/strata ENV_A=STRATA_CUDA_MV_ROWS=1: one binary, a switch), TYPE (Q4_K), LAYERS (48),
 # PROMPT (512), GEN (128), REPS (3), ARGS (more strata run flags for both), WORK (the model's folder: a
 # model already there, e.g. cuda_vram.sh's WORK=/tmp/cv, is used as it is).
 set -u
@@ -21,9 +22,9 @@ m="$w/q3-30b-$type.gguf"
 python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range($P)))" > "$w/prompt.txt"
 for i in $(seq "${REPS:-3}"); do
     for v in a b; do
-        bin=$a; [ $v = b ] && bin=$b
+        bin=$a e=${ENV_A:-}; [ $v = b ] && bin=$b e=${ENV_B:-}
         # shellcheck disable=SC2086
-        timeout 200 "$bin" run -m "$m" --prompt-tokens "@$w/prompt.txt" -n "$G" --temp 0 --ignore-eos -c 1024 -b "$P" \
+        env $e timeout 200 "$bin" run -m "$m" --prompt-tokens "@$w/prompt.txt" -n "$G" --temp 0 --ignore-eos -c 1024 -b "$P" \
             --backend cuda --json ${ARGS:-} > "$w/$v.$i.json" 2> "$out/$v.$i.err" || { echo "$v run $i failed"; tail -n 3 "$out/$v.$i.err"; }
     done
 done

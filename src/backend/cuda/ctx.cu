@@ -202,6 +202,8 @@ int strata_cuda_open(struct strata_cuda **out, int device)
     cu->pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
     const char *mla_old = getenv("STRATA_CUDA_MLA_OLD");
     cu->mla_old = mla_old && strcmp(mla_old, "1") == 0;
+    const char *mmq_opts = getenv("STRATA_CUDA_MMQ_OPTS");
+    cu->mmq_opts = mmq_opts && mmq_opts[0] >= '0' && mmq_opts[0] <= '1' && !mmq_opts[1] ? mmq_opts[0] - '0' : 1;
     int rc = 0;
     if (cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreate(&cu->ev[0]) != cudaSuccess || cudaEventCreate(&cu->ev[1]) != cudaSuccess) {

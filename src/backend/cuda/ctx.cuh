@@ -73,6 +73,7 @@ struct strata_cuda {
     int mm_path;                     // 0 auto, 1 mat-vec only, 2 GEMM where it applies
     int pdl;                         // programmatic dependent launch on (sm_90, not STRATA_CUDA_PDL=0)
     int mla_old;                     // MLA's attention through k_attn_part_ext (STRATA_CUDA_MLA_OLD=1; A/B)
+    int mmq_opts;                    // GEMM options (mmq.cu MMQ_*; STRATA_CUDA_MMQ_OPTS, default all; A/B)
     int32_t *rows_dev;               // host row lists copied here for get_rows
     size_t rows_cap;
     struct strata_cuda_prof *prof;   // STRATA_CUDA_PROF=1: time per kernel (ctx.cu), else NULL

@@ -23,6 +23,7 @@ int strata_cuda_tables_mmq(void) { return upload_tables(); }
 #define BN 64
 #define KS 256            // elements per step
 #define LDS_ROW (KS + 16) // bytes per row of the int8 tiles (conflict-free fragment loads)
+#define MMQ_STAGED 1      // opts: weights through staged<T> where aligned
 
 struct mmq_smem {
     int8_t a[BM][LDS_ROW];
@@ -53,7 +54,7 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0)
 }
 
 template <int T>
-__global__ void __launch_bounds__(128) k_mmq(const struct mm_args a, const struct moe_tiles mt)
+__global__ void __launch_bounds__(128) k_mmq(const struct mm_args a, const struct moe_tiles mt, int opts)
 {
     pdl_enter();
     using Q = qtype<T>;
@@ -85,6 +86,9 @@ __global__ void __launch_bounds__(128) k_mmq(const struct mm_args a, const struc
     }
 
     const int n_units = (int)(a.n_in / 32), n_steps = (n_units + 7) / 8;
+    // blocks at the alignment staged<T> reads (the mat-vec's stage keeps the same): 16-byte loads
+    // instead of the generic decoder's byte and word loads, the same values
+    const bool st = staged<T>::ON && (opts & MMQ_STAGED) && (((uintptr_t)W | (uintptr_t)a.row_bytes) & 15) == 0;
     const int wr = (warp & 1) * 32, wt = (warp >> 1) * 32;  // the warp's 32 rows and 32 tokens
     float acc[2][4][4];
     int iacc[2][4][4];
@@ -106,8 +110,13 @@ __global__ void __launch_bounds__(128) k_mmq(const struct mm_args a, const struc
             float d = 0.0f, dmin = 0.0f;
             if (valid) {
                 const uint8_t *blk = W + (size_t)(row0 + r) * a.row_bytes + (size_t)(U / Q::UPB) * Q::TS;
-                Q::unit(blk, U % Q::UPB, o);
-                if (Q::UPB == 1 || u == 0) Q::factors(blk, d, dmin);
+                if (st) {
+                    staged<T>::unit(blk, U % Q::UPB, o);
+                    if (Q::UPB == 1 || u == 0) staged<T>::factors(blk, d, dmin);
+                } else {
+                    Q::unit(blk, U % Q::UPB, o);
+                    if (Q::UPB == 1 || u == 0) Q::factors(blk, d, dmin);
+                }
             } else {
 #pragma unroll
                 for (int i = 0; i < 8; i++) o.q[i] = 0;
@@ -324,7 +333,7 @@ int strata_cuda_mmq_launch(struct strata_cuda *cu, const struct mm_args *a, cons
                  a->n_out, a->n_in, a->n_tok);
     switch (a->type) {
 #define CASE(T)                                                                                        \
-    case STRATA_TYPE_##T: CU_LAUNCH("k_mmq", (k_mmq<STRATA_TYPE_##T>), grid, 128, sm, *a, mt ? *mt : none); break;
+    case STRATA_TYPE_##T: CU_LAUNCH("k_mmq", (k_mmq<STRATA_TYPE_##T>), grid, 128, sm, *a, mt ? *mt : none, cu->mmq_opts); break;
         STRATA_CUDA_QTYPES(CASE)
 #undef CASE
     default:
