@@ -22,10 +22,14 @@
 #   bf16      max 3.6e-4, median 7.5e-5                   (llama.cpp's accumulation order)
 #   q8_0      max 2.8e-1, median 1.6e-4, 58 within 1e-5;  itself max 2.8e-1, median 1.8e-4, 39
 #   q8_0/f16  max 2.0e-3, median 3.2e-4
+# How many Q8_0 positions come before the first flip depends on the float order of the products
+# that feed the cache (strata's kernels per ISA against llama.cpp's): within 1e-5, seeds 7 / 11,
+# avx512 58 / 8, avx2 39 / 8, scalar (STRATA_ISA=scalar) 3 / 9; medians 0.9e-4 to 1.9e-4.
 # Checks: every position within TOL, the median within MED (about twice what was measured), at
 # least NEAR positions within 1e-5 (near bit-level), argmax equal everywhere up to near ties
 # (parity_lib.sh). For Q8_0 the bound on every position is llama.cpp's own disagreement (x2);
-# the median and the positions before the first flip carry the check.
+# the median carries the check (a bug moves every position), and some positions must still agree
+# at bit level (NEAR 2: the fewest measured was 3).
 set -u
 . "$STRATA_ROOT/tests/oracle/lib.sh"
 oracle_available || exit 77
@@ -66,7 +70,7 @@ kv_case() {
 kv_case f32  f32  f32  ""             1e-5 1e-6 "$n_pos"
 kv_case f16  f16  f16  ""             1e-3 2e-4 0
 kv_case bf16 bf16 bf16 "--flash-attn" 1e-3 2e-4 0
-kv_case q8_0 q8_0 q8_0 "--flash-attn" 6e-1 4e-4 16
+kv_case q8_0 q8_0 q8_0 "--flash-attn" 6e-1 4e-4 2
 kv_case q8k  q8_0 f16  ""             1e-2 1e-3 0
 
 # chunks: a token's logits never depend on its prompt chunk, with a quantized cache too
