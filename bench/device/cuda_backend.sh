@@ -13,7 +13,10 @@
 #   PHASES="build test bench"  what to do (default all three)
 #   BIN=DIR                    use strata, test_cuda, test_cuda_host from DIR instead of building
 #   TYPES="Q4_K Q8_0"          weight types of the benchmark model (one synth each, deleted after)
-#   LAYERS=48                  layers of the benchmark model
+#   LAYERS=48                  layers of the benchmark model (another PRESET: its own unless given)
+#   ARCH=qwen3moe PRESET=qwen3-30b-a3b  its shape (issue 10 also asks for ARCH=qwen3next
+#                              PRESET=qwen3-next-80b-a3b and ARCH=glm4moe PRESET=glm-4.5-air); the
+#                              llama.cpp figures of DEVICE.md are for the default shape only
 #   PROMPT=512 GEN=128         prompt tokens (one pass) and decoded tokens of the benchmark run
 #   LLAMA_BENCH=PATH           a llama-bench built with CUDA, run on the same files; LLAMA_BUILD=1
 #                              builds one from .deps/llama-src.tar.xz (about 5 minutes there).
@@ -108,9 +111,11 @@ case " $phases " in *" bench "*)
     echo "$prompt" > "$w/prompt.txt"
     for type in ${TYPES:-Q4_K Q8_0}; do
         if [ $((SECONDS - t0)) -gt "${BUDGET_S:-400}" ]; then summary+=("bench $type: skipped (time)"); continue; fi
-        m="$w/q3-30b-$type.gguf" name="qwen3-30b-a3b-L${LAYERS:-48}-$type"
+        arch=${ARCH:-qwen3moe} preset=${PRESET:-qwen3-30b-a3b}
+        layers=${LAYERS-48}; [ -n "${PRESET:-}" ] && layers=${LAYERS:-}  # another shape: its own layers unless given
+        m="$w/$preset-$type.gguf" name="$preset${layers:+-L$layers}-$type"
         ts=$SECONDS
-        "$bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "${LAYERS:-48}" --type "$type" -o "$m" \
+        "$bin/strata" synth --arch "$arch" --preset "$preset" ${layers:+--layers "$layers"} --type "$type" -o "$m" \
             --no-progress || { summary+=("synth $type failed"); continue; }
         echo "synth $type: $((SECONDS - ts)) s, $(du -h "$m" | cut -f1)"
         bpt=$(bytes_per_token "$m")
@@ -123,7 +128,7 @@ case " $phases " in *" bench "*)
 import json, sys
 s = json.load(open(sys.argv[1]))["stats"]
 print(round(s["prompt_tok_s"], 1), round(s["decode_tok_s"], 2), round(s["load_s"], 1), round(s.get("vram_peak_mib", 0)))' "$w/run.json")
-            case $type in Q8_0) lp=9080 ld=279 ;; Q4_K) lp=6455 ld=299 ;; *) lp= ld= ;; esac
+            case $preset:$type in qwen3-30b-a3b:Q8_0) lp=9080 ld=279 ;; qwen3-30b-a3b:Q4_K) lp=6455 ld=299 ;; *) lp= ld= ;; esac
             note="llama.cpp from DEVICE.md (not this run)"
             if [ -n "${LLAMA_BENCH:-}" ] || [ -n "${llama_pid:-}" ]; then
                 [ -n "${llama_pid:-}" ] && { wait "$llama_pid"; LLAMA_BENCH="$ll/b/bin/llama-bench"; llama_pid=; }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Here (no GPU needed): builds the CUDA binaries to try the pending diffs on the GPU machine in one
+# call. For the base checkout and then after each diff of PATCHES in turn (applied on top of each
+# other in a scratch worktree), `make CUDA=1` strata, stripped, into .deps/pending/<i>-<name>/
+# (0-base first), and test_cuda for the last (all diffs; the call carries at most 64 MiB). Then:
+#   run(command="bash bench/device/pending/run.sh", carry=[".deps/pending", ".deps/lib"])
+# PATCHES (default: every *.diff here, in name order); bench/device/deps.sh must have made .deps/lib.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+root=$PWD
+patches=${PATCHES:-$(ls bench/device/pending/*.diff)}
+out=$root/.deps/pending
+rm -rf "$out" && mkdir -p "$out"
+wt=$(mktemp -d)
+git worktree add -q --detach "$wt" HEAD
+trap 'git worktree remove --force "$wt"' EXIT
+build() {  # build NAME
+    (cd "$wt" && make -s -j"$(nproc)" CUDA=1 build-cuda/strata build-cuda/tests/test_cuda > /dev/null)
+    mkdir -p "$out/$1"
+    cp "$wt/build-cuda/strata" "$wt/build-cuda/tests/test_cuda" "$out/$1/"
+    strip "$out/$1/strata" "$out/$1/test_cuda"
+    echo "built $1"
+}
+build 0-base
+i=1
+for p in $patches; do
+    (cd "$wt" && git apply "$root/$p")
+    build "$i-$(basename "$p" .diff)"
+    i=$((i + 1))
+done
+ls -d "$out"/*/ | head -n -1 | while read -r d; do rm -f "$d/test_cuda"; done
+du -sh "$out"
