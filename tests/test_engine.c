@@ -20,6 +20,7 @@
 #include "strata.h"
 #include "tools/synth.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 #define N_PROMPT 21
 #define N_STEPS 6   // single-token evaluations after the prompt
@@ -377,8 +378,40 @@ static int synth(const char *arch, const char *preset, int idx_top_k, const char
     return strata_synth(&o);
 }
 
+// The huge-page report of `strata run` (util/mem.h): the kernel's mode read from its bracket, and
+// the anonymous memory counted, a big buffer's bytes included once touched.
+static void test_memory_report(void)
+{
+    const int before = g_failures;
+    CHECK(strcmp(strata_thp_mode_parse("always [madvise] never\n"), "madvise") == 0, "bracketed madvise");
+    CHECK(strcmp(strata_thp_mode_parse("[always] madvise never"), "always") == 0, "bracketed always");
+    CHECK(strcmp(strata_thp_mode_parse("always madvise [never]"), "never") == 0, "bracketed never");
+    CHECK(strcmp(strata_thp_mode_parse("always madvise never"), "") == 0, "no bracket");
+    CHECK(strcmp(strata_thp_mode_parse(NULL), "") == 0, "NULL");
+    const char *mode = strata_thp_mode();
+    uint64_t anon0, huge0, anon1, huge1;
+    if (!strata_anon_memory(&anon0, &huge0)) {
+        printf("ok   memory report: no /proc/self/smaps_rollup here (mode \"%s\")\n", mode);
+        return;
+    }
+    const size_t bytes = (size_t)64 << 20;
+    char *p = strata_big_alloc(bytes);
+    CHECK(p != NULL, "strata_big_alloc of 64 MiB");
+    if (!p) return;
+    for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+    CHECK(strata_anon_memory(&anon1, &huge1), "second read");
+    CHECK(huge0 <= anon0 && huge1 <= anon1, "huge %llu of %llu, then %llu of %llu", (unsigned long long)huge0, (unsigned long long)anon0, (unsigned long long)huge1, (unsigned long long)anon1);
+    CHECK(anon1 >= anon0 + bytes - ((size_t)4 << 20), "anonymous %llu -> %llu", (unsigned long long)anon0,
+          (unsigned long long)anon1);  // the touched buffer is counted
+    strata_big_free(p, bytes);
+    printf("%s memory report: anonymous %+.1f MiB for a 64 MiB buffer, %+.1f MiB of it on huge pages (THP \"%s\")\n",
+           g_failures == before ? "ok  " : "FAIL", (anon1 - (double)anon0) / 1048576.0,
+           (huge1 - (double)huge0) / 1048576.0, mode);
+}
+
 int main(void)
 {
+    test_memory_report();
     if (!mkdtemp(g_dir)) return 1;
     char moe[256], next[256], dsa[256];
     snprintf(moe, sizeof moe, "%s/qwen3moe.gguf", g_dir);

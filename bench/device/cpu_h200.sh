@@ -53,7 +53,7 @@ limited() {
 }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@" 2>/dev/null; }
 
-log "host: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), amx: $(grep -c -m1 amx_int8 /proc/cpuinfo)"
+log "host: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), amx: $(grep -c -m1 amx_int8 /proc/cpuinfo), transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 
 # ---- builds: llama.cpp in the background, strata now ----------------------------------------------
 PART=${PART:-all}
@@ -172,6 +172,9 @@ date_s=$(date -u +%Y-%m-%dT%H:%M) machine="h200-host-${THREADS}t"
         th=$(json "$OUT/strata_${r%%:*}.json" "'working %.0f%%, one thread alone %.3f s of %.3f s, idle inside %d runs %.3f thread-s' % (100*d['stats']['threads']['${r#*:}']['utilization'], d['stats']['threads']['${r#*:}']['serial_s'], d['stats']['threads']['${r#*:}']['pass_s'], d['stats']['threads']['${r#*:}']['runs'], d['stats']['threads']['n']*d['stats']['threads']['${r#*:}']['runs_s']-d['stats']['threads']['${r#*:}']['busy_s'])")
         [ -n "$th" ] && echo "strata threads, ${r%%:*} (${r#*:} passes): $th"
     done
+    # the weights' pages: 4 KiB pages made the first prompt several times slower on a VM (docs/cpu.md)
+    mem=$(json "$OUT/strata_p512.json" "'%.0f of %.0f MiB of anonymous memory on huge pages (THP %s)' % (d['stats']['memory']['anon_huge_mib'], d['stats']['memory']['anon_mib'], d['stats']['memory']['thp'])")
+    [ -n "$mem" ] && echo "strata memory after the 512-token run: $mem"
     echo
     echo "strata $commit, $kvnote; llama.cpp from node-llama-cpp's bundled source, -fa 1, F16 KV; read bandwidth $membw GB/s; $(elapsed) s"
 } > "$OUT/table.md"

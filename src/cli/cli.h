@@ -76,6 +76,10 @@ void cli_kv_summary(FILE *out, struct strata_engine *e, const struct strata_stat
 // the decode passes) and its summary lines; nothing on a backend without a thread pool.
 void cli_threads_json(cJSON *js, const struct strata_stats *st);
 void cli_threads_summary(FILE *out, const struct strata_stats *st);
+// The process's anonymous memory on huge pages now and the kernel's mode for them: "memory" in
+// --json, a line of the summary.
+void cli_memory_json(cJSON *js);
+void cli_memory_summary(FILE *out);
 
 int cli_sim(int argc, char **argv);
 int cli_plan(int argc, char **argv);

@@ -200,6 +200,7 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     cJSON_AddStringToObject(js, "isa", info.isa);
     cli_kv_json(js, e, st);
     cli_threads_json(js, st);
+    cli_memory_json(js);
     cli_store_json(js, e, &o->ep, &o->ro, r->t_prompt + r->t_decode);
     char *out = cJSON_Print(root);
     cJSON_Delete(root);
@@ -227,6 +228,7 @@ static void print_summary(const struct run_opts *o, struct strata_engine *e, int
             info.expert_bytes / 1048576.0);
     cli_kv_summary(stderr, e, st);
     cli_threads_summary(stderr, st);
+    cli_memory_summary(stderr);
     cli_store_summary(stderr, e, &o->ep, &o->ro);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "util/mem.h"
 
 const char *const cli_store_usage =
     "  --mem-mib N           bound the whole process to N MiB: the expert cache gets what is left\n"
@@ -325,6 +326,26 @@ void cli_threads_summary(FILE *out, const struct strata_stats *st)
                 100.0 * (t->t_pass - t->t_run) / t->t_pass, t->runs, 100.0 * (n * t->t_run - t->t_busy) / all,
                 t->t_tail);
     }
+}
+
+void cli_memory_json(cJSON *js)
+{
+    uint64_t anon, huge;
+    if (!strata_anon_memory(&anon, &huge)) return;
+    cJSON *o = cJSON_AddObjectToObject(js, "memory");
+    cJSON_AddNumberToObject(o, "anon_mib", anon / 1048576.0);
+    cJSON_AddNumberToObject(o, "anon_huge_mib", huge / 1048576.0);
+    cJSON_AddStringToObject(o, "thp", strata_thp_mode());
+}
+
+void cli_memory_summary(FILE *out)
+{
+    uint64_t anon, huge;
+    if (!strata_anon_memory(&anon, &huge) || anon == 0) return;
+    const char *mode = strata_thp_mode();
+    fprintf(out, "huge pages: %.0f of %.0f MiB of anonymous memory (%.0f%%; transparent huge pages: %s)%s\n",
+            huge / 1048576.0, anon / 1048576.0, 100.0 * (double)huge / (double)anon, *mode ? mode : "unknown",
+            strcmp(mode, "never") == 0 ? ": weights on 4 KiB pages, see docs/cpu.md" : "");
 }
 
 void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_engine_params *p,

@@ -771,6 +771,11 @@ int strata_store_open(struct strata_store **out, struct strata_gguf_file *f, con
     // per 4 KiB: the slots are filled by the kernel (O_DIRECT, pread), so the first prompt was the
     // first user access to every page (6.7 us each on the development VM, 3.4 s of a 2 GiB slab).
     st->slab = strata_big_alloc(st->slab_bytes);
+    if (st->slab && st->slab_bytes >= ((size_t)1 << 30) && strcmp(strata_thp_mode(), "never") == 0)
+        strata_log_warn("transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/enabled: never): the "
+                        "%.0f MiB expert cache is on 4 KiB pages, which made the first prompt several times slower "
+                        "on a VM (docs/cpu.md); 'madvise' lets strata ask for huge pages",
+                        st->slab_bytes / 1048576.0);
     // A bounded cache is committed at open (STRATA_SLAB_POPULATE=0 leaves it to the reads): an
     // O_DIRECT read into a page not mapped yet faults it in inside the read, and under a memory
     // limit each such fault waits for reclaim. Measured under a cgroup of 50% of the 6-layer Q8_0

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -75,4 +76,42 @@ int strata_commit_pages(void *p, size_t off, size_t len)
 void strata_release_pages(void *p, size_t bytes)
 {
     if (p) munmap(p, bytes ? bytes : 1);
+}
+
+const char *strata_thp_mode_parse(const char *line)
+{
+    static const char *const modes[] = {"always", "madvise", "never"};
+    // the mode in force is the one in brackets: "always [madvise] never"
+    for (size_t i = 0; line && i < sizeof modes / sizeof modes[0]; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "[%s]", modes[i]);
+        if (strstr(line, want)) return modes[i];
+    }
+    return "";
+}
+
+const char *strata_thp_mode(void)
+{
+    char buf[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return "";
+    const bool ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    return ok ? strata_thp_mode_parse(buf) : "";
+}
+
+bool strata_anon_memory(uint64_t *anon, uint64_t *huge)
+{
+    *anon = *huge = 0;
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return false;
+    char line[256];
+    bool seen = false;
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "Anonymous: %llu kB", &kb) == 1) *anon = (uint64_t)kb * 1024, seen = true;
+        else if (sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) *huge = (uint64_t)kb * 1024;
+    }
+    fclose(f);
+    return seen;
 }

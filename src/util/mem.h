@@ -4,7 +4,9 @@
 #ifndef STRATA_MEM_H
 #define STRATA_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 // NULL on failure (not logged: the caller names what it was for). Aligned to a page (2 MiB for
 // requests of 2 MiB and more).
@@ -27,5 +29,14 @@ void *strata_reserve_pages(size_t bytes);
 int strata_commit_pages(void *p, size_t off, size_t len);
 // p and bytes as given to / returned by strata_reserve_pages. NULL is fine.
 void strata_release_pages(void *p, size_t bytes);
+
+// The kernel's transparent huge page mode for anonymous memory: "always", "madvise" (what
+// strata_big_alloc's advice needs at least) or "never"; "" where the system does not say.
+const char *strata_thp_mode(void);
+// The mode of a line of that file ("always [madvise] never" -> "madvise"), "" if none.
+const char *strata_thp_mode_parse(const char *line);
+// This process's anonymous memory now and the part of it on huge pages, in bytes
+// (/proc/self/smaps_rollup); false (both 0) where the system does not say.
+bool strata_anon_memory(uint64_t *anon, uint64_t *huge);
 
 #endif
