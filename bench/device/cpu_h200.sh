@@ -126,6 +126,13 @@ if [ "$PART" != llama ]; then
     LIMIT=90 srun p512 "$m48" 512 16
     LIMIT=200 srun plong "$m48" "$PROMPT_LONG" 1
     for d in $DEPTHS; do LIMIT=150 srun "d$d" "$md" "$d" 32; done
+    # thread scaling of one 512-token prompt on the DEPTH_LAYERS model: per thread, the 16-thread
+    # prompt did about a fifth of what 2 threads of the development machine do
+    for t in ${SCALE_THREADS:-2 8 $THREADS}; do
+        log "strata scale t$t: 512 prompt tokens, $DEPTH_LAYERS layers"
+        limited 60 build/strata run -m "$md" --prompt-tokens "@$work/p512.ids" -n 1 --temp 0 --json -t "$t" -c 544 \
+            $kvflags > "$OUT/strata_scale_t$t.json" 2> "$OUT/strata_scale_t$t.err" || log "scale t$t: rc=$?"
+    done
 fi
 
 # ---- llama.cpp ---------------------------------------------------------------------------------------------
@@ -172,6 +179,12 @@ date_s=$(date -u +%Y-%m-%dT%H:%M) machine="h200-host-${THREADS}t"
         th=$(json "$OUT/strata_${r%%:*}.json" "'working %.0f%%, one thread alone %.3f s of %.3f s, idle inside %d runs %.3f thread-s' % (100*d['stats']['threads']['${r#*:}']['utilization'], d['stats']['threads']['${r#*:}']['serial_s'], d['stats']['threads']['${r#*:}']['pass_s'], d['stats']['threads']['${r#*:}']['runs'], d['stats']['threads']['n']*d['stats']['threads']['${r#*:}']['runs_s']-d['stats']['threads']['${r#*:}']['busy_s'])")
         [ -n "$th" ] && echo "strata threads, ${r%%:*} (${r#*:} passes): $th"
     done
+    sc=""
+    for t in ${SCALE_THREADS:-2 8 $THREADS}; do
+        v=$(json "$OUT/strata_scale_t$t.json" "'%.1f tok/s (%.0f%% working)' % (d['stats']['prompt_tok_s'], 100*d['stats']['threads']['prompt']['utilization'])")
+        sc="$sc${sc:+, }$t threads ${v:--}"
+    done
+    echo "strata prompt 512 on $DEPTH_LAYERS layers by threads: $sc"
     # the weights' pages: 4 KiB pages made the first prompt several times slower on a VM (docs/cpu.md)
     mem=$(json "$OUT/strata_p512.json" "'%.0f of %.0f MiB of anonymous memory on huge pages (THP %s)' % (d['stats']['memory']['anon_huge_mib'], d['stats']['memory']['anon_mib'], d['stats']['memory']['thp'])")
     [ -n "$mem" ] && echo "strata memory after the 512-token run: $mem"
