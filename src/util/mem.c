@@ -1,4 +1,5 @@
-// Huge-page-backed anonymous mappings for big buffers, aligned malloc for small ones.
+// Huge-page-backed anonymous mappings for big buffers, aligned malloc for small ones, and what the
+// kernel says of them (its huge-page mode, the process's anonymous memory on huge pages).
 #include "util/mem.h"
 
 #include <errno.h>
