@@ -45,6 +45,7 @@ expect synth-sparse-vocab 1 "ids may go unused"  "$STRATA_BIN" synth --arch qwen
 expect synth-bad-skew  2 "route-skew"            "$STRATA_BIN" synth --arch qwen3moe --preset tiny --route-skew -1 -o "$dir/x.gguf"
 expect synth-skew-type 1 "scales F32 routers"    "$STRATA_BIN" synth --arch qwen3moe --preset tiny --route-skew 0.5 --type-overrides 'ffn_gate_inp=Q8_0' -o "$dir/x.gguf"
 expect synth-no-moe-layer 1 "leaves no MoE layer" "$STRATA_BIN" synth --arch deepseek2 --preset tiny --layers 1 -o "$dir/x.gguf"
+expect synth-no-full-attn 1 "full-attention interval" "$STRATA_BIN" synth --arch qwen35moe --preset tiny --layers 3 -o "$dir/x.gguf"
 
 # --pin-from: a missing trace, a corrupt one, one of another model.
 "$STRATA_BIN" eval -m "$m" --tokens 1,2,3 --logits-out "$dir/l.f32" --trace-out "$dir/ok.trace" >/dev/null 2>&1

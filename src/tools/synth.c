@@ -705,6 +705,11 @@ int strata_synth(const struct strata_synth_opts *o)
                          "least %u", n_layer, p->n_dense_lead, p->n_dense_lead + 1);
         return STRATA_EARG;
     }
+    if (p->full_attn_interval && n_layer < p->full_attn_interval) {  // the loader wants a full-attention layer
+        strata_log_error("synth: --layers %u is below the preset's full-attention interval (one full-attention "
+                         "layer in %u): use at least %u", n_layer, p->full_attn_interval, p->full_attn_interval);
+        return STRATA_EARG;
+    }
     if (n_expert < p->n_expert_used) {
         strata_log_error("synth: --experts %u is below the preset's experts used per token (%u)",
                          n_expert, p->n_expert_used);
