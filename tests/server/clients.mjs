@@ -261,7 +261,7 @@ await check('concurrent requests give the same greedy text as sequential ones', 
   assert.deepEqual(streams.map(s => s.text), seq);
 });
 
-await check('metrics: where the CPU threads\' time went, for prompt and decode passes', async () => {
+await check('metrics: where the CPU threads\' time went, for prompt and decode passes, and the huge pages', async () => {
   const m = await (await fetch(base + '/metrics', {headers: {Authorization: 'Bearer ' + key}})).text();
   const threads = Number(/^strata_cpu_threads (\d+)$/m.exec(m)?.[1]);
   assert.ok(threads >= 1, 'strata_cpu_threads');
@@ -274,6 +274,11 @@ await check('metrics: where the CPU threads\' time went, for prompt and decode p
     }
     assert.ok(v.busy > 0, `${pass}: the threads worked`);
   }
+  // the process's anonymous memory and the part of it on huge pages, and the kernel's mode for them
+  const anon = Number(/^strata_memory_anon_bytes (\d+)$/m.exec(m)?.[1]);
+  const huge = Number(/^strata_memory_anon_huge_bytes (\d+)$/m.exec(m)?.[1]);
+  assert.ok(anon > 0 && huge >= 0 && huge <= anon, `anonymous ${anon}, on huge pages ${huge}`);
+  assert.match(m, /^strata_thp_mode\{mode="(always|madvise|never|unknown)"\} 1$/m);
 });
 
 await check('prefix reuse: identical log-probabilities to a fresh evaluation', async () => {
