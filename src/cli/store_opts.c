@@ -344,7 +344,7 @@ void cli_memory_summary(FILE *out)
     if (!strata_anon_memory(&anon, &huge) || anon == 0) return;
     const char *mode = strata_thp_mode();
     fprintf(out, "huge pages: %.0f of %.0f MiB of anonymous memory (%.0f%%; transparent huge pages: %s)%s\n",
-            huge / 1048576.0, anon / 1048576.0, 100.0 * (double)huge / (double)anon, *mode ? mode : "unknown",
+            huge / 1048576.0, anon / 1048576.0, 100.0 * (double)huge / (double)anon, mode,
             strcmp(mode, "never") == 0 ? ": weights on 4 KiB pages, see docs/cpu.md" : "");
 }
 

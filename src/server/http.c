@@ -197,12 +197,11 @@ static enum MHD_Result get_metrics(struct conn *c, struct MHD_Connection *mc)
     }
     uint64_t anon, huge;  // the weights' pages: 4 KiB pages made prompts several times slower on a VM
     if (strata_anon_memory(&anon, &huge)) {
-        const char *mode = strata_thp_mode();
         strata_strbuf_printf(&b,
                              "# TYPE strata_memory_anon_bytes gauge\nstrata_memory_anon_bytes %" PRIu64 "\n"
                              "# TYPE strata_memory_anon_huge_bytes gauge\nstrata_memory_anon_huge_bytes %" PRIu64 "\n"
                              "# TYPE strata_thp_mode gauge\nstrata_thp_mode{mode=\"%s\"} 1\n",
-                             anon, huge, *mode ? mode : "unknown");
+                             anon, huge, strata_thp_mode());
     }
     enum MHD_Result r = send_body(c, mc, 200, "text/plain; version=0.0.4", b.s ? b.s : "", b.len);
     free(b.s);

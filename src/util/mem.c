@@ -95,10 +95,11 @@ const char *strata_thp_mode(void)
 {
     char buf[128] = "";
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (!f) return "";
+    if (!f) return "unknown";
     const bool ok = fgets(buf, sizeof buf, f) != NULL;
     fclose(f);
-    return ok ? strata_thp_mode_parse(buf) : "";
+    const char *mode = ok ? strata_thp_mode_parse(buf) : "";
+    return *mode ? mode : "unknown";
 }
 
 bool strata_anon_memory(uint64_t *anon, uint64_t *huge)

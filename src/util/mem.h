@@ -31,7 +31,7 @@ int strata_commit_pages(void *p, size_t off, size_t len);
 void strata_release_pages(void *p, size_t bytes);
 
 // The kernel's transparent huge page mode for anonymous memory: "always", "madvise" (what
-// strata_big_alloc's advice needs at least) or "never"; "" where the system does not say.
+// strata_big_alloc's advice needs at least) or "never"; "unknown" where the system does not say.
 const char *strata_thp_mode(void);
 // The mode of a line of that file ("always [madvise] never" -> "madvise"), "" if none.
 const char *strata_thp_mode_parse(const char *line);
