@@ -32,6 +32,7 @@ cd "$(dirname "$0")/../.."
 start=$(date +%s)
 THREADS=${THREADS:-16} LAYERS=${LAYERS:-48} DEPTH_LAYERS=${DEPTH_LAYERS:-8}
 PROMPT_LONG=${PROMPT_LONG:-8192} DEPTHS=${DEPTHS:-8192 32768} GEN=${GEN:-64} BUDGET_S=${BUDGET_S:-530}
+SCALE_THREADS=${SCALE_THREADS:-2 8 $THREADS}  # the prompt's thread scaling (strata only)
 PRESET=qwen3-30b-a3b TYPE=Q4_K
 OUT=${OUT:-/tmp/cpu_h200_out}
 mkdir -p "$OUT"
@@ -128,7 +129,7 @@ if [ "$PART" != llama ]; then
     for d in $DEPTHS; do LIMIT=150 srun "d$d" "$md" "$d" 32; done
     # thread scaling of one 512-token prompt on the DEPTH_LAYERS model: per thread, the 16-thread
     # prompt did about a fifth of what 2 threads of the development machine do
-    for t in ${SCALE_THREADS:-2 8 $THREADS}; do
+    for t in $SCALE_THREADS; do
         log "strata scale t$t: 512 prompt tokens, $DEPTH_LAYERS layers"
         limited 60 build/strata run -m "$md" --prompt-tokens "@$work/p512.ids" -n 1 --temp 0 --json -t "$t" -c 544 \
             $kvflags > "$OUT/strata_scale_t$t.json" 2> "$OUT/strata_scale_t$t.err" || log "scale t$t: rc=$?"
@@ -180,7 +181,7 @@ date_s=$(date -u +%Y-%m-%dT%H:%M) machine="h200-host-${THREADS}t"
         [ -n "$th" ] && echo "strata threads, ${r%%:*} (${r#*:} passes): $th"
     done
     sc=""
-    for t in ${SCALE_THREADS:-2 8 $THREADS}; do
+    for t in $SCALE_THREADS; do
         v=$(json "$OUT/strata_scale_t$t.json" "'%.1f tok/s (%.0f%% working)' % (d['stats']['prompt_tok_s'], 100*d['stats']['threads']['prompt']['utilization'])")
         sc="$sc${sc:+, }$t threads ${v:--}"
     done

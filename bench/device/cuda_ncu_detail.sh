@@ -13,7 +13,11 @@ bin=${BIN:-build-cuda}
 export LD_LIBRARY_PATH="$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 [ -n "$ncu" ] || { echo "cuda_ncu_detail: no ncu"; exit 0; }
-stalls=smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_drain_per_issue_active.ratio,smsp__average_warps_issue_stalled_imc_miss_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio
+# warp stall reasons, cycles an issued instruction: smsp__average_warps_issue_stalled_<reason>_per_issue_active
+stalls=$(for r in long_scoreboard short_scoreboard barrier wait mio_throttle lg_throttle math_pipe_throttle not_selected \
+    no_instruction dispatch_stall membar drain imc_miss branch_resolving selected; do
+    printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' "$r"; done)
+stalls=${stalls%,}
 w=$(mktemp -d)
 "$bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "${LAYERS:-2}" --type "${TYPE:-Q4_K}" \
     -o "$w/m.gguf" --no-progress || exit 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # There (the GPU machine): test_cuda of the last build prepare.sh made (every diff applied), then
-# for each build after the base an A/B of its prompt and decode against the build before it (bench/device/cuda_ab.sh, 48-layer
-# qwen3-30b-a3b shape, TYPE Q4_K by default, REPS 3), and ncu's detail of its GEMM launches.
+# for each build after the base an A/B of its prompt and decode against the build before it
+# (bench/device/cuda_ab.sh, 48-layer qwen3-30b-a3b shape, TYPE Q4_K by default, REPS 3), and ncu's
+# detail of its GEMM launches.
 set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
