@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$PWD
-patches=${PATCHES:-$(ls bench/device/pending/*.diff)}
+patches=${PATCHES:-$(ls bench/device/pending/*.diff 2>/dev/null || true)}
+[ -n "$patches" ] || { echo "prepare.sh: no diffs in bench/device/pending" >&2; exit 1; }
 out=$root/.deps/pending
 rm -rf "$out" && mkdir -p "$out"
 wt=$(mktemp -d)

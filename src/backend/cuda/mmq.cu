@@ -29,12 +29,14 @@ struct mmq_smem {
     int8_t a[BM][LDS_ROW];
     int8_t b[BN][LDS_ROW];
     int sc[BM][16];       // unit scales, per half
-    int mn[BM][16];       // unit mins, per half (per unit in [.][u] when the halves share one)
     float d[BM][8];       // block factors: per unit for 32-element blocks, [.][0] for 256
     float dmin[BM][8];
     float da[BN][8];      // activation block scales, same indexing
     float as[BN][8];      // Q8_1 sums
-    int bs[BN][16];       // Q8_K bsums, per half (pairs summed per unit when the halves share mins)
+    int8_t mnq[BM][16];   // unit mins (4 or 6 bits) per half, or per unit then 0s when the halves share one
+    int8_t bsl[BN][16];   // Q8_K bsums as 128 * bsh + bsl, bsl in [0, 127], indexed as mnq (pairs summed
+                          // per unit when the halves share mins)
+    int8_t bsh[BN][16];
     int xrow[BN], yrow[BN];
 };
 
@@ -54,7 +56,7 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0)
 }
 
 template <int T>
-__global__ void __launch_bounds__(128) k_mmq(const struct mm_args a, const struct moe_tiles mt, int opts)
+__global__ void __launch_bounds__(128, 4) k_mmq(const struct mm_args a, const struct moe_tiles mt, int opts)
 {
     pdl_enter();
     using Q = qtype<T>;
@@ -128,10 +130,11 @@ __global__ void __launch_bounds__(128) k_mmq(const struct mm_args a, const struc
             s.sc[r][2 * u] = o.sc[0];
             s.sc[r][2 * u + 1] = o.sc[1];
             if (Q::SUB16) {
-                s.mn[r][2 * u] = o.mn[0];
-                s.mn[r][2 * u + 1] = o.mn[1];
+                s.mnq[r][2 * u] = (int8_t)o.mn[0];
+                s.mnq[r][2 * u + 1] = (int8_t)o.mn[1];
             } else {
-                s.mn[r][u] = o.mn[0];
+                s.mnq[r][u] = (int8_t)o.mn[0];
+                s.mnq[r][8 + u] = 0;
             }
             if (Q::UPB == 1 || u == 0) {
                 s.d[r][u] = d;
@@ -156,10 +159,11 @@ __global__ void __launch_bounds__(128) k_mmq(const struct mm_args a, const struc
                     for (int h = 0; h < 16; h += 2) {
                         const int b0 = xr >= 0 ? bs[h] : 0, b1 = xr >= 0 ? bs[h + 1] : 0;
                         if (Q::SUB16) {
-                            s.bs[tok][h] = b0;
-                            s.bs[tok][h + 1] = b1;
+                            s.bsl[tok][h] = (int8_t)(b0 & 127), s.bsh[tok][h] = (int8_t)(b0 >> 7);
+                            s.bsl[tok][h + 1] = (int8_t)(b1 & 127), s.bsh[tok][h + 1] = (int8_t)(b1 >> 7);
                         } else {
-                            s.bs[tok][h / 2] = b0 + b1;
+                            s.bsl[tok][h / 2] = (int8_t)((b0 + b1) & 127), s.bsh[tok][h / 2] = (int8_t)((b0 + b1) >> 7);
+                            s.bsl[tok][8 + h / 2] = s.bsh[tok][8 + h / 2] = 0;
                         }
                     }
                 }
@@ -258,29 +262,32 @@ __global__ void __launch_bounds__(128) k_mmq(const struct mm_args a, const struc
             }
         }
         if (Q::UPB > 1) {
-            // 256-element blocks: min total and the block's term, then the next block
+            // 256-element blocks: min total and the block's term, then the next block. The min total
+            // sum_h mn[r][h] * bs[t][h] by two k16 MMAs, exact in int32 (the bsums split into
+            // 128 * high + low, both int8; the mins are 4 or 6 bits).
 #pragma unroll
             for (int i = 0; i < 2; i++)
 #pragma unroll
-                for (int e2 = 0; e2 < 2; e2++) {
-                    const int r = wr + 16 * i + g + 8 * e2;
-                    const float d = s.d[r][0], dmin = s.dmin[r][0];
+                for (int j = 0; j < 4; j++) {
+                    int cl[4] = {0, 0, 0, 0}, ch[4] = {0, 0, 0, 0};
+                    if (Q::MIN) {
+                        const int a0 = *(const int *)&s.mnq[wr + 16 * i + g][4 * t4];
+                        const int a1 = *(const int *)&s.mnq[wr + 16 * i + g + 8][4 * t4];
+                        mma_k16(cl, a0, a1, *(const int *)&s.bsl[wt + 8 * j + g][4 * t4]);
+                        mma_k16(ch, a0, a1, *(const int *)&s.bsh[wt + 8 * j + g][4 * t4]);
+                    }
 #pragma unroll
-                    for (int j = 0; j < 4; j++)
+                    for (int e2 = 0; e2 < 2; e2++) {
+                        const int r = wr + 16 * i + g + 8 * e2;
+                        const float d = s.d[r][0], dmin = s.dmin[r][0];
 #pragma unroll
                         for (int e1 = 0; e1 < 2; e1++) {
-                            const int tk = wt + 8 * j + 2 * t4 + e1;
-                            int im = 0;
-                            if (Q::MIN) {
-                                if (Q::SUB16)
-                                    for (int h = 0; h < 16; h++) im += s.mn[r][h] * s.bs[tk][h];
-                                else
-                                    for (int h = 0; h < 8; h++) im += s.mn[r][h] * s.bs[tk][h];
-                            }
-                            const int e = 2 * e2 + e1;
+                            const int tk = wt + 8 * j + 2 * t4 + e1, e = 2 * e2 + e1;
+                            const int im = Q::MIN ? ch[e] * 128 + cl[e] : 0;
                             acc[i][j][e] = __fadd_rn(acc[i][j][e], term_k<Q::MIN>(d, dmin, s.da[tk][0], iacc[i][j][e], im));
                             iacc[i][j][e] = 0;
                         }
+                    }
                 }
         }
     }
@@ -316,7 +323,9 @@ int strata_cuda_mmq_init(void)
 {
 #define CASE(T)                                                                                                 \
     CU_TRY(cudaFuncSetAttribute(k_mmq<STRATA_TYPE_##T>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
-                                (int)sizeof(struct mmq_smem)));
+                                (int)sizeof(struct mmq_smem)));                                             \
+    CU_TRY(cudaFuncSetAttribute(k_mmq<STRATA_TYPE_##T>, cudaFuncAttributePreferredSharedMemoryCarveout,     \
+                                (int)cudaSharedmemCarveoutMaxShared));
     STRATA_CUDA_QTYPES(CASE)
 #undef CASE
     return 0;
