@@ -18,7 +18,9 @@
 # Every step has a time limit and the whole stays within BUDGET_S seconds; a step that does not
 # fit is skipped and says so.
 #
-# PART=strata or PART=llama measures one engine per call (a fresh machine each: building llama.cpp
+# LLAMA_DIR=.deps/llama-cpu (bench/device/llama_cpu_prebuild.sh, here) carries llama-bench built
+# for that CPU, so both engines fit one call: carry [".deps/include", ".deps/lib", ".deps/llama-cpu"].
+# Else PART=strata or PART=llama measures one engine per call (a fresh machine each: building llama.cpp
 # takes about 4 minutes there, and llama-bench's 8,192-token prompt with its warm-up about as long,
 # so both engines do not fit one 10-minute call); the rows of the two calls are paired by hand.
 # Nothing is measured while llama.cpp builds: the first run of this script (bench/device/logs/
@@ -68,7 +70,7 @@ if [ -z "${NO_LLAMA:-}" ] && [ ! -x "$LLAMA_DIR/b/bin/llama-bench" ]; then
     ) > "$OUT/llama_build.log" 2>&1 &
     llama_build=$!
 fi
-export LD_LIBRARY_PATH=$PWD/.deps/lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$PWD/.deps/lib:$LLAMA_DIR/lib:${LD_LIBRARY_PATH:-}  # $LLAMA_DIR/lib: a prebuilt one's
 log "building strata"
 limited 240 make -j"$THREADS" EXTRA_CFLAGS="-I$PWD/.deps/include" EXTRA_LDLIBS="-L$PWD/.deps/lib" \
     build/strata build/membw build/tests/test_gemm build/tests/test_fattn > "$OUT/strata_build.log" 2>&1 ||

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Here: llama-bench for the GPU machines' host CPUs (Intel Xeon with AVX-512 VNNI/BF16 and AMX),
+# built from the oracle's bundled source (.deps/llama-src.tar.xz, deps.sh) with the same ggml CPU
+# code paths a native build there selects (-march=sapphirerapids, AVX-512 and AMX variants on),
+# into .deps/llama-cpu/b/bin with the shared libraries it needs beyond libc in .deps/llama-cpu/lib.
+# Building it there took about 4 of a call's 10 minutes, so that strata and llama.cpp did not fit
+# one call; carried prebuilt, both engines run on the same host in one call:
+#   run(command="LLAMA_DIR=.deps/llama-cpu bash bench/device/cpu_h200.sh",
+#       carry=[".deps/include", ".deps/lib", ".deps/llama-cpu"])
+# About 5 minutes on 2 cores, 15 MB.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ -f .deps/llama-src.tar.xz ] || { echo "llama_cpu_prebuild: run bench/device/deps.sh first" >&2; exit 1; }
+w=$(mktemp -d)
+trap 'rm -rf "$w"' EXIT
+mkdir -p "$w/src" && tar -xJf .deps/llama-src.tar.xz -C "$w/src"
+cmake -S "$w/src" -B "$w/b" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+    -DCMAKE_C_FLAGS=-march=sapphirerapids -DCMAKE_CXX_FLAGS=-march=sapphirerapids \
+    -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON \
+    -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=ON -DGGML_AMX_INT8=ON -DGGML_AMX_BF16=ON \
+    -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=OFF > "$w/cmake.log"
+cmake --build "$w/b" -j "$(nproc)" --target llama-bench > "$w/build.log"
+out=.deps/llama-cpu
+rm -rf "$out" && mkdir -p "$out/b/bin" "$out/lib"
+cp "$w/b/bin/llama-bench" "$out/b/bin/" && strip "$out/b/bin/llama-bench"
+ldd "$out/b/bin/llama-bench" | awk '$3 ~ /^\// && $1 !~ /^(libc|libm|libpthread|libdl|ld-linux)\./ {print $3}' |
+    while read -r so; do cp -L "$so" "$out/lib/"; done
+du -sh "$out"
