@@ -56,7 +56,9 @@ limited() {
 }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@" 2>/dev/null; }
 
-log "host: $(nproc) cpus, GPU $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), amx: $(grep -c -m1 amx_int8 /proc/cpuinfo), transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+# the lent machine may be an H100's or an H200's: their hosts differ (bandwidth, CPU)
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+log "host: $(nproc) cpus, GPU ${gpu_name:-none}, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), amx: $(grep -c -m1 amx_int8 /proc/cpuinfo), transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 
 # ---- builds: llama.cpp in the background, strata now ----------------------------------------------
 PART=${PART:-all}
@@ -160,8 +162,7 @@ sv() { json "$OUT/strata_$1.json" "round(d['stats']['$2'], 1)"; }
 lv() { json "$OUT/$1" "round([t['avg_ts'] for t in d if t['n_prompt']==$2 and t['n_gen']==$3 and t.get('n_depth',0)==$4][0], 1)"; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a+0>0 && b+0>0) printf "%.0f%%", 100*a/b; else print "-" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a+0>0 && b+0>0) printf "%.2fx", a/b; else print "-" }'; }
-# the lent machine may be an H100's or an H200's: their hosts differ (bandwidth, CPU)
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o -i -m1 'h[0-9]00' | tr 'H' 'h')
+gpu=$(echo "$gpu_name" | grep -o -i -m1 'h[0-9]00' | tr 'H' 'h')
 date_s=$(date -u +%Y-%m-%dT%H:%M) machine="${gpu:-gpu}-host-${THREADS}t"
 {
     echo "| $THREADS threads, $PRESET $TYPE | layers | strata | llama.cpp | ratio | target |"
