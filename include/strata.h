@@ -325,12 +325,17 @@ int strata_session_eval(struct strata_session *s, const int32_t *tokens, int n, 
 // Several sessions' tokens in one forward pass per n_batch tokens (continuous batching: each
 // expert a pass needs is fetched once for all). Every item as strata_session_eval; each session
 // at most once per call. Each session's results are bit-identical to evaluating it alone.
+// pick, when not NULL, receives the greedy token of each row logits would get ([n] when
+// all_logits, else [1]): the first index of the largest logit (NaN never wins; 0 when none is
+// above -inf), what greedy sampling without a penalty takes. logits may then be NULL: a GPU then
+// picks on the device and sends 4 bytes a row instead of the row.
 struct strata_batch_item {
     struct strata_session *s;
     const int32_t *tokens;
     int n;
     float *logits;
     bool all_logits;
+    int32_t *pick;
 };
 int strata_eval_batch(struct strata_engine *e, struct strata_batch_item *items, int n_items);
 

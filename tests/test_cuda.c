@@ -62,6 +62,7 @@ int main(void)
 #include "backend/cuda/cuda.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
+#include "sample/sampler.h"
 #include "strata.h"
 #include "model/rope_scaling.h"
 #include "tools/synth.h"
@@ -1154,6 +1155,47 @@ static void test_copy_rows(void)
     case_result("row copy (MLA's query rope part)", f0);
 }
 
+// The argmax op against the host's strata_argmax: ties (the first wins), NaN (never wins), -inf and
+// +inf, rows with nothing above -inf (0), and the maximum at each end of a vocabulary-sized row.
+static void test_argmax(void)
+{
+    const int f0 = g_failures;
+    const uint32_t n = 151936;
+    const int rows = 12;
+    float *x = xmalloc((size_t)rows * n * 4);
+    random_floats(x, (size_t)rows * n, 3.0f);
+    float *r;
+    r = x + 0 * (size_t)n, r[77] = r[5000] = r[n - 1] = 40.0f;            // ties: 77
+    r = x + 1 * (size_t)n, r[3] = NAN, r[9] = 50.0f, r[10] = NAN;         // NaN around the maximum: 9
+    r = x + 2 * (size_t)n;
+    for (uint32_t i = 0; i < n; i++) r[i] = i % 3 ? -INFINITY : NAN;     // nothing above -inf: 0
+    r = x + 3 * (size_t)n, r[n - 1] = INFINITY, r[n - 2] = INFINITY;      // +inf twice: n - 2
+    r = x + 4 * (size_t)n, r[0] = 60.0f;                                  // the first element
+    r = x + 5 * (size_t)n, r[n - 1] = 60.0f;                              // the last
+    r = x + 6 * (size_t)n;
+    for (uint32_t i = 0; i < n; i++) r[i] = -1.0f;                        // all equal: 0
+    r = x + 7 * (size_t)n, r[1024] = r[1023 + 32] = 45.0f;                // two threads' candidates tie: 1024
+    float *dx = dev_from(x, (size_t)rows * n * 4);
+    int32_t *dids = dev(rows * 4), ids[12];
+    poison(dids, rows * 4);
+    CHECK(strata_cuda_argmax(g_cu, dids, dx, rows, n) == 0, "argmax");
+    fetch(ids, dids, rows * 4);
+    for (int i = 0; i < rows; i++) {
+        const int32_t want = strata_argmax(x + (size_t)i * n, (int32_t)n);
+        CHECK(ids[i] == want, "argmax row %d: %d, the host's %d", i, ids[i], want);
+    }
+    CHECK(ids[0] == 77 && ids[1] == 9 && ids[2] == 0 && ids[3] == (int32_t)n - 2 && ids[4] == 0 &&
+              ids[5] == (int32_t)n - 1 && ids[6] == 0 && ids[7] == 1024,
+          "argmax: the crafted rows' answers");
+    // a short row and one row
+    CHECK(strata_cuda_argmax(g_cu, dids, dx + (size_t)n + 8, 1, 5) == 0, "argmax of 5");
+    fetch(ids, dids, 4);
+    CHECK(ids[0] == 1, "argmax of 5 elements: %d", ids[0]);
+    strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dids);
+    free(x);
+    case_result("argmax (greedy picks on the device) = strata_argmax", f0);
+}
+
 // The CPU backend's indexer steps for one sequence's tokens (strata_cpu_indexer), with the portable
 // functions in the 16-lane order of the AVX-512 builds: q, k, w rewritten, keys [n_ctx][d] stored at
 // the tokens' positions, then every token's mask row (vis_stride bytes apart, n_ctx written).
@@ -1958,6 +2000,20 @@ static void test_e2e(const struct e2e_case *cs)
         }
         if (same == 2) printf("    %s: chunks of 1, 7 and %d bit-identical\n", name, E2E_N);
         if (ok && cs->greedy) e2e_greedy(name, ec, eg, tok, 8, 24, nv);
+        if (ok) {  // greedy picks taken where the logits are (the backend's argmax; no logits sent)
+            const struct strata_session_params sp = {.n_ctx = 128, .n_batch = E2E_N};
+            struct strata_session *s = NULL;
+            int32_t pick[E2E_N];
+            for (int i = 0; i < E2E_N; i++) pick[i] = -1;
+            struct strata_batch_item it = {NULL, tok, E2E_N, NULL, true, pick};
+            int rc = strata_session_create(&s, eg, &sp);
+            it.s = s;
+            if (rc == 0) rc = strata_eval_batch(eg, &it, 1);
+            int bad = 0;
+            for (int i = 0; i < E2E_N; i++) bad += pick[i] != strata_argmax(lg + (size_t)i * nv, nv);
+            CHECK(rc == 0 && bad == 0, "%s: %d of %d picks differ from the argmax of the logits", name, bad, E2E_N);
+            strata_session_free(s);
+        }
         struct strata_stats st;
         strata_engine_stats(eg, &st);
         if (g_e2e_kind == STRATA_BACKEND_CUDA)
@@ -2482,6 +2538,7 @@ int main(int argc, char **argv)
     test_rope_ext(false);
     test_swiglu_oai_layernorm();
     test_copy_rows();
+    test_argmax();
     test_indexer();
     strata_cuda_close(g_cu);
     test_attn_opts();

@@ -18,6 +18,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "strata.h"
+#include "sample/sampler.h"
 #include "tools/synth.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -134,15 +135,15 @@ static void test_sessions(const char *model, uint64_t cache_bytes, const char *l
         strata_session_reset(s[i]);
         strata_session_set_route_cb(s[i], count_passes, &routed[i]);
     }
-    struct strata_batch_item items[2] = {{s[0], t[0], N_PROMPT, got, true},
-                                         {s[1], t[1], N_PROMPT - 5, got + per, true}};
+    struct strata_batch_item items[2] = {{s[0], t[0], N_PROMPT, got, true, NULL},
+                                         {s[1], t[1], N_PROMPT - 5, got + per, true, NULL}};
     CHECK(strata_eval_batch(e, items, 2) == 0, "%s: eval_batch: %s", label, strata_engine_errmsg(e));
-    items[1] = (struct strata_batch_item){s[1], t[1] + N_PROMPT - 5, 5, got + per + (size_t)(N_PROMPT - 5) * V, true};
+    items[1] = (struct strata_batch_item){s[1], t[1] + N_PROMPT - 5, 5, got + per + (size_t)(N_PROMPT - 5) * V, true, NULL};
     CHECK(strata_eval_batch(e, &items[1], 1) == 0, "%s: eval_batch tail", label);
     for (int k = 0; k < N_STEPS; k++) {
         struct strata_batch_item step[2] = {
-            {s[0], &t[0][N_PROMPT + k], 1, got + (size_t)(N_PROMPT + k) * V, false},
-            {s[1], &t[1][N_PROMPT + k], 1, got + per + (size_t)(N_PROMPT + k) * V, false}};
+            {s[0], &t[0][N_PROMPT + k], 1, got + (size_t)(N_PROMPT + k) * V, false, NULL},
+            {s[1], &t[1][N_PROMPT + k], 1, got + per + (size_t)(N_PROMPT + k) * V, false, NULL}};
         CHECK(strata_eval_batch(e, step, 2) == 0, "%s: eval_batch step %d", label, k);
     }
     for (int i = 0; i < 2; i++) {
@@ -152,7 +153,32 @@ static void test_sessions(const char *model, uint64_t cache_bytes, const char *l
               label, routed[i], N_PROMPT + N_STEPS);
         CHECK(strata_session_n_past(s[i]) == N_PROMPT + N_STEPS, "%s: n_past %d", label, strata_session_n_past(s[i]));
     }
-    struct strata_batch_item twice[2] = {{s[0], t[0], 1, NULL, false}, {s[0], t[0], 1, NULL, false}};
+    // picks: the argmax of each row logits would get, with the logits or without them (the rows
+    // then stay in the forward pass's scratch, several sessions' rows in one group)
+    int32_t pk[2][N_PROMPT + N_STEPS];
+    for (int i = 0; i < 2; i++) {
+        strata_session_reset(s[i]);
+        strata_session_set_route_cb(s[i], NULL, NULL);
+        for (int j = 0; j < N_PROMPT + N_STEPS; j++) pk[i][j] = -1;
+    }
+    float *last = calloc(V, sizeof(float));
+    struct strata_batch_item pitems[2] = {{s[0], t[0], N_PROMPT, NULL, true, pk[0]},
+                                          {s[1], t[1], N_PROMPT, last, false, &pk[1][N_PROMPT - 1]}};
+    CHECK(strata_eval_batch(e, pitems, 2) == 0, "%s: eval_batch with picks: %s", label, strata_engine_errmsg(e));
+    CHECK(memcmp(last, ref + per + (size_t)(N_PROMPT - 1) * V, V * sizeof(float)) == 0, "%s: logits beside a pick",
+          label);
+    for (int k = 0; k < N_STEPS; k++) {
+        struct strata_batch_item step[2] = {{s[0], &t[0][N_PROMPT + k], 1, NULL, false, &pk[0][N_PROMPT + k]},
+                                            {s[1], &t[1][N_PROMPT + k], 1, NULL, false, &pk[1][N_PROMPT + k]}};
+        CHECK(strata_eval_batch(e, step, 2) == 0, "%s: eval_batch pick step %d", label, k);
+    }
+    int bad_picks = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = i ? N_PROMPT - 1 : 0; j < N_PROMPT + N_STEPS; j++)
+            bad_picks += pk[i][j] != strata_argmax(ref + i * per + (size_t)j * V, (int32_t)V);
+    CHECK(bad_picks == 0, "%s: %d picks differ from the argmax of the logits", label, bad_picks);
+    free(last);
+    struct strata_batch_item twice[2] = {{s[0], t[0], 1, NULL, false, NULL}, {s[0], t[0], 1, NULL, false, NULL}};
     quiet(true);
     CHECK(strata_eval_batch(e, twice, 2) == STRATA_EARG, "%s: a session twice in one batch", label);
     quiet(false);
@@ -210,6 +236,29 @@ static void test_generate(const char *model)
     CHECK(strata_generate(s, prompt, (int)n_prompt, &gp, &full) == 0, "generate: %s", strata_engine_errmsg(e));
     CHECK(full.n_generated == 40 && full.stop == STRATA_STOP_LENGTH, "40 tokens, stop %d", (int)full.stop);
     CHECK(c.len == full.text_len && memcmp(c.text, full.text, c.len) == 0, "callback text = result text");
+    // greedy generation takes the forward pass's picks: the tokens a loop of logits and the
+    // sampler gives
+    {
+        struct strata_session *m = NULL;
+        struct strata_sampler *smp = NULL;
+        CHECK(strata_session_create(&m, e, NULL) == 0 && strata_sampler_create(&smp, e, &gp.sampling) == 0,
+              "session, sampler");
+        struct strata_model_info info;
+        strata_engine_info(e, &info);
+        float *lg = malloc(info.n_vocab * sizeof(float));
+        int32_t hist[64 + 40];
+        memcpy(hist, prompt, n_prompt * sizeof *hist);
+        int same = m && smp && lg && strata_session_eval(m, prompt, (int)n_prompt, lg, false) == 0;
+        for (int k = 0; same && k < 40; k++) {
+            hist[n_prompt + k] = strata_sample(smp, lg, hist, n_prompt + k);
+            same = hist[n_prompt + k] == full.tokens[k] &&
+                   (k == 39 || strata_session_eval(m, &hist[n_prompt + k], 1, lg, false) == 0);
+        }
+        CHECK(same, "greedy generation = the logits' loop");
+        free(lg);
+        strata_sampler_free(smp);
+        strata_session_free(m);
+    }
     // where the host threads' time went: one prompt pass, 39 decode passes (the first token comes
     // from the prompt's logits), each with its time in runs within the pass and the work within
     // the threads' time in runs

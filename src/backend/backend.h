@@ -354,6 +354,11 @@ struct strata_backend_i {
     int (*mul_sigmoid)(void *ctx, float *y, size_t y_stride, const float *g, size_t g_stride, bool g_per_row,
                        int n_rows, uint32_t n);
     int (*moe_combine)(void *ctx, const struct strata_moe_combine_op *op);
+    // ids[r] = the first index of the largest of x[r][0..n) (NaN never wins; 0 when none is above
+    // -inf), as sample/sampler.h's strata_argmax, for n_rows rows: a greedy token picked where the
+    // logits are. Required where host_memory is false (the forward pass runs strata_argmax on host
+    // memory itself).
+    int (*argmax)(void *ctx, int32_t *ids, const float *x, int n_rows, uint32_t n);
     // ---- the ops deepseek2 / deepseek32 / glm-dsa / gpt-oss add (docs/architectures.md); a
     // backend may leave them NULL until it runs those architectures (the CPU ops behind them:
     // backend/cpu/ops_ext.h, rope_ext.h, attn.h) ----

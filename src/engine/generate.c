@@ -120,6 +120,14 @@ static int check_params(const struct strata_generate_params *p, int n_prompt)
     return 0;
 }
 
+// Evaluate n tokens for the choice of the next one: the logits, or where the sampler takes the
+// plain argmax (greedy, no penalty) only that (*pick; a GPU then picks on the device).
+static int eval_next(struct strata_session *s, const int32_t *tokens, int n, float *logits, int32_t *pick)
+{
+    struct strata_batch_item it = {s, tokens, n, pick ? NULL : logits, false, pick};
+    return strata_eval_batch(s->e, &it, 1);
+}
+
 static bool cancelled(const struct strata_generate_params *p)
 {
     return p->cancel && atomic_load(p->cancel);
@@ -127,7 +135,7 @@ static bool cancelled(const struct strata_generate_params *p)
 
 // The loop after the prompt: sample, detokenize, stop checks, evaluate the token.
 static int decode(struct strata_session *s, const struct strata_generate_params *p, struct strata_sampler *smp,
-                  float *logits, int32_t *hist, int n_prompt, int n_predict, struct text_out *t,
+                  float *logits, int32_t pick, int32_t *hist, int n_prompt, int n_predict, struct text_out *t,
                   struct strata_generate_result *r)
 {
     struct strata_engine *e = s->e;
@@ -141,7 +149,7 @@ static int decode(struct strata_session *s, const struct strata_generate_params 
             r->stop = STRATA_STOP_CANCEL;
             break;
         }
-        const int32_t id = strata_sampler_sample(smp, logits, hist, (size_t)(n_prompt + n_gen));
+        const int32_t id = pick >= 0 ? pick : strata_sampler_sample(smp, logits, hist, (size_t)(n_prompt + n_gen));
         if (id < 0) return id;
         hist[n_prompt + n_gen++] = id;
         if (!p->ignore_eos && strata_tokenizer_is_eog(e->tok, id)) {
@@ -167,7 +175,9 @@ static int decode(struct strata_session *s, const struct strata_generate_params 
             break;
         }
         if (n_gen == n_predict) break;
-        if ((rc = strata_session_eval(s, &id, 1, logits, false))) return rc;
+        const bool argmax = strata_sampler_is_argmax(smp, (size_t)(n_prompt + n_gen));
+        pick = -1;
+        if ((rc = eval_next(s, &id, 1, logits, argmax ? &pick : NULL))) return rc;
     }
     r->n_generated = n_gen;
     if (r->stop == STRATA_STOP_STRING) return 0;
@@ -193,18 +203,19 @@ int strata_generate(struct strata_session *s, const int32_t *prompt, int n_promp
     float *logits = malloc((size_t)V * sizeof *logits);
     int32_t *hist = malloc(((size_t)n_prompt + (size_t)p->n_predict + 1) * sizeof *hist);
     rc = logits && hist ? strata_sampler_init(&smp, sampler_params(&p->sampling), (int32_t)V) : STRATA_ENOMEM;
+    int32_t pick = -1;
     if (rc == 0) {
         memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
         r->n_prompt = n_prompt;
         const double t0 = strata_now();
-        rc = strata_session_eval(s, prompt, n_prompt, logits, false);
+        rc = eval_next(s, prompt, n_prompt, logits, strata_sampler_is_argmax(&smp, (size_t)n_prompt) ? &pick : NULL);
         r->t_prompt = strata_now() - t0;
     }
     if (rc == 0) {
         int n_predict = p->n_predict;
         if (s->n_past + n_predict > s->n_ctx) n_predict = s->n_ctx - s->n_past;
         const double t1 = strata_now();
-        rc = decode(s, p, &smp, logits, hist, n_prompt, n_predict, &t, r);
+        rc = decode(s, p, &smp, logits, pick, hist, n_prompt, n_predict, &t, r);
         r->t_decode = strata_now() - t1;
     }
     if (rc == 0 && !t.s) rc = text_append(&t, "", 0);

@@ -174,10 +174,16 @@ static int run_passes(struct strata_engine *e, struct item_state *st, int n_item
             if (chunk > e->n_batch - n_tok) chunk = e->n_batch - n_tok;
             const bool last = st[i].done + chunk == it->n;
             float *logits = NULL;
-            if (it->logits && it->all_logits) logits = it->logits + (size_t)st[i].done * V;
-            else if (it->logits && last) logits = it->logits;
-            seqs[n_seq] = (struct strata_fwd_seq){it->tokens + st[i].done, chunk, s->n_past, &s->state, logits,
-                                                  it->all_logits, s->route_cb, s->route_user};
+            int32_t *pick = NULL;
+            if (it->all_logits) {
+                if (it->logits) logits = it->logits + (size_t)st[i].done * V;
+                if (it->pick) pick = it->pick + st[i].done;
+            } else if (last) {
+                logits = it->logits, pick = it->pick;
+            }
+            seqs[n_seq] = (struct strata_fwd_seq){.tokens = it->tokens + st[i].done, .n_tok = chunk, .pos0 = s->n_past,
+                                                  .state = &s->state, .logits = logits, .all_logits = it->all_logits,
+                                                  .pick = pick, .on_route = s->route_cb, .route_user = s->route_user};
             seq_item[n_seq++] = i;
             n_tok += chunk;
         }
@@ -222,7 +228,7 @@ int strata_session_eval(struct strata_session *s, const int32_t *tokens, int n, 
     if (n <= 0) return 0;
     int rc = check_tokens(s, tokens, n);
     if (rc) return strata_engine_fail(s->e, rc);
-    struct strata_batch_item item = {s, tokens, n, logits, all_logits};
+    struct strata_batch_item item = {s, tokens, n, logits, all_logits, NULL};
     struct item_state st = {&item, 0};
     struct strata_fwd_seq seq;
     int seq_item;

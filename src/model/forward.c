@@ -19,6 +19,7 @@
 #include "model/model_impl.h"
 #include "model/route.h"
 #include "model/routing.h"
+#include "sample/sampler.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -60,7 +61,9 @@ struct strata_forward {
     float *route_scratch;         // host [ROUTE_PARTS][2X] (model/routing.c), a part of the tokens each
     int route_vl;                 // lanes of the ggml build routing follows: a softmax over 16 or
                                   // more experts sums them in groups of it (the AVX-512 builds: 16)
-    float *logits;                // [LOGIT_ROWS][V]
+    float *logits;                // [LOGIT_ROWS][V]; on a host-memory backend made at the first
+                                  //   pass that wants picks without logits (logits_own)
+    int32_t *picks;               // [LOGIT_ROWS] the argmax op's output (not on host memory)
     int32_t *ids, *pos;           // [B]
     int32_t *tok_of, *route_of;   // [B*K]
     float *weight;                // [B*K]
@@ -68,6 +71,8 @@ struct strata_forward {
     int n_bufs;
     // host
     float *logits_host;           // [B][X] router logits, then probabilities
+    float *logits_own;            // host-memory backends: the logits scratch (malloc'd)
+    int32_t *picks_host;          // [LOGIT_ROWS]
     int32_t *sel;                 // [B][K]
     float *selw;                  // [B][K]
     struct strata_route_groups g; // count/first [X], tok_of/route_of [B*K], used [X]
@@ -357,7 +362,10 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->route_scratch = host_zalloc(ROUTE_PARTS * 2 * X * fl, &rc);
     f->route_vl = 16;
     const size_t lrows = B < LOGIT_ROWS ? B : LOGIT_ROWS;
+    STRATA_ASSERT(f->bi->host_memory || f->bi->argmax);
     if (!f->bi->host_memory) f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
+    if (!f->bi->host_memory) f->picks = scratch(f, lrows * sizeof(int32_t), "picks", &rc);
+    f->picks_host = host_zalloc(lrows * sizeof(int32_t), &rc);
     f->ids = scratch(f, B * sizeof(int32_t), "token ids", &rc);
     f->pos = scratch(f, B * sizeof(int32_t), "positions", &rc);
     f->tok_of = scratch(f, B * K * sizeof(int32_t), "routes", &rc);
@@ -419,7 +427,7 @@ void strata_forward_free(struct strata_forward *f)
     }
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     if (f->visible) f->bi->release(f->bc, f->visible);
-    void *host[] = {f->route_scratch, f->logits_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
+    void *host[] = {f->route_scratch, f->logits_host, f->logits_own, f->picks_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->order_scratch, f->ready, f->split_idx, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
                     f->tables_built, (void *)f->tab_host, f->c_gate, f->c_up, f->c_down, f->c_sum,
                     f->c_w, f->c_pack, f->c_state, f->c_where, f->c_hit, f->c_copy, f->c_cpu, f->c_views,
@@ -1389,11 +1397,49 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     return 0;
 }
 
-// The final norm and the output head for the rows that want logits: straight into the caller's
-// arrays when the backend's memory is the host's, every sequence's rows in one product call (one
-// op each, on the same matrix: the backend reads it once for all of them, which is most of a
-// decode step's head when several sessions decode together); else LOGIT_ROWS at a time through
-// the logits scratch and a download.
+// The final norm and the output head for the rows that want logits or picks. On a host-memory
+// backend, the rows that want logits go straight into the caller's arrays, every sequence's rows in
+// one product call (one op each, on the same matrix: the backend reads it once for all of them,
+// which is most of a decode step's head when several sessions decode together), and their picks
+// are taken from there. Every other row goes through the logits scratch, LOGIT_ROWS at a time of
+// any sequences together (head_rows): a download for the rows that want logits, and for those that
+// want only the pick, the backend's argmax and a download of 4 bytes a row (a GPU's decode step
+// then does not wait for 600 KB of logits to cross PCIe into pageable memory).
+struct head_seg {
+    int s, r0, nr;              // rows r0 .. r0 + nr of sequence s (indices in its logits array)
+};
+
+static int head_group(struct strata_forward *f, const struct strata_fwd_seq *seqs, const struct head_seg *seg,
+                      int n_seg, int nr)
+{
+    const uint32_t V = f->m->hp.n_vocab;
+    const struct strata_mat *w[1] = {&f->m->output};
+    int rc;
+    TRY(project(f, w, &f->logits, 1, f->h, nr));
+    bool picks = false;
+    for (int i = 0; i < n_seg; i++) picks |= seqs[seg[i].s].pick != NULL;
+    if (picks && !f->bi->host_memory) TRY(f->bi->argmax(f->bc, f->picks, f->logits, nr, V));
+    int row = 0;
+    for (int i = 0; i < n_seg; i++) {
+        const struct strata_fwd_seq *sq = &seqs[seg[i].s];
+        if (sq->logits)
+            TRY(f->bi->download(f->bc, sq->logits + (size_t)seg[i].r0 * V, f->logits + (size_t)row * V,
+                                (size_t)seg[i].nr * V * sizeof(float)));
+        row += seg[i].nr;
+    }
+    if (!picks) return 0;
+    if (f->bi->host_memory)
+        for (int r = 0; r < nr; r++) f->picks_host[r] = strata_argmax(f->logits + (size_t)r * V, (int32_t)V);
+    else TRY(f->bi->download(f->bc, f->picks_host, f->picks, (size_t)nr * sizeof(int32_t)));
+    row = 0;
+    for (int i = 0; i < n_seg; i++) {
+        const struct strata_fwd_seq *sq = &seqs[seg[i].s];
+        if (sq->pick) memcpy(sq->pick + seg[i].r0, f->picks_host + row, (size_t)seg[i].nr * sizeof(int32_t));
+        row += seg[i].nr;
+    }
+    return 0;
+}
+
 static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq)
 {
     const struct strata_model *m = f->m;
@@ -1401,10 +1447,12 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
     const uint32_t E = hp->n_embd, V = hp->n_vocab;
     const int group = f->max_tok < LOGIT_ROWS ? f->max_tok : LOGIT_ROWS;
     int rc;
+    bool scratch_rows = false;
     if (f->bi->host_memory) {
         int no = 0, row = 0;
         for (int s = 0; s < n_seq; s++) {
             const struct strata_fwd_seq *sq = &seqs[s];
+            scratch_rows |= !sq->logits && sq->pick;
             if (!sq->logits) continue;
             const int first = sq->all_logits ? 0 : sq->n_tok - 1, nr = sq->n_tok - first;
             TRY(f->bi->rmsnorm(f->bc, f->h + (size_t)row * E, E, f->x + (size_t)(f->seqs[s].tok0 + first) * E, E,
@@ -1417,22 +1465,42 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
                 no = row = 0;
             }
         }
-        return no ? f->bi->mm(f->bc, f->ops, no) : 0;
-    }
-    for (int s = 0; s < n_seq; s++) {
-        const struct strata_fwd_seq *sq = &seqs[s];
-        if (!sq->logits) continue;
-        const int tok0 = f->seqs[s].tok0;
-        const int first = sq->all_logits ? 0 : sq->n_tok - 1;
-        for (int r0 = first; r0 < sq->n_tok; r0 += group) {
-            const int nr = sq->n_tok - r0 < group ? sq->n_tok - r0 : group;
-            TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x + (size_t)(tok0 + r0) * E, E, m->output_norm, nr, E, hp->rms_eps));
-            const struct strata_mat *w[1] = {&m->output};
-            TRY(project(f, w, &f->logits, 1, f->h, nr));
-            TRY(f->bi->download(f->bc, sq->logits + (size_t)(r0 - first) * V, f->logits, (size_t)nr * V * sizeof(float)));
+        if (no) TRY(f->bi->mm(f->bc, f->ops, no));
+        for (int s = 0; s < n_seq; s++) {
+            const struct strata_fwd_seq *sq = &seqs[s];
+            if (!sq->logits || !sq->pick) continue;
+            const int nr = sq->all_logits ? sq->n_tok : 1;
+            for (int r = 0; r < nr; r++) sq->pick[r] = strata_argmax(sq->logits + (size_t)r * V, (int32_t)V);
+        }
+        if (!scratch_rows) return 0;
+        if (!f->logits) {
+            f->logits_own = malloc((size_t)group * V * sizeof(float));
+            if (!f->logits_own) {
+                strata_log_error("forward: no memory for the logits scratch (%d rows of %u)", group, V);
+                return STRATA_ENOMEM;
+            }
+            f->logits = f->logits_own;
         }
     }
-    return 0;
+    struct head_seg seg[LOGIT_ROWS];
+    int n_seg = 0, nr = 0;
+    for (int s = 0; s < n_seq; s++) {
+        const struct strata_fwd_seq *sq = &seqs[s];
+        if (f->bi->host_memory ? sq->logits || !sq->pick : !sq->logits && !sq->pick) continue;
+        const int first = sq->all_logits ? 0 : sq->n_tok - 1;
+        for (int r = first; r < sq->n_tok;) {
+            const int take = sq->n_tok - r < group - nr ? sq->n_tok - r : group - nr;
+            TRY(f->bi->rmsnorm(f->bc, f->h + (size_t)nr * E, E, f->x + (size_t)(f->seqs[s].tok0 + r) * E, E,
+                               m->output_norm, take, E, hp->rms_eps));
+            seg[n_seg++] = (struct head_seg){s, r - first, take};
+            nr += take, r += take;
+            if (nr == group) {
+                TRY(head_group(f, seqs, seg, n_seg, nr));
+                n_seg = nr = 0;
+            }
+        }
+    }
+    return nr ? head_group(f, seqs, seg, n_seg, nr) : 0;
 }
 
 // ---- the pass -----------------------------------------------------------------------------------

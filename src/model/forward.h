@@ -65,6 +65,8 @@ struct strata_fwd_seq {
     struct strata_seq_state *state;
     float *logits;              // host: [n_tok][n_vocab] when all_logits, else [n_vocab] for the
     bool all_logits;            //   last token; NULL: none
+    int32_t *pick;              // host: the argmax (strata_argmax) of each of those rows, [n_tok] or
+                                //   [1]; NULL: none. With logits NULL the rows stay in the backend.
     strata_route_fn on_route;   // or NULL
     void *route_user;
 };

@@ -283,6 +283,16 @@ static int32_t argmax_row(const float *logits, int32_t n)
         if (logits[i] == best_l) return i;
 }
 
+int32_t strata_argmax(const float *x, int32_t n)
+{
+    return n > 0 ? argmax_row(x, n) : 0;
+}
+
+bool strata_sampler_is_argmax(const struct strata_sampler *s, size_t n_history)
+{
+    return s->params.temperature <= 0.0f && !penalty_active(&s->params, n_history);
+}
+
 static int check_call(const struct strata_sampler *s, const float *logits, const int32_t *history,
                       size_t n_history)
 {

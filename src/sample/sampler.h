@@ -9,6 +9,7 @@
 #ifndef STRATA_SAMPLE_SAMPLER_H
 #define STRATA_SAMPLE_SAMPLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,14 @@ void strata_sampler_seed(struct strata_sampler *s, uint64_t seed);
 // it may be NULL when n_history is 0. Returns the token id, or a negative STRATA_E* code.
 int32_t strata_sampler_sample(struct strata_sampler *s, const float *logits, const int32_t *history,
                               size_t n_history);
+
+// The first index of the largest of x[0..n) (NaN never wins; 0 when none is above -inf): the
+// token greedy sampling picks from a row. A backend's argmax op gives the same index.
+int32_t strata_argmax(const float *x, int32_t n);
+
+// Whether sampling with n_history tokens of history is the plain argmax of the logits (greedy
+// without a repetition penalty): the caller may then ask the forward pass for the pick alone.
+bool strata_sampler_is_argmax(const struct strata_sampler *s, size_t n_history);
 
 // Runs the chain up to the draw and exposes the surviving candidates with their probabilities,
 // for tests and for reporting log-probabilities. Sets *out to s's scratch (borrowed until the

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sample/sampler.h"
 #include "server/server.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -30,6 +31,7 @@ struct slot {
     struct strata_sampler *smp; // the job's sampler
     struct strata_detok dt;
     float *logits;             // [n_vocab] of the last evaluated token
+    int32_t pick;              // its argmax, where the job samples greedily without logprobs
     uint64_t last_used;
 };
 
@@ -267,12 +269,18 @@ static void step(struct srv_sched *s)
         struct srv_job *j = sl->job;
         if (!j) continue;
         struct strata_batch_item *it = &s->items[n];
-        *it = (struct strata_batch_item){sl->sess, &sl->next, 1, sl->logits, false};
+        *it = (struct strata_batch_item){sl->sess, &sl->next, 1, sl->logits, false, NULL};
         if (sl->n_prompt_done < j->n_prompt) {
             int left = j->n_prompt - sl->n_prompt_done;
             it->tokens = j->prompt + sl->n_prompt_done;
             it->n = left < budget ? left : budget > 1 ? budget : 1;
             budget -= it->n;
+        }
+        // greedy without a penalty or logprobs: the token is the logits' argmax, which the forward
+        // pass picks where the logits are (a GPU sends 4 bytes instead of the row)
+        if (j->top_logprobs < 0 && strata_sampler_is_argmax(sl->smp, (size_t)(sl->n_toks + it->n))) {
+            it->logits = NULL;
+            it->pick = &sl->pick;
         }
         s->item_slot[n++] = i;
     }
@@ -301,7 +309,7 @@ static void step(struct srv_sched *s)
             sl->n_prompt_done += it->n;
             if (sl->n_prompt_done < sl->job->n_prompt) continue;
         }
-        int32_t id = strata_sample(sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
+        int32_t id = it->pick ? sl->pick : strata_sample(sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
         if (id < 0) {
             slot_finish(s, sl, SRV_FINISH_ERROR, "sampling failed");
             continue;

@@ -794,6 +794,13 @@ static int cuda_be_moe_combine(void *vctx, const struct strata_moe_combine_op *o
                                           op->k, op->n);
 }
 
+static int cuda_be_argmax(void *vctx, int32_t *ids, const float *x, int n_rows, uint32_t n)
+{
+    struct cuda_ctx *c = vctx;
+    pre_clobber(c, ids, (size_t)n_rows * sizeof *ids);
+    return strata_cuda_argmax(c->cu, ids, x, n_rows, n);
+}
+
 static int cuda_be_route(void *vctx, const struct strata_route_params *p, const float *logits, int n_tok, int32_t *ids,
                          float *weights)
 {
@@ -956,6 +963,7 @@ static const struct strata_backend_i g_cuda_iface = {
     .add = cuda_be_add,
     .mul_sigmoid = cuda_be_mul_sigmoid,
     .moe_combine = cuda_be_moe_combine,
+    .argmax = cuda_be_argmax,
     .copy = cuda_be_copy,
     .layernorm = cuda_be_layernorm,
     .swiglu_oai = cuda_be_swiglu_oai,

@@ -403,6 +403,9 @@ int strata_cuda_copy_rows(struct strata_cuda *cu, float *y, size_t y_stride, con
 // moe_combine; all device pointers).
 int strata_cuda_moe_combine_routed(struct strata_cuda *cu, float *x, const float *rows, const int32_t *route_of,
                                    const float *weight, const float *shared, int n_tok, int K, uint32_t n);
+// ids[r] = the first index of the largest of x[r][0..n) (NaN never wins; 0 when none is above
+// -inf) for n_rows rows: backend.h's argmax.
+int strata_cuda_argmax(struct strata_cuda *cu, int32_t *ids, const float *x, int n_rows, uint32_t n);
 
 // Page-locked host memory (NULL when the driver refuses), for asynchronous uploads.
 void *strata_cuda_host_alloc(size_t bytes);
