@@ -134,6 +134,31 @@ void strata_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float 
     for (uint32_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
+void strata_rmsnorm_rows(float *y, size_t y_stride, const float *x, size_t x_stride, const float *w, int n_rows,
+                         uint32_t n, float eps)
+{
+    int r = 0;
+    for (; r + 4 <= n_rows; r += 4) {
+        const float *x0 = x + (size_t)r * x_stride, *x1 = x0 + x_stride, *x2 = x1 + x_stride, *x3 = x2 + x_stride;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (uint32_t i = 0; i < n; i++) {
+            s0 += (double)(x0[i] * x0[i]);
+            s1 += (double)(x1[i] * x1[i]);
+            s2 += (double)(x2[i] * x2[i]);
+            s3 += (double)(x3[i] * x3[i]);
+        }
+        const double sum[4] = {s0, s1, s2, s3};
+        for (int k = 0; k < 4; k++) {
+            const float *xr = x + (size_t)(r + k) * x_stride;
+            float *yr = y + (size_t)(r + k) * y_stride;
+            const float mean = (float)(sum[k] / n);
+            const float scale = 1.0f / sqrtf(mean + eps);
+            for (uint32_t i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
+        }
+    }
+    for (; r < n_rows; r++) strata_rmsnorm(y + (size_t)r * y_stride, x + (size_t)r * x_stride, w, n, eps);
+}
+
 void strata_rope_cache(float *cs, uint32_t n_rot, int pos, float freq_base)
 {
     const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);

@@ -39,11 +39,21 @@ void strata_act_quantize(const struct strata_kernels *k, uint32_t wtype, const f
 
 // y = x / sqrt(mean(x^2) + eps) * w, as ggml (sum of squares in double).
 void strata_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps);
+// strata_rmsnorm of n_rows rows (strided), four at a time with their sums' chains interleaved (a
+// decode step's per-head norms: 36 chains of 128 dependent double adds); each row's bits as alone.
+void strata_rmsnorm_rows(float *y, size_t y_stride, const float *x, size_t x_stride, const float *w, int n_rows,
+                         uint32_t n, float eps);
 // NeoX RoPE of one head in two steps: the [n_rot/2][cos, sin] table of a position (the angle
 // pos * base^(-2i/n_rot) accumulated in float the way ggml builds its cache), then the rotation
 // of pairs (i, i + n_rot/2), i < n_rot/2.
 void strata_rope_cache(float *cs, uint32_t n_rot, int pos, float freq_base);
 void strata_rope_apply(float *x, const float *cs, uint32_t n_rot);
+// rows_avx2.c: the same bits as the scalar loops, 8 elements at a time (CPUs with AVX2 and FMA):
+// acc = w * d; acc = acc + w * d; x += acc (+ sh when not NULL); strata_rope_apply.
+void strata_scale_row_avx2(float *acc, const float *d, float w, uint32_t n);
+void strata_axpy_row_avx2(float *acc, const float *d, float w, uint32_t n);
+void strata_add_rows2_avx2(float *x, const float *acc, const float *sh, uint32_t n);
+void strata_rope_apply_avx2(float *x, const float *cs, uint32_t n_rot);
 static inline float strata_silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 
 #endif
