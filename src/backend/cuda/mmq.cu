@@ -103,6 +103,26 @@ __global__ void __launch_bounds__(128, 4) k_mmq(const struct mm_args a, const st
 
     for (int step = 0; step < n_steps; step++) {
         __syncthreads();  // the previous step's reads are done (and the row lists are written)
+        // activations first, 64 token rows x 256 bytes by asynchronous copies: in flight while the
+        // weights below are loaded and decoded (two memory round trips a step overlapped, not
+        // one after the other)
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int piece = tid + 128 * k, tok = piece >> 4, part = piece & 15;
+            const int xr = s.xrow[tok], kofs = step * KS + part * 16;
+            if (xr >= 0 && kofs < (int)a.n_in) cp_async16(&s.b[tok][part * 16], a.x.qs + (size_t)xr * a.n_in + kofs);
+            else *(int4 *)&s.b[tok][part * 16] = make_int4(0, 0, 0, 0);
+        }
+        cp_async_commit();
+        // the next step's weight bytes into L2 (no registers, no wait): two threads a row, 128-byte
+        // lines, so that next step's decoding loads wait on L2, not on HBM
+        if (step + 1 < n_steps && row0 + (tid >> 1) < (int)a.n_out) {
+            const size_t step_bytes = (size_t)(8 / Q::UPB) * Q::TS;
+            const uint8_t *row = W + (size_t)(row0 + (tid >> 1)) * a.row_bytes;
+            const uintptr_t beg = (uintptr_t)(row + (step + 1) * step_bytes);
+            const uintptr_t end = (uintptr_t)row + min((size_t)(step + 2) * step_bytes, (size_t)a.row_bytes);
+            for (uintptr_t p = (beg & ~(uintptr_t)127) + 128 * (tid & 1); p < end; p += 256) prefetch_l2((const void *)p);
+        }
         // weights: 64 rows x 8 units, 4 per thread
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -141,15 +161,6 @@ __global__ void __launch_bounds__(128, 4) k_mmq(const struct mm_args a, const st
                 s.dmin[r][u] = dmin;
             }
         }
-        // activations: 64 token rows x 256 bytes
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const int piece = tid + 128 * k, tok = piece >> 4, part = piece & 15;
-            const int xr = s.xrow[tok], kofs = step * KS + part * 16;
-            int4 v = make_int4(0, 0, 0, 0);
-            if (xr >= 0 && kofs < (int)a.n_in) v = __ldg((const int4 *)(a.x.qs + (size_t)xr * a.n_in + kofs));
-            *(int4 *)&s.b[tok][part * 16] = v;
-        }
         if (tid < BN) {
             const int tok = tid, xr = s.xrow[tok];
             if (Q::VDT == STRATA_TYPE_Q8_K) {
@@ -176,6 +187,7 @@ __global__ void __launch_bounds__(128, 4) k_mmq(const struct mm_args a, const st
                 }
             }
         }
+        cp_async_wait_all();
         __syncthreads();
 
         const int units = min(8, n_units - step * 8);
