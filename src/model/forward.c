@@ -61,8 +61,8 @@ struct strata_forward {
     float *route_scratch;         // host [ROUTE_PARTS][2X] (model/routing.c), a part of the tokens each
     int route_vl;                 // lanes of the ggml build routing follows: a softmax over 16 or
                                   // more experts sums them in groups of it (the AVX-512 builds: 16)
-    float *logits;                // [LOGIT_ROWS][V]; on a host-memory backend made at the first
-                                  //   pass that wants picks without logits (logits_own)
+    float *logits;                // [LOGIT_ROWS][V] (host-memory backends: the rows that want
+                                  //   picks without logits; made at create, so a memory bound counts it)
     int32_t *picks;               // [LOGIT_ROWS] the argmax op's output (not on host memory)
     int32_t *ids, *pos;           // [B]
     int32_t *tok_of, *route_of;   // [B*K]
@@ -71,7 +71,6 @@ struct strata_forward {
     int n_bufs;
     // host
     float *logits_host;           // [B][X] router logits, then probabilities
-    float *logits_own;            // host-memory backends: the logits scratch (malloc'd)
     int32_t *picks_host;          // [LOGIT_ROWS]
     int32_t *sel;                 // [B][K]
     float *selw;                  // [B][K]
@@ -363,7 +362,7 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->route_vl = 16;
     const size_t lrows = B < LOGIT_ROWS ? B : LOGIT_ROWS;
     STRATA_ASSERT(f->bi->host_memory || f->bi->argmax);
-    if (!f->bi->host_memory) f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
+    f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
     if (!f->bi->host_memory) f->picks = scratch(f, lrows * sizeof(int32_t), "picks", &rc);
     f->picks_host = host_zalloc(lrows * sizeof(int32_t), &rc);
     f->ids = scratch(f, B * sizeof(int32_t), "token ids", &rc);
@@ -427,7 +426,7 @@ void strata_forward_free(struct strata_forward *f)
     }
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     if (f->visible) f->bi->release(f->bc, f->visible);
-    void *host[] = {f->route_scratch, f->logits_host, f->logits_own, f->picks_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
+    void *host[] = {f->route_scratch, f->logits_host, f->picks_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->order_scratch, f->ready, f->split_idx, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
                     f->tables_built, (void *)f->tab_host, f->c_gate, f->c_up, f->c_down, f->c_sum,
                     f->c_w, f->c_pack, f->c_state, f->c_where, f->c_hit, f->c_copy, f->c_cpu, f->c_views,
@@ -1402,7 +1401,7 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
 // one product call (one op each, on the same matrix: the backend reads it once for all of them,
 // which is most of a decode step's head when several sessions decode together), and their picks
 // are taken from there. Every other row goes through the logits scratch, LOGIT_ROWS at a time of
-// any sequences together (head_rows): a download for the rows that want logits, and for those that
+// any sequences together (head_group): a download for the rows that want logits, and for those that
 // want only the pick, the backend's argmax and a download of 4 bytes a row (a GPU's decode step
 // then does not wait for 600 KB of logits to cross PCIe into pageable memory).
 struct head_seg {
@@ -1473,14 +1472,6 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
             for (int r = 0; r < nr; r++) sq->pick[r] = strata_argmax(sq->logits + (size_t)r * V, (int32_t)V);
         }
         if (!scratch_rows) return 0;
-        if (!f->logits) {
-            f->logits_own = malloc((size_t)group * V * sizeof(float));
-            if (!f->logits_own) {
-                strata_log_error("forward: no memory for the logits scratch (%d rows of %u)", group, V);
-                return STRATA_ENOMEM;
-            }
-            f->logits = f->logits_own;
-        }
     }
     struct head_seg seg[LOGIT_ROWS];
     int n_seg = 0, nr = 0;
