@@ -1853,14 +1853,6 @@ static int e2e_eval(struct strata_engine *e, const int32_t *tok, int n, int chun
     return rc;
 }
 
-static int argmax(const float *x, int n)
-{
-    int m = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[m]) m = i;
-    return m;
-}
-
 // Largest |a - b| of a row.
 static double max_abs_diff(const float *a, const float *b, int n)
 {
@@ -1897,7 +1889,7 @@ static void e2e_judge(const char *name, const float *g, const float *c, int np, 
     rel_err(g, c, np, nv, &within, &wide, 0.5);
     for (int p = 0; p < np; p++) {
         const float *a = g + (size_t)p * nv, *b = c + (size_t)p * nv;
-        const int am = argmax(a, nv), bm = argmax(b, nv);
+        const int am = strata_argmax(a, nv), bm = strata_argmax(b, nv);
         if (am != bm) {
             if (quantized && b[bm] - b[am] <= 2 * max_abs_diff(a, b, nv)) ties++;
             else mism++;
@@ -1922,7 +1914,7 @@ static void e2e_greedy(const char *name, struct strata_engine *ec, struct strata
     if (rc == 0) rc = strata_session_eval(sg, prompt, n_prompt, lg, false);
     int k = 0;
     for (; rc == 0 && k < steps; k++) {
-        const int32_t tc = argmax(lc, nv), tg = argmax(lg, nv);
+        const int32_t tc = strata_argmax(lc, nv), tg = strata_argmax(lg, nv);
         if (tc != tg) {
             const bool tie = lc[tc] - lc[tg] <= 2 * max_abs_diff(lc, lg, nv);
             printf("    %s greedy: step %d: cpu %d, cuda %d (%s)\n", name, k, tc, tg, tie ? "near tie" : "MISMATCH");

@@ -120,11 +120,15 @@ static int check_params(const struct strata_generate_params *p, int n_prompt)
     return 0;
 }
 
-// Evaluate n tokens for the choice of the next one: the logits, or where the sampler takes the
-// plain argmax (greedy, no penalty) only that (*pick; a GPU then picks on the device).
-static int eval_next(struct strata_session *s, const int32_t *tokens, int n, float *logits, int32_t *pick)
+// Evaluate n tokens for the choice of the next one, which the sampler makes with n_history tokens
+// of history: the logits, or where it takes the plain argmax (greedy, no penalty) only that, in
+// *pick (a GPU then picks on the device); else *pick is -1.
+static int eval_next(struct strata_session *s, const int32_t *tokens, int n, const struct strata_sampler *smp,
+                     size_t n_history, float *logits, int32_t *pick)
 {
-    struct strata_batch_item it = {s, tokens, n, pick ? NULL : logits, false, pick};
+    const bool argmax = strata_sampler_is_argmax(smp, n_history);
+    *pick = -1;
+    struct strata_batch_item it = {s, tokens, n, argmax ? NULL : logits, false, argmax ? pick : NULL};
     return strata_eval_batch(s->e, &it, 1);
 }
 
@@ -175,9 +179,7 @@ static int decode(struct strata_session *s, const struct strata_generate_params 
             break;
         }
         if (n_gen == n_predict) break;
-        const bool argmax = strata_sampler_is_argmax(smp, (size_t)(n_prompt + n_gen));
-        pick = -1;
-        if ((rc = eval_next(s, &id, 1, logits, argmax ? &pick : NULL))) return rc;
+        if ((rc = eval_next(s, &id, 1, smp, (size_t)(n_prompt + n_gen), logits, &pick))) return rc;
     }
     r->n_generated = n_gen;
     if (r->stop == STRATA_STOP_STRING) return 0;
@@ -208,7 +210,7 @@ int strata_generate(struct strata_session *s, const int32_t *prompt, int n_promp
         memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
         r->n_prompt = n_prompt;
         const double t0 = strata_now();
-        rc = eval_next(s, prompt, n_prompt, logits, strata_sampler_is_argmax(&smp, (size_t)n_prompt) ? &pick : NULL);
+        rc = eval_next(s, prompt, n_prompt, &smp, (size_t)n_prompt, logits, &pick);
         r->t_prompt = strata_now() - t0;
     }
     if (rc == 0) {

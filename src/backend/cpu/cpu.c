@@ -353,6 +353,8 @@ static void rope_rows(const struct rows_job *j, int t0, int t1, int ith)
 {
     (void)ith;
     const struct strata_rope_op *op = j->op;
+    void (*apply)(float *, const float *, uint32_t) =
+        j->c->k->isa >= STRATA_ISA_AVX2 ? strata_rope_apply_avx2 : strata_rope_apply;
     float cs[2048];
     for (int t = t0; t < t1; t++) {
         if (op->ext) {
@@ -362,8 +364,6 @@ static void rope_rows(const struct rows_job *j, int t0, int t1, int ith)
         } else {
             strata_rope_cache(cs, op->n_rot, op->pos[t], op->freq_base);
             if (op->sections) rope_sections_mask(op->sections, op->n_rot, cs);
-            void (*apply)(float *, const float *, uint32_t) =
-                j->c->k->isa >= STRATA_ISA_AVX2 ? strata_rope_apply_avx2 : strata_rope_apply;
             for (uint32_t h = 0; h < op->n_head; h++)
                 apply(op->x + (size_t)t * op->tok_stride + (size_t)h * op->head_stride, cs, op->n_rot);
         }
