@@ -280,6 +280,53 @@ static void check_large_vocab(const float *logits, int V, const char *what)
     free(ref);
 }
 
+// Top-k without a penalty reads the row itself and skips blocks that cannot enter (sampler.c's
+// top_k_row): the same ids in the same order as sorting every token, on rows made to break a
+// block skip (ascending rows enter every block; NaN, infinities, both zeros and ties at the
+// cut, inside and across the 64-logit blocks) and k around the block size.
+static void test_top_k_rows(void)
+{
+    enum { V = 5000 };
+    static float row[V];
+    static struct ref ref[V];
+    const int ks[] = {1, 2, 40, 63, 64, 65, 1000, V - 1};
+    int bad = 0, cases = 0;
+    for (int shape = 0; shape < 7; shape++) {
+        uint64_t x = 7 + (uint64_t)shape;
+        for (int i = 0; i < V; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            const int r = (int)((x >> 33) % 16);
+            switch (shape) {
+            case 0: row[i] = (float)i * 0.01f; break;            // ascending: every block enters
+            case 1: row[i] = (float)(V - i) * 0.01f; break;      // descending: none does
+            case 2: row[i] = 1.5f; break;                        // one tie everywhere
+            case 3: row[i] = NAN; break;                         // nothing: the first k ids
+            case 4: row[i] = r == 0 ? NAN : r == 1 ? INFINITY : r == 2 ? -INFINITY : r == 3 ? -0.0f
+                           : r == 4 ? 0.0f : (float)r; break;    // every special value, few levels
+            case 5: row[i] = i < 100 ? NAN : (float)(i % 7); break;  // NaN first, then ties across blocks
+            default: row[i] = r < 14 ? -INFINITY : (float)(r - 14); break;  // mostly -inf
+            }
+        }
+        for (int i = 0; i < V; i++) ref[i] = (struct ref){isnan(row[i]) ? -INFINITY : row[i], i};
+        qsort(ref, V, sizeof *ref, ref_cmp);
+        for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+            struct strata_sampler s;
+            struct strata_sampler_params p = plain(1.0f);
+            p.top_k = ks[k];
+            init_ok(&s, p, V);
+            const struct strata_sampler_candidate *c;
+            const int n = strata_sampler_filter(&s, row, NULL, 0, &c);
+            cases++;
+            int wrong = n != ks[k];
+            for (int i = 0; !wrong && i < n; i++) wrong = c[i].id != ref[i].id;
+            if (wrong) CHECK(0, "row shape %d, top-k %d: kept %d, or ranks differ from a full sort", shape, ks[k], n);
+            bad += wrong;
+            strata_sampler_clear(&s);
+        }
+    }
+    CHECK(bad == 0, "top-k from the row: %d of %d cases differ from a full sort", bad, cases);
+}
+
 static void test_large_vocab(void)
 {
     enum { V = 151936 };
@@ -302,12 +349,15 @@ static void test_large_vocab(void)
         const char *name;
         int top_k;
         float top_p;
-    } chains[2] = {{"default (top-k 40)", 40, 0.95f}, {"top-k off, top-p 0.95", 0, 0.95f}};
-    for (int k = 0; k < 2; k++) {
+        float repeat_penalty;
+    } chains[3] = {{"default (top-k 40)", 40, 0.95f, 1.0f},
+                   {"top-k 40, penalty 1.1", 40, 0.95f, 1.1f},
+                   {"top-k off, top-p 0.95", 0, 0.95f, 1.1f}};
+    for (int k = 0; k < 3; k++) {
         p = strata_sampler_default_params();
         p.top_k = chains[k].top_k;
         p.top_p = chains[k].top_p;
-        p.repeat_penalty = 1.1f;
+        p.repeat_penalty = chains[k].repeat_penalty;
         init_ok(&s, p, V);
         int32_t hist[64];
         for (int i = 0; i < 64; i++) hist[i] = i * 997;
@@ -452,6 +502,7 @@ int main(void)
     test_determinism();
     test_distribution();
     test_top_k();
+    test_top_k_rows();
     test_top_p_min_p_small();
     test_penalty();
     test_large_vocab();
