@@ -329,6 +329,15 @@ int strata_session_eval(struct strata_session *s, const int32_t *tokens, int n, 
 // all_logits, else [1]): the first index of the largest logit (NaN never wins; 0 when none is
 // above -inf), what greedy sampling without a penalty takes. logits may then be NULL: a GPU then
 // picks on the device and sends 4 bytes a row instead of the row.
+// top, when not NULL, receives the top_k (1 .. STRATA_TOP_K_MAX, at most n_vocab) best tokens of
+// each of those rows ([n][top_k] or [top_k]): logit descending, ties by the lower id, NaN as -inf;
+// what sampling with top-k and no penalty starts from (strata_sample_top_k). logits may then be
+// NULL too: a GPU selects them on the device and sends 8 bytes a candidate instead of the row.
+struct strata_token_logit {
+    int32_t id;
+    float logit;
+};
+#define STRATA_TOP_K_MAX 256
 struct strata_batch_item {
     struct strata_session *s;
     const int32_t *tokens;
@@ -336,6 +345,8 @@ struct strata_batch_item {
     float *logits;
     bool all_logits;
     int32_t *pick;
+    int top_k;
+    struct strata_token_logit *top;
 };
 int strata_eval_batch(struct strata_engine *e, struct strata_batch_item *items, int n_items);
 
@@ -361,6 +372,12 @@ void strata_sampler_free(struct strata_sampler *smp);
 // One token from logits [n_vocab] given the history (prompt and generated so far). The id, or a
 // negative code.
 int32_t strata_sample(struct strata_sampler *smp, const float *logits, const int32_t *history, size_t n_history);
+// k > 0 when strata_sample's draw with n_history tokens of history depends only on the row's k
+// best (sampling with top-k and no repetition penalty): an evaluation may then ask for those
+// (strata_batch_item.top, top_k = k) instead of the logits, and strata_sample_top draws the same
+// token from them with the same random state. 0 otherwise.
+int strata_sample_top_k(const struct strata_sampler *smp, size_t n_history);
+int32_t strata_sample_top(struct strata_sampler *smp, const struct strata_token_logit *top, int k, size_t n_history);
 
 enum strata_stop_reason { STRATA_STOP_LENGTH, STRATA_STOP_EOG, STRATA_STOP_STRING, STRATA_STOP_CALLBACK,
                           STRATA_STOP_CANCEL };

@@ -1997,13 +1997,26 @@ static void test_e2e(const struct e2e_case *cs)
             struct strata_session *s = NULL;
             int32_t pick[E2E_N];
             for (int i = 0; i < E2E_N; i++) pick[i] = -1;
-            struct strata_batch_item it = {NULL, tok, E2E_N, NULL, true, pick};
+            struct strata_batch_item it = {NULL, tok, E2E_N, NULL, true, pick, 0, NULL};
             int rc = strata_session_create(&s, eg, &sp);
             it.s = s;
             if (rc == 0) rc = strata_eval_batch(eg, &it, 1);
             int bad = 0;
             for (int i = 0; i < E2E_N; i++) bad += pick[i] != strata_argmax(lg + (size_t)i * nv, nv);
             CHECK(rc == 0 && bad == 0, "%s: %d of %d picks differ from the argmax of the logits", name, bad, E2E_N);
+            // a sampler's candidates the same way (the backend's topk, or its rows to the host)
+            enum { TK = 40 };
+            static struct strata_token_logit top[E2E_N * TK], want[TK];
+            if (rc == 0) rc = strata_session_reset(s);
+            it = (struct strata_batch_item){s, tok, E2E_N, NULL, true, NULL, TK, top};
+            if (rc == 0) rc = strata_eval_batch(eg, &it, 1);
+            bad = 0;
+            for (int i = 0; rc == 0 && i < E2E_N; i++) {
+                strata_top_k(lg + (size_t)i * nv, nv, TK, want);
+                bad += memcmp(top + (size_t)i * TK, want, sizeof want) != 0;
+            }
+            CHECK(rc == 0 && bad == 0, "%s: %d of %d rows' best %d differ from strata_top_k of the logits", name, bad,
+                  E2E_N, TK);
             strata_session_free(s);
         }
         struct strata_stats st;

@@ -17,8 +17,8 @@
 #include "check.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "strata.h"
 #include "sample/sampler.h"
+#include "strata.h"
 #include "tools/synth.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -135,15 +135,15 @@ static void test_sessions(const char *model, uint64_t cache_bytes, const char *l
         strata_session_reset(s[i]);
         strata_session_set_route_cb(s[i], count_passes, &routed[i]);
     }
-    struct strata_batch_item items[2] = {{s[0], t[0], N_PROMPT, got, true, NULL},
-                                         {s[1], t[1], N_PROMPT - 5, got + per, true, NULL}};
+    struct strata_batch_item items[2] = {{s[0], t[0], N_PROMPT, got, true, NULL, 0, NULL},
+                                         {s[1], t[1], N_PROMPT - 5, got + per, true, NULL, 0, NULL}};
     CHECK(strata_eval_batch(e, items, 2) == 0, "%s: eval_batch: %s", label, strata_engine_errmsg(e));
-    items[1] = (struct strata_batch_item){s[1], t[1] + N_PROMPT - 5, 5, got + per + (size_t)(N_PROMPT - 5) * V, true, NULL};
+    items[1] = (struct strata_batch_item){s[1], t[1] + N_PROMPT - 5, 5, got + per + (size_t)(N_PROMPT - 5) * V, true, NULL, 0, NULL};
     CHECK(strata_eval_batch(e, &items[1], 1) == 0, "%s: eval_batch tail", label);
     for (int k = 0; k < N_STEPS; k++) {
         struct strata_batch_item step[2] = {
-            {s[0], &t[0][N_PROMPT + k], 1, got + (size_t)(N_PROMPT + k) * V, false, NULL},
-            {s[1], &t[1][N_PROMPT + k], 1, got + per + (size_t)(N_PROMPT + k) * V, false, NULL}};
+            {s[0], &t[0][N_PROMPT + k], 1, got + (size_t)(N_PROMPT + k) * V, false, NULL, 0, NULL},
+            {s[1], &t[1][N_PROMPT + k], 1, got + per + (size_t)(N_PROMPT + k) * V, false, NULL, 0, NULL}};
         CHECK(strata_eval_batch(e, step, 2) == 0, "%s: eval_batch step %d", label, k);
     }
     for (int i = 0; i < 2; i++) {
@@ -162,14 +162,14 @@ static void test_sessions(const char *model, uint64_t cache_bytes, const char *l
         for (int j = 0; j < N_PROMPT + N_STEPS; j++) pk[i][j] = -1;
     }
     float *last = calloc(V, sizeof(float));
-    struct strata_batch_item pitems[2] = {{s[0], t[0], N_PROMPT, NULL, true, pk[0]},
-                                          {s[1], t[1], N_PROMPT, last, false, &pk[1][N_PROMPT - 1]}};
+    struct strata_batch_item pitems[2] = {{s[0], t[0], N_PROMPT, NULL, true, pk[0], 0, NULL},
+                                          {s[1], t[1], N_PROMPT, last, false, &pk[1][N_PROMPT - 1], 0, NULL}};
     CHECK(strata_eval_batch(e, pitems, 2) == 0, "%s: eval_batch with picks: %s", label, strata_engine_errmsg(e));
     CHECK(memcmp(last, ref + per + (size_t)(N_PROMPT - 1) * V, V * sizeof(float)) == 0, "%s: logits beside a pick",
           label);
     for (int k = 0; k < N_STEPS; k++) {
-        struct strata_batch_item step[2] = {{s[0], &t[0][N_PROMPT + k], 1, NULL, false, &pk[0][N_PROMPT + k]},
-                                            {s[1], &t[1][N_PROMPT + k], 1, NULL, false, &pk[1][N_PROMPT + k]}};
+        struct strata_batch_item step[2] = {{s[0], &t[0][N_PROMPT + k], 1, NULL, false, &pk[0][N_PROMPT + k], 0, NULL},
+                                            {s[1], &t[1][N_PROMPT + k], 1, NULL, false, &pk[1][N_PROMPT + k], 0, NULL}};
         CHECK(strata_eval_batch(e, step, 2) == 0, "%s: eval_batch pick step %d", label, k);
     }
     int bad_picks = 0;
@@ -177,8 +177,46 @@ static void test_sessions(const char *model, uint64_t cache_bytes, const char *l
         for (int j = i ? N_PROMPT - 1 : 0; j < N_PROMPT + N_STEPS; j++)
             bad_picks += pk[i][j] != strata_argmax(ref + i * per + (size_t)j * V, (int32_t)V);
     CHECK(bad_picks == 0, "%s: %d picks differ from the argmax of the logits", label, bad_picks);
+    // the best k of each row (a sampler's candidates): every row of session 0 without logits and
+    // session 1's last row beside its logits and a pick, then steps where the two ask for different
+    // k in one group; each = strata_top_k of the reference row
+    enum { K0 = 40, K1 = STRATA_TOP_K_MAX };
+    struct strata_token_logit *tp0 = calloc((size_t)(N_PROMPT + N_STEPS) * K0, sizeof *tp0);
+    struct strata_token_logit *tp1 = calloc(K1, sizeof *tp1), *want = calloc(K1, sizeof *want);
+    for (int i = 0; i < 2; i++) strata_session_reset(s[i]);
+    int32_t pick1 = -1;
+    struct strata_batch_item titems[2] = {{s[0], t[0], N_PROMPT, NULL, true, NULL, K0, tp0},
+                                          {s[1], t[1], N_PROMPT, last, false, &pick1, 7, tp1}};
+    CHECK(strata_eval_batch(e, titems, 2) == 0, "%s: eval_batch with top: %s", label, strata_engine_errmsg(e));
+    const float *row1 = ref + per + (size_t)(N_PROMPT - 1) * V;
+    strata_top_k(row1, (int32_t)V, 7, want);
+    CHECK(memcmp(tp1, want, 7 * sizeof *want) == 0 && memcmp(last, row1, V * sizeof(float)) == 0 &&
+              pick1 == strata_argmax(row1, (int32_t)V),
+          "%s: top 7, logits and pick of one row together", label);
+    int bad_top = 0;
+    for (int k = 0; k < N_STEPS; k++) {
+        struct strata_batch_item step[2] = {{s[0], &t[0][N_PROMPT + k], 1, NULL, false, NULL, K0, tp0 + (size_t)(N_PROMPT + k) * K0},
+                                            {s[1], &t[1][N_PROMPT + k], 1, NULL, false, NULL, K1, tp1}};
+        CHECK(strata_eval_batch(e, step, 2) == 0, "%s: eval_batch top step %d", label, k);
+        strata_top_k(ref + per + (size_t)(N_PROMPT + k) * V, (int32_t)V, K1, want);
+        bad_top += memcmp(tp1, want, K1 * sizeof *want) != 0;
+    }
+    for (int j = 0; j < N_PROMPT + N_STEPS; j++) {
+        strata_top_k(ref + (size_t)j * V, (int32_t)V, K0, want);
+        bad_top += memcmp(tp0 + (size_t)j * K0, want, K0 * sizeof *want) != 0;
+    }
+    CHECK(bad_top == 0, "%s: %d rows' best differ from strata_top_k of the logits", label, bad_top);
+    struct strata_batch_item bad = {s[0], t[0], 1, NULL, false, NULL, STRATA_TOP_K_MAX + 1, tp1};
+    quiet(true);
+    CHECK(strata_eval_batch(e, &bad, 1) == STRATA_EARG, "%s: top_k past STRATA_TOP_K_MAX", label);
+    bad.top_k = 0;
+    CHECK(strata_eval_batch(e, &bad, 1) == STRATA_EARG, "%s: top_k 0 with top", label);
+    quiet(false);
+    free(tp0);
+    free(tp1);
+    free(want);
     free(last);
-    struct strata_batch_item twice[2] = {{s[0], t[0], 1, NULL, false, NULL}, {s[0], t[0], 1, NULL, false, NULL}};
+    struct strata_batch_item twice[2] = {{s[0], t[0], 1, NULL, false, NULL, 0, NULL}, {s[0], t[0], 1, NULL, false, NULL, 0, NULL}};
     quiet(true);
     CHECK(strata_eval_batch(e, twice, 2) == STRATA_EARG, "%s: a session twice in one batch", label);
     quiet(false);
@@ -211,6 +249,32 @@ static int collect_cb(void *user, int32_t tok, const char *text, size_t len)
 }
 
 // Stop strings, the callback's text, cancellation and errors.
+
+// Whether want[0..n) are the tokens a loop of strata_session_eval's logits and strata_sample
+// gives after the prompt with these sampling params.
+static bool generation_is_loop(struct strata_engine *e, const int32_t *prompt, int n_prompt,
+                               const struct strata_sampling *sp, const int32_t *want, int n)
+{
+    struct strata_session *m = NULL;
+    struct strata_sampler *smp = NULL;
+    struct strata_model_info info;
+    strata_engine_info(e, &info);
+    float *lg = malloc(info.n_vocab * sizeof(float));
+    int32_t *hist = malloc((size_t)(n_prompt + n) * sizeof *hist);
+    bool same = lg && hist && strata_session_create(&m, e, NULL) == 0 && strata_sampler_create(&smp, e, sp) == 0 &&
+                strata_session_eval(m, prompt, n_prompt, lg, false) == 0 && n > 0;
+    if (same) memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
+    for (int k = 0; same && k < n; k++) {
+        hist[n_prompt + k] = strata_sample(smp, lg, hist, (size_t)(n_prompt + k));
+        same = hist[n_prompt + k] == want[k] && (k == n - 1 || strata_session_eval(m, &hist[n_prompt + k], 1, lg, false) == 0);
+    }
+    free(lg);
+    free(hist);
+    strata_sampler_free(smp);
+    strata_session_free(m);
+    return same;
+}
+
 static void test_generate(const char *model)
 {
     const int before = g_failures;
@@ -236,28 +300,26 @@ static void test_generate(const char *model)
     CHECK(strata_generate(s, prompt, (int)n_prompt, &gp, &full) == 0, "generate: %s", strata_engine_errmsg(e));
     CHECK(full.n_generated == 40 && full.stop == STRATA_STOP_LENGTH, "40 tokens, stop %d", (int)full.stop);
     CHECK(c.len == full.text_len && memcmp(c.text, full.text, c.len) == 0, "callback text = result text");
-    // greedy generation takes the forward pass's picks: the tokens a loop of logits and the
-    // sampler gives
+    // greedy generation takes the forward pass's picks, sampled generation with top-k its
+    // candidates: the tokens a loop of logits and the sampler gives
+    CHECK(generation_is_loop(e, prompt, (int)n_prompt, &gp.sampling, full.tokens, 40), "greedy generation = the logits' loop");
     {
-        struct strata_session *m = NULL;
-        struct strata_sampler *smp = NULL;
-        CHECK(strata_session_create(&m, e, NULL) == 0 && strata_sampler_create(&smp, e, &gp.sampling) == 0,
-              "session, sampler");
-        struct strata_model_info info;
-        strata_engine_info(e, &info);
-        float *lg = malloc(info.n_vocab * sizeof(float));
-        int32_t hist[64 + 40];
-        memcpy(hist, prompt, n_prompt * sizeof *hist);
-        int same = m && smp && lg && strata_session_eval(m, prompt, (int)n_prompt, lg, false) == 0;
-        for (int k = 0; same && k < 40; k++) {
-            hist[n_prompt + k] = strata_sample(smp, lg, hist, n_prompt + k);
-            same = hist[n_prompt + k] == full.tokens[k] &&
-                   (k == 39 || strata_session_eval(m, &hist[n_prompt + k], 1, lg, false) == 0);
-        }
-        CHECK(same, "greedy generation = the logits' loop");
-        free(lg);
-        strata_sampler_free(smp);
-        strata_session_free(m);
+        struct strata_generate_params sp = {.n_predict = 40, .sampling = strata_sampling_default(), .ignore_eos = true};
+        sp.sampling.seed = 3;
+        struct strata_session *g = NULL;
+        struct strata_generate_result sr;
+        CHECK(strata_session_create(&g, e, NULL) == 0 && strata_generate(g, prompt, (int)n_prompt, &sp, &sr) == 0,
+              "sampled generate: %s", strata_engine_errmsg(e));
+        CHECK(generation_is_loop(e, prompt, (int)n_prompt, &sp.sampling, sr.tokens, sr.n_generated),
+              "sampled generation (top-k from the forward pass) = the logits' loop");
+        sp.sampling.repeat_penalty = 1.1f;  // a penalty: the logits, not the candidates
+        strata_session_reset(g);
+        strata_generate_result_free(&sr);
+        CHECK(strata_generate(g, prompt, (int)n_prompt, &sp, &sr) == 0 &&
+                  generation_is_loop(e, prompt, (int)n_prompt, &sp.sampling, sr.tokens, sr.n_generated),
+              "sampled generation with a penalty = the logits' loop");
+        strata_generate_result_free(&sr);
+        strata_session_free(g);
     }
     // where the host threads' time went: one prompt pass, 39 decode passes (the first token comes
     // from the prompt's logits), each with its time in runs within the pass and the work within

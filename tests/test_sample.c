@@ -327,6 +327,68 @@ static void test_top_k_rows(void)
     CHECK(bad == 0, "top-k from the row: %d of %d cases differ from a full sort", bad, cases);
 }
 
+static void silent(enum strata_log_level level, const char *line, void *user)
+{
+    (void)level, (void)line, (void)user;
+}
+
+// strata_sampler_sample_top from the row's best (what a forward pass hands over instead of the
+// row) draws what strata_sampler_sample draws from the row: the same tokens over a sequence of
+// draws (so the same random state), for chains with top-p and min-p; a wrong k or order refused.
+static void test_sample_top(void)
+{
+    enum { V = 3000 };
+    static float row[V];
+    uint64_t x = 5;
+    int differ = 0, draws = 0;
+    const struct {
+        int top_k;
+        float top_p, min_p, temp;
+    } chains[] = {{40, 0.95f, 0.05f, 0.8f}, {5, 1.0f, 0.0f, 1.5f}, {256, 0.5f, 0.0f, 0.7f}, {1, 1.0f, 0.0f, 1.0f}};
+    for (size_t c = 0; c < sizeof chains / sizeof chains[0]; c++) {
+        struct strata_sampler a, b;
+        struct strata_sampler_params p = strata_sampler_default_params();
+        p.top_k = chains[c].top_k, p.top_p = chains[c].top_p, p.min_p = chains[c].min_p;
+        p.temperature = chains[c].temp, p.seed = 11 + c;
+        init_ok(&a, p, V);
+        init_ok(&b, p, V);
+        CHECK(strata_sampler_top_k(&a, 0) == p.top_k, "chain %zu: takes the row's best %d", c, p.top_k);
+        struct strata_token_logit top[256];
+        for (int d = 0; d < 200; d++) {
+            for (int i = 0; i < V; i++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                row[i] = (float)((x >> 33) % 500) / 50.0f;  // ties
+            }
+            strata_top_k(row, V, p.top_k, top);
+            differ += strata_sampler_sample(&a, row, NULL, 0) != strata_sampler_sample_top(&b, top, p.top_k, 0);
+            draws++;
+        }
+        if (c == 0) {
+            strata_log_set_sink(silent, NULL);
+            CHECK(strata_sampler_sample_top(&b, top, p.top_k - 1, 0) == STRATA_EARG, "a wrong k is refused");
+            const struct strata_token_logit t0 = top[0];
+            top[0] = top[1], top[1] = t0;
+            CHECK(strata_sampler_sample_top(&b, top, p.top_k, 0) == STRATA_EARG, "candidates out of order refused");
+            strata_log_set_sink(NULL, NULL);
+        }
+        strata_sampler_clear(&a);
+        strata_sampler_clear(&b);
+    }
+    CHECK(differ == 0, "sampling from the row's best: %d of %d draws differ from sampling the row", differ, draws);
+    struct strata_sampler s;
+    struct strata_sampler_params p = strata_sampler_default_params();
+    p.repeat_penalty = 1.1f;
+    init_ok(&s, p, V);
+    CHECK(strata_sampler_top_k(&s, 0) == 40 && strata_sampler_top_k(&s, 3) == 0,
+          "a penalty with history needs the row");
+    strata_sampler_clear(&s);
+    p = strata_sampler_default_params();
+    p.top_k = 0;
+    init_ok(&s, p, V);
+    CHECK(strata_sampler_top_k(&s, 0) == 0, "top-k off needs the row");
+    strata_sampler_clear(&s);
+}
+
 static void test_large_vocab(void)
 {
     enum { V = 151936 };
@@ -503,6 +565,7 @@ int main(void)
     test_distribution();
     test_top_k();
     test_top_k_rows();
+    test_sample_top();
     test_top_p_min_p_small();
     test_penalty();
     test_large_vocab();

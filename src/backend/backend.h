@@ -359,6 +359,11 @@ struct strata_backend_i {
     // logits are. Required where host_memory is false (the forward pass runs strata_argmax on host
     // memory itself).
     int (*argmax)(void *ctx, int32_t *ids, const float *x, int n_rows, uint32_t n);
+    // out[r][0..k) = the k best of x[r][0..n) (1 <= k <= min(n, STRATA_TOP_K_MAX)) as
+    // sample/sampler.h's strata_top_k gives them (logit descending, ties by the lower index, NaN as
+    // -inf), for n_rows rows: what sampling with top-k draws from, selected where the logits are.
+    // Optional: without it (and on host memory) the forward pass selects on the host.
+    int (*topk)(void *ctx, struct strata_token_logit *out, const float *x, int n_rows, uint32_t n, int k);
     // ---- the ops deepseek2 / deepseek32 / glm-dsa / gpt-oss add (docs/architectures.md); a
     // backend may leave them NULL until it runs those architectures (the CPU ops behind them:
     // backend/cpu/ops_ext.h, rope_ext.h, attn.h) ----

@@ -47,6 +47,16 @@ int32_t strata_sample(struct strata_sampler *smp, const float *logits, const int
     return strata_sampler_sample(smp, logits, history, n_history);
 }
 
+int strata_sample_top_k(const struct strata_sampler *smp, size_t n_history)
+{
+    return strata_sampler_top_k(smp, n_history);
+}
+
+int32_t strata_sample_top(struct strata_sampler *smp, const struct strata_token_logit *top, int k, size_t n_history)
+{
+    return strata_sampler_sample_top(smp, top, k, n_history);
+}
+
 // ---- generation -----------------------------------------------------------------------------------
 
 // The generated text and how much of it the callback has seen.
@@ -120,16 +130,35 @@ static int check_params(const struct strata_generate_params *p, int n_prompt)
     return 0;
 }
 
+// What an evaluation leaves for the choice of the next token: where the sampler takes the plain
+// argmax (greedy, no penalty) the pick; where it starts from the row's k best (top-k, no
+// penalty) those; else the logits. A GPU then picks or selects on the device.
+struct choice {
+    float *logits;  // [n_vocab]
+    int32_t pick;   // >= 0: the pick
+    int top_k;      // > 0: top[0..top_k) the row's best
+    struct strata_token_logit top[STRATA_TOP_K_MAX];
+};
+
 // Evaluate n tokens for the choice of the next one, which the sampler makes with n_history tokens
-// of history: the logits, or where it takes the plain argmax (greedy, no penalty) only that, in
-// *pick (a GPU then picks on the device); else *pick is -1.
+// of history.
 static int eval_next(struct strata_session *s, const int32_t *tokens, int n, const struct strata_sampler *smp,
-                     size_t n_history, float *logits, int32_t *pick)
+                     size_t n_history, struct choice *c)
 {
     const bool argmax = strata_sampler_is_argmax(smp, n_history);
-    *pick = -1;
-    struct strata_batch_item it = {s, tokens, n, argmax ? NULL : logits, false, argmax ? pick : NULL};
+    const int k = argmax ? 0 : strata_sampler_top_k(smp, n_history);
+    c->pick = -1;
+    c->top_k = k <= STRATA_TOP_K_MAX ? k : 0;
+    struct strata_batch_item it = {s,      tokens, n, argmax || c->top_k ? NULL : c->logits, false, argmax ? &c->pick : NULL,
+                                   c->top_k, c->top_k ? c->top : NULL};
     return strata_eval_batch(s->e, &it, 1);
+}
+
+static int32_t choose(struct strata_sampler *smp, const struct choice *c, const int32_t *hist, size_t n_history)
+{
+    if (c->pick >= 0) return c->pick;
+    if (c->top_k) return strata_sampler_sample_top(smp, c->top, c->top_k, n_history);
+    return strata_sampler_sample(smp, c->logits, hist, n_history);
 }
 
 static bool cancelled(const struct strata_generate_params *p)
@@ -139,7 +168,7 @@ static bool cancelled(const struct strata_generate_params *p)
 
 // The loop after the prompt: sample, detokenize, stop checks, evaluate the token.
 static int decode(struct strata_session *s, const struct strata_generate_params *p, struct strata_sampler *smp,
-                  float *logits, int32_t pick, int32_t *hist, int n_prompt, int n_predict, struct text_out *t,
+                  struct choice *c, int32_t *hist, int n_prompt, int n_predict, struct text_out *t,
                   struct strata_generate_result *r)
 {
     struct strata_engine *e = s->e;
@@ -153,7 +182,7 @@ static int decode(struct strata_session *s, const struct strata_generate_params 
             r->stop = STRATA_STOP_CANCEL;
             break;
         }
-        const int32_t id = pick >= 0 ? pick : strata_sampler_sample(smp, logits, hist, (size_t)(n_prompt + n_gen));
+        const int32_t id = choose(smp, c, hist, (size_t)(n_prompt + n_gen));
         if (id < 0) return id;
         hist[n_prompt + n_gen++] = id;
         if (!p->ignore_eos && strata_tokenizer_is_eog(e->tok, id)) {
@@ -179,7 +208,7 @@ static int decode(struct strata_session *s, const struct strata_generate_params 
             break;
         }
         if (n_gen == n_predict) break;
-        if ((rc = eval_next(s, &id, 1, smp, (size_t)(n_prompt + n_gen), logits, &pick))) return rc;
+        if ((rc = eval_next(s, &id, 1, smp, (size_t)(n_prompt + n_gen), c))) return rc;
     }
     r->n_generated = n_gen;
     if (r->stop == STRATA_STOP_STRING) return 0;
@@ -202,22 +231,23 @@ int strata_generate(struct strata_session *s, const int32_t *prompt, int n_promp
     const uint32_t V = strata_model_hparams(e->m)->n_vocab;
     struct strata_sampler smp = {0};
     struct text_out t = {.stop = p->stop, .n_stop = p->n_stop};
+    struct choice *c = malloc(sizeof *c);
     float *logits = malloc((size_t)V * sizeof *logits);
     int32_t *hist = malloc(((size_t)n_prompt + (size_t)p->n_predict + 1) * sizeof *hist);
-    rc = logits && hist ? strata_sampler_init(&smp, sampler_params(&p->sampling), (int32_t)V) : STRATA_ENOMEM;
-    int32_t pick = -1;
+    rc = c && logits && hist ? strata_sampler_init(&smp, sampler_params(&p->sampling), (int32_t)V) : STRATA_ENOMEM;
     if (rc == 0) {
+        c->logits = logits;
         memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
         r->n_prompt = n_prompt;
         const double t0 = strata_now();
-        rc = eval_next(s, prompt, n_prompt, &smp, (size_t)n_prompt, logits, &pick);
+        rc = eval_next(s, prompt, n_prompt, &smp, (size_t)n_prompt, c);
         r->t_prompt = strata_now() - t0;
     }
     if (rc == 0) {
         int n_predict = p->n_predict;
         if (s->n_past + n_predict > s->n_ctx) n_predict = s->n_ctx - s->n_past;
         const double t1 = strata_now();
-        rc = decode(s, p, &smp, logits, pick, hist, n_prompt, n_predict, &t, r);
+        rc = decode(s, p, &smp, c, hist, n_prompt, n_predict, &t, r);
         r->t_decode = strata_now() - t1;
     }
     if (rc == 0 && !t.s) rc = text_append(&t, "", 0);
@@ -229,6 +259,7 @@ int strata_generate(struct strata_session *s, const int32_t *prompt, int n_promp
         else memcpy(r->tokens, hist + n_prompt, (size_t)r->n_generated * sizeof *r->tokens);
     }
     strata_sampler_clear(&smp);
+    free(c);
     free(logits);
     free(hist);
     if (rc) {

@@ -175,15 +175,18 @@ static int run_passes(struct strata_engine *e, struct item_state *st, int n_item
             const bool last = st[i].done + chunk == it->n;
             float *logits = NULL;
             int32_t *pick = NULL;
+            struct strata_token_logit *top = NULL;
             if (it->all_logits) {
                 if (it->logits) logits = it->logits + (size_t)st[i].done * V;
                 if (it->pick) pick = it->pick + st[i].done;
+                if (it->top) top = it->top + (size_t)st[i].done * (size_t)it->top_k;
             } else if (last) {
-                logits = it->logits, pick = it->pick;
+                logits = it->logits, pick = it->pick, top = it->top;
             }
             seqs[n_seq] = (struct strata_fwd_seq){.tokens = it->tokens + st[i].done, .n_tok = chunk, .pos0 = s->n_past,
                                                   .state = &s->state, .logits = logits, .all_logits = it->all_logits,
-                                                  .pick = pick, .on_route = s->route_cb, .route_user = s->route_user};
+                                                  .pick = pick, .top_k = top ? it->top_k : 0, .top = top,
+                                                  .on_route = s->route_cb, .route_user = s->route_user};
             seq_item[n_seq++] = i;
             n_tok += chunk;
         }
@@ -228,7 +231,7 @@ int strata_session_eval(struct strata_session *s, const int32_t *tokens, int n, 
     if (n <= 0) return 0;
     int rc = check_tokens(s, tokens, n);
     if (rc) return strata_engine_fail(s->e, rc);
-    struct strata_batch_item item = {s, tokens, n, logits, all_logits, NULL};
+    struct strata_batch_item item = {s, tokens, n, logits, all_logits, NULL, 0, NULL};
     struct item_state st = {&item, 0};
     struct strata_fwd_seq seq;
     int seq_item;
@@ -251,6 +254,12 @@ int strata_eval_batch(struct strata_engine *e, struct strata_batch_item *items, 
                 strata_log_error("eval_batch: items %d and %d are the same session", j, i);
                 return strata_engine_fail(e, STRATA_EARG);
             }
+        if (items[i].top && (items[i].top_k < 1 || items[i].top_k > STRATA_TOP_K_MAX ||
+                             (uint32_t)items[i].top_k > strata_model_hparams(e->m)->n_vocab)) {
+            strata_log_error("eval_batch: item %d asks for the %d best of each row (1 .. %d, at most the vocabulary)", i,
+                             items[i].top_k, STRATA_TOP_K_MAX);
+            return strata_engine_fail(e, STRATA_EARG);
+        }
         int rc = check_tokens(items[i].s, items[i].tokens, items[i].n);
         if (rc) return strata_engine_fail(e, rc);
     }

@@ -64,6 +64,7 @@ struct strata_forward {
     float *logits;                // [LOGIT_ROWS][V] (host-memory backends: the rows that want
                                   //   picks without logits; made at create, so a memory bound counts it)
     int32_t *picks;               // [LOGIT_ROWS] the argmax op's output (not on host memory)
+    struct strata_token_logit *tops; // [LOGIT_ROWS][STRATA_TOP_K_MAX] the topk op's output (where there is one)
     int32_t *ids, *pos;           // [B]
     int32_t *tok_of, *route_of;   // [B*K]
     float *weight;                // [B*K]
@@ -72,6 +73,8 @@ struct strata_forward {
     // host
     float *logits_host;           // [B][X] router logits, then probabilities
     int32_t *picks_host;          // [LOGIT_ROWS]
+    struct strata_token_logit *tops_host; // [LOGIT_ROWS][STRATA_TOP_K_MAX]
+    float *row_host;              // [V] a row's logits, where the backend has no topk op
     int32_t *sel;                 // [B][K]
     float *selw;                  // [B][K]
     struct strata_route_groups g; // count/first [X], tok_of/route_of [B*K], used [X]
@@ -365,6 +368,10 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     f->logits = scratch(f, lrows * hp->n_vocab * fl, "logits", &rc);
     if (!f->bi->host_memory) f->picks = scratch(f, lrows * sizeof(int32_t), "picks", &rc);
     f->picks_host = host_zalloc(lrows * sizeof(int32_t), &rc);
+    if (!f->bi->host_memory && f->bi->topk)
+        f->tops = scratch(f, lrows * STRATA_TOP_K_MAX * sizeof(struct strata_token_logit), "top candidates", &rc);
+    f->tops_host = host_zalloc(lrows * STRATA_TOP_K_MAX * sizeof(struct strata_token_logit), &rc);
+    if (!f->bi->host_memory && !f->bi->topk) f->row_host = host_zalloc(hp->n_vocab * fl, &rc);
     f->ids = scratch(f, B * sizeof(int32_t), "token ids", &rc);
     f->pos = scratch(f, B * sizeof(int32_t), "positions", &rc);
     f->tok_of = scratch(f, B * K * sizeof(int32_t), "routes", &rc);
@@ -426,7 +433,7 @@ void strata_forward_free(struct strata_forward *f)
     }
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     if (f->visible) f->bi->release(f->bc, f->visible);
-    void *host[] = {f->route_scratch, f->logits_host, f->picks_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
+    void *host[] = {f->route_scratch, f->logits_host, f->picks_host, f->tops_host, f->row_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->order_scratch, f->ready, f->split_idx, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
                     f->tables_built, (void *)f->tab_host, f->c_gate, f->c_up, f->c_down, f->c_sum,
                     f->c_w, f->c_pack, f->c_state, f->c_where, f->c_hit, f->c_copy, f->c_cpu, f->c_views,
@@ -1403,10 +1410,32 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
 // are taken from there. Every other row goes through the logits scratch, LOGIT_ROWS at a time of
 // any sequences together (head_group): a download for the rows that want logits, and for those that
 // want only the pick, the backend's argmax and a download of 4 bytes a row (a GPU's decode step
-// then does not wait for 600 KB of logits to cross PCIe into pageable memory).
+// then does not wait for 600 KB of logits to cross PCIe into pageable memory); for those that want
+// a sampler's candidates (top), the backend's topk and 8 bytes a candidate.
 struct head_seg {
     int s, r0, nr;              // rows r0 .. r0 + nr of sequence s (indices in its logits array)
 };
+
+// The k best of each of the group's nr rows into tops_host ([nr][k]): on the host from the
+// scratch, by the backend's topk op and a download of 8 bytes a candidate, or (a backend without
+// the op) a row's download and strata_top_k.
+static int head_tops(struct strata_forward *f, int nr, int k)
+{
+    const uint32_t V = f->m->hp.n_vocab;
+    int rc;
+    if (f->bi->host_memory) {
+        for (int r = 0; r < nr; r++) strata_top_k(f->logits + (size_t)r * V, (int32_t)V, k, f->tops_host + (size_t)r * k);
+    } else if (f->bi->topk) {
+        TRY(f->bi->topk(f->bc, f->tops, f->logits, nr, V, k));
+        TRY(f->bi->download(f->bc, f->tops_host, f->tops, (size_t)nr * k * sizeof *f->tops_host));
+    } else {
+        for (int r = 0; r < nr; r++) {
+            TRY(f->bi->download(f->bc, f->row_host, f->logits + (size_t)r * V, V * sizeof(float)));
+            strata_top_k(f->row_host, (int32_t)V, k, f->tops_host + (size_t)r * k);
+        }
+    }
+    return 0;
+}
 
 static int head_group(struct strata_forward *f, const struct strata_fwd_seq *seqs, const struct head_seg *seg,
                       int n_seg, int nr)
@@ -1416,7 +1445,12 @@ static int head_group(struct strata_forward *f, const struct strata_fwd_seq *seq
     int rc;
     TRY(project(f, w, &f->logits, 1, f->h, nr));
     bool picks = false;
-    for (int i = 0; i < n_seg; i++) picks |= seqs[seg[i].s].pick != NULL;
+    int k = 0;  // the most candidates any row wants: a row's best k' are the first k' of its best k
+    for (int i = 0; i < n_seg; i++) {
+        const struct strata_fwd_seq *sq = &seqs[seg[i].s];
+        picks |= sq->pick != NULL;
+        if (sq->top && sq->top_k > k) k = sq->top_k;
+    }
     if (picks && !f->bi->host_memory) TRY(f->bi->argmax(f->bc, f->picks, f->logits, nr, V));
     int row = 0;
     for (int i = 0; i < n_seg; i++) {
@@ -1425,6 +1459,17 @@ static int head_group(struct strata_forward *f, const struct strata_fwd_seq *seq
             TRY(f->bi->download(f->bc, sq->logits + (size_t)seg[i].r0 * V, f->logits + (size_t)row * V,
                                 (size_t)seg[i].nr * V * sizeof(float)));
         row += seg[i].nr;
+    }
+    if (k) {
+        TRY(head_tops(f, nr, k));
+        row = 0;
+        for (int i = 0; i < n_seg; i++) {
+            const struct strata_fwd_seq *sq = &seqs[seg[i].s];
+            for (int r = 0; sq->top && r < seg[i].nr; r++)
+                memcpy(sq->top + (size_t)(seg[i].r0 + r) * sq->top_k, f->tops_host + (size_t)(row + r) * k,
+                       (size_t)sq->top_k * sizeof *sq->top);
+            row += seg[i].nr;
+        }
     }
     if (!picks) return 0;
     if (f->bi->host_memory)
@@ -1451,7 +1496,7 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
         int no = 0, row = 0;
         for (int s = 0; s < n_seq; s++) {
             const struct strata_fwd_seq *sq = &seqs[s];
-            scratch_rows |= !sq->logits && sq->pick;
+            scratch_rows |= !sq->logits && (sq->pick || sq->top);
             if (!sq->logits) continue;
             const int first = sq->all_logits ? 0 : sq->n_tok - 1, nr = sq->n_tok - first;
             TRY(f->bi->rmsnorm(f->bc, f->h + (size_t)row * E, E, f->x + (size_t)(f->seqs[s].tok0 + first) * E, E,
@@ -1467,9 +1512,11 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
         if (no) TRY(f->bi->mm(f->bc, f->ops, no));
         for (int s = 0; s < n_seq; s++) {
             const struct strata_fwd_seq *sq = &seqs[s];
-            if (!sq->logits || !sq->pick) continue;
+            if (!sq->logits) continue;
             const int nr = sq->all_logits ? sq->n_tok : 1;
-            for (int r = 0; r < nr; r++) sq->pick[r] = strata_argmax(sq->logits + (size_t)r * V, (int32_t)V);
+            for (int r = 0; sq->pick && r < nr; r++) sq->pick[r] = strata_argmax(sq->logits + (size_t)r * V, (int32_t)V);
+            for (int r = 0; sq->top && r < nr; r++)
+                strata_top_k(sq->logits + (size_t)r * V, (int32_t)V, sq->top_k, sq->top + (size_t)r * sq->top_k);
         }
         if (!scratch_rows) return 0;
     }
@@ -1477,7 +1524,8 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
     int n_seg = 0, nr = 0;
     for (int s = 0; s < n_seq; s++) {
         const struct strata_fwd_seq *sq = &seqs[s];
-        if (f->bi->host_memory ? sq->logits || !sq->pick : !sq->logits && !sq->pick) continue;
+        const bool wants = sq->pick || sq->top;  // a pick or candidates
+        if (f->bi->host_memory ? sq->logits || !wants : !sq->logits && !wants) continue;
         const int first = sq->all_logits ? 0 : sq->n_tok - 1;
         for (int r = first; r < sq->n_tok;) {
             const int take = sq->n_tok - r < group - nr ? sq->n_tok - r : group - nr;

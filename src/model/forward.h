@@ -67,6 +67,8 @@ struct strata_fwd_seq {
     bool all_logits;            //   last token; NULL: none
     int32_t *pick;              // host: the argmax (strata_argmax) of each of those rows, [n_tok] or
                                 //   [1]; NULL: none. With logits NULL the rows stay in the backend.
+    int top_k;                  // with top: the top_k best of each of those rows (strata_top_k),
+    struct strata_token_logit *top; //   [n_tok][top_k] or [top_k]; 1 <= top_k <= STRATA_TOP_K_MAX
     strata_route_fn on_route;   // or NULL
     void *route_user;
 };

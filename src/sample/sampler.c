@@ -283,32 +283,51 @@ static int32_t argmax_row(const float *logits, int32_t n)
         if (logits[i] == best_l) return i;
 }
 
-// Top-k straight from the caller's row when no penalty changes it: select_best's result (the m
-// best by better(), descending) without writing a candidate per token. A heap of the first m,
-// then blocks of TOPK_BLOCK whose maximum is not above the heap's worst are skipped whole: a
-// later token enters only with a larger logit (on a tie its id is higher), and NaN, which counts
-// as -inf, never does. On a 151,936-token row this reads the logits about once, as the greedy
-// scan does (the candidate per token and the heap test per token took ~0.3 ms a sampled token).
+// The k best of a row by better()'s order (logit descending, then id ascending; NaN counts as
+// -inf) without writing a candidate per token: a heap of the first k whose root is the worst,
+// then blocks of TOPK_BLOCK whose maximum is not above the root skipped whole (a later token
+// enters only with a larger logit: on a tie its id is higher; NaN compares false and never does),
+// then a heap sort. On a 151,936-token row this reads the logits about once, as the greedy scan
+// does (a candidate per token and a heap test per token took ~0.3 ms a sampled token).
 #define TOPK_BLOCK 64
 
-static void top_k_row(struct strata_sampler_candidate *c, const float *logits, size_t n, size_t m)
+static bool tl_better(const struct strata_token_logit *a, const struct strata_token_logit *b)
 {
-    for (size_t i = 0; i < m; i++)
-        c[i] = (struct strata_sampler_candidate){(int32_t)i, isnan(logits[i]) ? -INFINITY : logits[i], 0.0f};
-    for (size_t i = m / 2; i-- > 0;) sift_down_worst(c, m, i);
-    size_t i = m;
-    for (; i < n; i += TOPK_BLOCK) {
-        const size_t len = n - i < TOPK_BLOCK ? n - i : TOPK_BLOCK;
-        if (!(block_max(logits + i, (int32_t)len) > c[0].logit)) continue;
-        for (size_t j = i; j < i + len; j++)
-            if (logits[j] > c[0].logit) {  // NaN compares false
-                c[0] = (struct strata_sampler_candidate){(int32_t)j, logits[j], 0.0f};
-                sift_down_worst(c, m, 0);
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static void tl_sift_down_worst(struct strata_token_logit *h, int m, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, w = i;
+        if (l < m && tl_better(&h[w], &h[l])) w = l;
+        if (r < m && tl_better(&h[w], &h[r])) w = r;
+        if (w == i) return;
+        const struct strata_token_logit t = h[i];
+        h[i] = h[w], h[w] = t;
+        i = w;
+    }
+}
+
+void strata_top_k(const float *x, int32_t n, int k, struct strata_token_logit *out)
+{
+    STRATA_ASSERT(k >= 1 && k <= n);
+    struct strata_token_logit *h = out;
+    for (int i = 0; i < k; i++) h[i] = (struct strata_token_logit){i, isnan(x[i]) ? -INFINITY : x[i]};
+    for (int i = k / 2; i-- > 0;) tl_sift_down_worst(h, k, i);
+    for (int32_t i = k; i < n; i += TOPK_BLOCK) {
+        const int32_t len = n - i < TOPK_BLOCK ? n - i : TOPK_BLOCK;
+        if (!(block_max(x + i, len) > h[0].logit)) continue;
+        for (int32_t j = i; j < i + len; j++)
+            if (x[j] > h[0].logit) {  // NaN compares false
+                h[0] = (struct strata_token_logit){j, x[j]};
+                tl_sift_down_worst(h, k, 0);
             }
     }
-    for (size_t end = m - 1; end > 0; end--) {
-        swap_cand(&c[0], &c[end]);
-        sift_down_worst(c, end, 0);
+    for (int end = k - 1; end > 0; end--) {
+        const struct strata_token_logit t = h[0];
+        h[0] = h[end], h[end] = t;
+        tl_sift_down_worst(h, end, 0);
     }
 }
 
@@ -368,7 +387,8 @@ int strata_sampler_init(struct strata_sampler *s, struct strata_sampler_params p
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->sorted_tmp = malloc((size_t)n_vocab * sizeof *s->sorted_tmp);
     s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
-    if (!s->cand || !s->sorted_tmp || !s->seen) {
+    s->top = malloc((size_t)(params.top_k > 0 && params.top_k < n_vocab ? params.top_k : 1) * sizeof *s->top);
+    if (!s->cand || !s->sorted_tmp || !s->seen || !s->top) {
         strata_log_error("strata_sampler_init: cannot allocate scratch for %d tokens", (int)n_vocab);
         strata_sampler_clear(s);
         return STRATA_ENOMEM;
@@ -385,6 +405,8 @@ void strata_sampler_clear(struct strata_sampler *s)
     free(s->cand);
     free(s->sorted_tmp);
     free(s->seen);
+    free(s->top);
+    s->top = NULL;
     s->cand = NULL;
     s->sorted_tmp = NULL;
     s->seen = NULL;
@@ -395,6 +417,38 @@ void strata_sampler_seed(struct strata_sampler *s, uint64_t seed)
     uint64_t x = seed;
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
     s->params.seed = seed;
+}
+
+int strata_sampler_top_k(const struct strata_sampler *s, size_t n_history)
+{
+    const struct strata_sampler_params *p = &s->params;
+    return p->temperature > 0.0f && !penalty_active(p, n_history) && p->top_k > 0 && p->top_k < s->n_vocab
+               ? p->top_k
+               : 0;
+}
+
+// The chain after top-k over the k best, c[0..n) in descending order: top-p, min-p, temperature,
+// the probabilities.
+static int chain_after_top_k(struct strata_sampler *s, size_t n, bool sorted)
+{
+    const struct strata_sampler_params *p = &s->params;
+    struct strata_sampler_candidate *c = s->cand;
+    if (p->top_p < 1.0f && n > 1) n = apply_top_p(s, n, &sorted, p->top_p);
+    if (p->min_p > 0.0f && n > 1) n = apply_min_p(c, n, sorted, p->min_p);
+
+    const float inv_temp = 1.0f / p->temperature;
+    for (size_t i = 0; i < n; i++) c[i].logit *= inv_temp;
+    if (!softmax(c, n, sorted)) {
+        // Every surviving logit is -inf: there is no distribution; take the first (best) one.
+        for (size_t i = 0; i < n; i++) c[i].p = i == 0 ? 1.0f : 0.0f;
+    }
+    return (int)n;
+}
+
+// The k best as the chain's candidates.
+static void take_top(struct strata_sampler *s, const struct strata_token_logit *top, int k)
+{
+    for (int i = 0; i < k; i++) s->cand[i] = (struct strata_sampler_candidate){top[i].id, top[i].logit, 0.0f};
 }
 
 int strata_sampler_filter(struct strata_sampler *s, const float *logits, const int32_t *history,
@@ -412,55 +466,42 @@ int strata_sampler_filter(struct strata_sampler *s, const float *logits, const i
         c[0] = (struct strata_sampler_candidate){best, logits[best], 1.0f};
         return 1;
     }
+    const int k = strata_sampler_top_k(s, n_history);
+    if (k > 0) {  // the k best straight from the row
+        strata_top_k(logits, s->n_vocab, k, s->top);
+        take_top(s, s->top, k);
+        return chain_after_top_k(s, (size_t)k, true);
+    }
 
+    for (size_t i = 0; i < n_vocab; i++) {
+        float l = logits[i];
+        c[i] = (struct strata_sampler_candidate){(int32_t)i, isnan(l) ? -INFINITY : l, 0.0f};
+    }
+    if (penalty_active(p, n_history)) {
+        rc = apply_penalty(s, history, n_history);
+        if (rc < 0) return rc;
+    }
+    if (p->temperature <= 0.0f) {
+        size_t best = 0;
+        for (size_t i = 1; i < n_vocab; i++)
+            if (c[i].logit > c[best].logit) best = i;
+        c[0] = c[best];
+        c[0].p = 1.0f;
+        return 1;
+    }
     size_t n = n_vocab;
     bool sorted = false;
-    const bool penalty = penalty_active(p, n_history);
-    if (p->temperature > 0.0f && !penalty && p->top_k > 0 && (size_t)p->top_k < n) {
-        top_k_row(c, logits, n, (size_t)p->top_k);
+    if (p->top_k > 0 && (size_t)p->top_k < n) {
+        select_best(c, n, (size_t)p->top_k);
         n = (size_t)p->top_k;
         sorted = true;
-    } else {
-        for (size_t i = 0; i < n_vocab; i++) {
-            float l = logits[i];
-            c[i] = (struct strata_sampler_candidate){(int32_t)i, isnan(l) ? -INFINITY : l, 0.0f};
-        }
-        if (penalty) {
-            rc = apply_penalty(s, history, n_history);
-            if (rc < 0) return rc;
-        }
-        if (p->temperature <= 0.0f) {
-            size_t best = 0;
-            for (size_t i = 1; i < n_vocab; i++)
-                if (c[i].logit > c[best].logit) best = i;
-            c[0] = c[best];
-            c[0].p = 1.0f;
-            return 1;
-        }
-        if (p->top_k > 0 && (size_t)p->top_k < n) {
-            select_best(c, n, (size_t)p->top_k);
-            n = (size_t)p->top_k;
-            sorted = true;
-        }
     }
-    if (p->top_p < 1.0f && n > 1) n = apply_top_p(s, n, &sorted, p->top_p);
-    if (p->min_p > 0.0f && n > 1) n = apply_min_p(c, n, sorted, p->min_p);
-
-    const float inv_temp = 1.0f / p->temperature;
-    for (size_t i = 0; i < n; i++) c[i].logit *= inv_temp;
-    if (!softmax(c, n, sorted)) {
-        // Every surviving logit is -inf: there is no distribution; take the first (best) one.
-        for (size_t i = 0; i < n; i++) c[i].p = i == 0 ? 1.0f : 0.0f;
-    }
-    return (int)n;
+    return chain_after_top_k(s, n, sorted);
 }
 
-int32_t strata_sampler_sample(struct strata_sampler *s, const float *logits, const int32_t *history,
-                              size_t n_history)
+// A draw from the n filtered candidates.
+static int32_t draw(struct strata_sampler *s, const struct strata_sampler_candidate *c, int n)
 {
-    const struct strata_sampler_candidate *c;
-    int n = strata_sampler_filter(s, logits, history, n_history, &c);
-    if (n < 0) return n;
     if (n == 1) {
         // Draw anyway when sampling, so that the random sequence does not depend on how many
         // candidates survived (as llama.cpp's dist sampler does).
@@ -480,4 +521,33 @@ int32_t strata_sampler_sample(struct strata_sampler *s, const float *logits, con
     for (int i = n - 1; i > 0; i--)
         if (c[i].p > 0.0f) return c[i].id;
     return c[0].id;
+}
+
+int32_t strata_sampler_sample(struct strata_sampler *s, const float *logits, const int32_t *history,
+                              size_t n_history)
+{
+    const struct strata_sampler_candidate *c;
+    int n = strata_sampler_filter(s, logits, history, n_history, &c);
+    if (n < 0) return n;
+    return draw(s, c, n);
+}
+
+int32_t strata_sampler_sample_top(struct strata_sampler *s, const struct strata_token_logit *top, int k,
+                                  size_t n_history)
+{
+    const int want = s && s->cand ? strata_sampler_top_k(s, n_history) : 0;
+    if (!top || want == 0 || k != want) {
+        strata_log_error("strata_sampler_sample_top: %d candidates where the sampler takes %d from the row", k, want);
+        return STRATA_EARG;
+    }
+    for (int i = 0; i < k; i++)
+        if (top[i].id < 0 || top[i].id >= s->n_vocab || isnan(top[i].logit) ||
+            (i > 0 && !tl_better(&top[i - 1], &top[i]))) {
+            strata_log_error("strata_sampler_sample_top: candidate %d (id %d) is not in the row's best-first order", i,
+                             (int)top[i].id);
+            return STRATA_EARG;
+        }
+    take_top(s, top, k);
+    const int n = chain_after_top_k(s, (size_t)k, true);
+    return draw(s, s->cand, n);
 }

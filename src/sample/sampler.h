@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strata.h"  // struct strata_token_logit
+
 struct strata_sampler_params {
     float temperature;     // <= 0: greedy; else logits are divided by it before the draw
     int top_k;             // keep the k largest logits; 0 disables
@@ -35,6 +37,7 @@ struct strata_sampler {
     int32_t n_vocab;
     struct strata_sampler_candidate *cand;  // [n_vocab] scratch, owned
     struct strata_sampler_candidate *sorted_tmp;  // [n_vocab] radix sort buffer, owned
+    struct strata_token_logit *top;         // [top_k] the row's best when the chain starts there
     uint32_t *seen;                         // [n_vocab] stamps that count each history token once
     uint32_t stamp;
     uint64_t rng[4];                        // xoshiro256** state
@@ -65,6 +68,22 @@ int32_t strata_argmax(const float *x, int32_t n);
 // Whether sampling with n_history tokens of history is the plain argmax of the logits (greedy
 // without a repetition penalty): the caller may then ask the forward pass for the pick alone.
 bool strata_sampler_is_argmax(const struct strata_sampler *s, size_t n_history);
+
+// The k best of x[0..n) (1 <= k <= n) into out[0..k): logit descending, ties by lower id, NaN as
+// -inf (its logit then -inf). The candidates the sampler's top-k keeps; a backend's topk op gives
+// the same.
+void strata_top_k(const float *x, int32_t n, int k, struct strata_token_logit *out);
+
+// k > 0 when the draw with n_history tokens of history depends only on the row's k best (sampling
+// without a repetition penalty, top-k on and below the vocabulary): the caller may then ask the
+// forward pass for those (strata_batch_item.top) and draw with strata_sampler_sample_top; else 0.
+int strata_sampler_top_k(const struct strata_sampler *s, size_t n_history);
+
+// The draw strata_sampler_sample makes from the row, given only the row's k best as
+// strata_top_k gives them (k = strata_sampler_top_k). The same token and random state. The id,
+// or STRATA_EARG when k is not what the sampler takes or the candidates are not in that order.
+int32_t strata_sampler_sample_top(struct strata_sampler *s, const struct strata_token_logit *top, int k,
+                                  size_t n_history);
 
 // Runs the chain up to the draw and exposes the surviving candidates with their probabilities,
 // for tests and for reporting log-probabilities. Sets *out to s's scratch (borrowed until the

@@ -32,6 +32,8 @@ struct slot {
     struct strata_detok dt;
     float *logits;             // [n_vocab] of the last evaluated token
     int32_t pick;              // its argmax, where the job samples greedily without logprobs
+    int top_k;                 // > 0: its best top_k in top, where the job samples from those
+    struct strata_token_logit top[STRATA_TOP_K_MAX];  //   without logprobs
     uint64_t last_used;
 };
 
@@ -269,18 +271,26 @@ static void step(struct srv_sched *s)
         struct srv_job *j = sl->job;
         if (!j) continue;
         struct strata_batch_item *it = &s->items[n];
-        *it = (struct strata_batch_item){sl->sess, &sl->next, 1, sl->logits, false, NULL};
+        *it = (struct strata_batch_item){sl->sess, &sl->next, 1, sl->logits, false, NULL, 0, NULL};
         if (sl->n_prompt_done < j->n_prompt) {
             int left = j->n_prompt - sl->n_prompt_done;
             it->tokens = j->prompt + sl->n_prompt_done;
             it->n = left < budget ? left : budget > 1 ? budget : 1;
             budget -= it->n;
         }
-        // greedy without a penalty or logprobs: the token is the logits' argmax, which the forward
-        // pass picks where the logits are (a GPU sends 4 bytes instead of the row)
-        if (j->top_logprobs < 0 && strata_sampler_is_argmax(sl->smp, (size_t)(sl->n_toks + it->n))) {
+        // without logprobs the token may depend on less than the row: greedy without a penalty on
+        // its argmax, sampling with top-k and no penalty on its best k; the forward pass finds them
+        // where the logits are (a GPU sends 4 or 8 k bytes instead of the row)
+        const size_t n_history = (size_t)(sl->n_toks + it->n);
+        const int k = strata_sampler_top_k(sl->smp, n_history);
+        sl->top_k = 0;
+        if (j->top_logprobs < 0 && strata_sampler_is_argmax(sl->smp, n_history)) {
             it->logits = NULL;
             it->pick = &sl->pick;
+        } else if (j->top_logprobs < 0 && k > 0 && k <= STRATA_TOP_K_MAX) {
+            it->logits = NULL;
+            it->top_k = sl->top_k = k;
+            it->top = sl->top;
         }
         s->item_slot[n++] = i;
     }
@@ -309,7 +319,9 @@ static void step(struct srv_sched *s)
             sl->n_prompt_done += it->n;
             if (sl->n_prompt_done < sl->job->n_prompt) continue;
         }
-        int32_t id = it->pick ? sl->pick : strata_sample(sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
+        int32_t id = it->pick     ? sl->pick
+                     : sl->top_k ? strata_sampler_sample_top(sl->smp, sl->top, sl->top_k, (size_t)sl->n_toks)
+                                 : strata_sample(sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
         if (id < 0) {
             slot_finish(s, sl, SRV_FINISH_ERROR, "sampling failed");
             continue;
