@@ -19,6 +19,11 @@ for b in "${builds[@]:1}"; do
     fi
     echo "$n against $(basename "$prev"):"
     A=$prev/strata B=$b/strata REPS=${REPS:-3} OUT=/tmp/ab WORK=/tmp/ab-${TYPE:-Q4_K} bash bench/device/cuda_ab.sh 2>&1 | tail -n 3
+    case $n in *topk*)  # sampled decoding is what it changes
+        echo "$n against $(basename "$prev"), sampled (--temp 0.8 --seed 7):"
+        A=$prev/strata B=$b/strata REPS=${REPS:-3} ARGS="--temp 0.8 --seed 7" OUT=/tmp/ab WORK=/tmp/ab-${TYPE:-Q4_K} \
+            bash bench/device/cuda_ab.sh 2>&1 | tail -n 3 ;;
+    esac
     BIN=$b KERNEL=k_mmq COUNT=4 NCU_S=60 OUT=/tmp/ncu bash bench/device/cuda_ncu_detail.sh 2>&1 |
         grep -E 'k_mmq|Duration|Achieved Occ|Registers Per|long_scoreboard' | head -n 20
     prev=$b
