@@ -195,7 +195,8 @@ static void test_sessions(const char *model, uint64_t cache_bytes, const char *l
           "%s: top 7, logits and pick of one row together", label);
     int bad_top = 0;
     for (int k = 0; k < N_STEPS; k++) {
-        struct strata_batch_item step[2] = {{s[0], &t[0][N_PROMPT + k], 1, NULL, false, NULL, K0, tp0 + (size_t)(N_PROMPT + k) * K0},
+        struct strata_token_logit *t0 = tp0 + (size_t)(N_PROMPT + k) * K0;
+        struct strata_batch_item step[2] = {{s[0], &t[0][N_PROMPT + k], 1, NULL, false, NULL, K0, t0},
                                             {s[1], &t[1][N_PROMPT + k], 1, NULL, false, NULL, K1, tp1}};
         CHECK(strata_eval_batch(e, step, 2) == 0, "%s: eval_batch top step %d", label, k);
         strata_top_k(ref + per + (size_t)(N_PROMPT + k) * V, (int32_t)V, K1, want);
@@ -266,7 +267,8 @@ static bool generation_is_loop(struct strata_engine *e, const int32_t *prompt, i
     if (same) memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
     for (int k = 0; same && k < n; k++) {
         hist[n_prompt + k] = strata_sample(smp, lg, hist, (size_t)(n_prompt + k));
-        same = hist[n_prompt + k] == want[k] && (k == n - 1 || strata_session_eval(m, &hist[n_prompt + k], 1, lg, false) == 0);
+        same = hist[n_prompt + k] == want[k] &&
+               (k == n - 1 || strata_session_eval(m, &hist[n_prompt + k], 1, lg, false) == 0);
     }
     free(lg);
     free(hist);
@@ -302,7 +304,8 @@ static void test_generate(const char *model)
     CHECK(c.len == full.text_len && memcmp(c.text, full.text, c.len) == 0, "callback text = result text");
     // greedy generation takes the forward pass's picks, sampled generation with top-k its
     // candidates: the tokens a loop of logits and the sampler gives
-    CHECK(generation_is_loop(e, prompt, (int)n_prompt, &gp.sampling, full.tokens, 40), "greedy generation = the logits' loop");
+    CHECK(generation_is_loop(e, prompt, (int)n_prompt, &gp.sampling, full.tokens, 40),
+          "greedy generation = the logits' loop");
     {
         struct strata_generate_params sp = {.n_predict = 40, .sampling = strata_sampling_default(), .ignore_eos = true};
         sp.sampling.seed = 3;

@@ -149,8 +149,9 @@ static int eval_next(struct strata_session *s, const int32_t *tokens, int n, con
     const int k = argmax ? 0 : strata_sampler_top_k(smp, n_history);
     c->pick = -1;
     c->top_k = k <= STRATA_TOP_K_MAX ? k : 0;
-    struct strata_batch_item it = {s,      tokens, n, argmax || c->top_k ? NULL : c->logits, false, argmax ? &c->pick : NULL,
-                                   c->top_k, c->top_k ? c->top : NULL};
+    float *logits = argmax || c->top_k ? NULL : c->logits;
+    int32_t *pick = argmax ? &c->pick : NULL;
+    struct strata_batch_item it = {s, tokens, n, logits, false, pick, c->top_k, c->top_k ? c->top : NULL};
     return strata_eval_batch(s->e, &it, 1);
 }
 

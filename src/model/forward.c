@@ -433,7 +433,8 @@ void strata_forward_free(struct strata_forward *f)
     }
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     if (f->visible) f->bi->release(f->bc, f->visible);
-    void *host[] = {f->route_scratch, f->logits_host, f->picks_host, f->tops_host, f->row_host, f->sel, f->selw, f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
+    void *host[] = {f->route_scratch, f->logits_host, f->picks_host, f->tops_host, f->row_host, f->sel, f->selw,
+                    f->g.count, f->g.first, f->g.tok_of, f->g.route_of,
                     f->g.used, f->views, f->order_scratch, f->ready, f->split_idx, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
                     f->tables_built, (void *)f->tab_host, f->c_gate, f->c_up, f->c_down, f->c_sum,
                     f->c_w, f->c_pack, f->c_state, f->c_where, f->c_hit, f->c_copy, f->c_cpu, f->c_views,
@@ -1424,7 +1425,8 @@ static int head_tops(struct strata_forward *f, int nr, int k)
     const uint32_t V = f->m->hp.n_vocab;
     int rc;
     if (f->bi->host_memory) {
-        for (int r = 0; r < nr; r++) strata_top_k(f->logits + (size_t)r * V, (int32_t)V, k, f->tops_host + (size_t)r * k);
+        for (int r = 0; r < nr; r++)
+            strata_top_k(f->logits + (size_t)r * V, (int32_t)V, k, f->tops_host + (size_t)r * k);
     } else if (f->bi->topk) {
         TRY(f->bi->topk(f->bc, f->tops, f->logits, nr, V, k));
         TRY(f->bi->download(f->bc, f->tops_host, f->tops, (size_t)nr * k * sizeof *f->tops_host));
