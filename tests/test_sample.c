@@ -389,6 +389,64 @@ static void test_sample_top(void)
     strata_sampler_clear(&s);
 }
 
+// Top-k and greedy after a repetition penalty (sampler.c's penalized_top_k: the row's best k +
+// |window| and the window's penalized logits) against penalizing a copy of the row and sorting it
+// all: windows with repeats, with NaN, negative and tied logits, longer than the history, all
+// history (-1) with more distinct tokens than the scratch (the full path), and greedy.
+static void test_penalized_top_k(void)
+{
+    enum { V = 4000, H = 600 };
+    static float row[V];
+    static struct ref ref[V];
+    static int32_t hist[H];
+    uint64_t x = 21;
+    int bad = 0, cases = 0;
+    const struct {
+        int top_k, last_n, n_hist;
+        float temp, penalty;
+    } cs[] = {{40, 64, 100, 1.0f, 1.3f}, {5, 64, 30, 1.0f, 0.7f}, {256, 16, 600, 1.0f, 2.0f},
+              {40, -1, 600, 1.0f, 1.3f}, {40, -1, 100, 1.0f, 1.3f}, {0, 64, 100, 0.0f, 1.3f}, {0, -1, 600, 0.0f, 1.5f}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int rep = 0; rep < 20; rep++) {
+            for (int i = 0; i < V; i++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                const int q = (int)((x >> 33) % 64);
+                row[i] = q == 0 ? NAN : (float)((int)((x >> 40) % 400) - 200) / 40.0f;  // ties, both signs
+            }
+            for (int i = 0; i < cs[c].n_hist; i++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                // favour high-logit tokens and repeats: the penalty then moves the cut
+                hist[i] = (int32_t)((x >> 33) % 3 ? (x >> 40) % 150 : (x >> 40) % V);
+                if ((x >> 20) % 2) row[hist[i]] = 5.0f;
+            }
+            const int n_hist = cs[c].n_hist;
+            const size_t window = cs[c].last_n < 0 || cs[c].last_n > n_hist ? (size_t)n_hist : (size_t)cs[c].last_n;
+            for (int i = 0; i < V; i++) ref[i] = (struct ref){isnan(row[i]) ? -INFINITY : row[i], i};
+            static bool done[V];
+            memset(done, 0, sizeof done);
+            for (size_t i = (size_t)n_hist - window; i < (size_t)n_hist; i++) {
+                const int32_t t = hist[i];
+                if (done[t]) continue;
+                done[t] = true;
+                ref[t].logit = ref[t].logit <= 0.0f ? ref[t].logit * cs[c].penalty : ref[t].logit / cs[c].penalty;
+            }
+            qsort(ref, V, sizeof *ref, ref_cmp);
+            struct strata_sampler sm;
+            struct strata_sampler_params p = plain(cs[c].temp);
+            p.top_k = cs[c].top_k, p.repeat_penalty = cs[c].penalty, p.repeat_last_n = cs[c].last_n;
+            init_ok(&sm, p, V);
+            const struct strata_sampler_candidate *cand;
+            const int n = strata_sampler_filter(&sm, row, hist, (size_t)n_hist, &cand);
+            const int want = cs[c].temp <= 0.0f ? 1 : cs[c].top_k;
+            int wrong = n != want;
+            for (int i = 0; !wrong && i < n; i++) wrong = cand[i].id != ref[i].id;
+            if (wrong) CHECK(0, "penalty case %zu rep %d: kept %d, or ranks differ from the full sort", c, rep, n);
+            bad += wrong, cases++;
+            strata_sampler_clear(&sm);
+        }
+    CHECK(bad == 0, "penalized top-k: %d of %d cases differ from penalizing and sorting the row", bad, cases);
+}
+
 static void test_large_vocab(void)
 {
     enum { V = 151936 };
@@ -566,6 +624,7 @@ int main(void)
     test_top_k();
     test_top_k_rows();
     test_sample_top();
+    test_penalized_top_k();
     test_top_p_min_p_small();
     test_penalty();
     test_large_vocab();

@@ -18,6 +18,10 @@
 // top-p mass well inside it.
 #define TOP_P_FIRST_PREFIX 256
 
+// Distinct window tokens the penalized top-k takes when the window is all history
+// (repeat_last_n -1); more, and the full path runs.
+#define PENALTY_WINDOW_SCRATCH 256
+
 // ---- random numbers: splitmix64 seeds xoshiro256** ----
 
 static uint64_t splitmix64(uint64_t *x)
@@ -119,9 +123,10 @@ static bool softmax(struct strata_sampler_candidate *c, size_t n, bool sorted)
 
 // ---- chain steps ----
 
-// Applies the penalty once per distinct token among the last repeat_last_n of history to
-// cand, which must still be in id order. Checks the ids it reads.
-static int apply_penalty(struct strata_sampler *s, const int32_t *history, size_t n_history)
+// The distinct tokens among the last repeat_last_n of history, each once: window_begin starts a
+// scan (a new stamp) and gives its first index; window_next gives the next distinct token (1), the
+// end (0), or STRATA_EARG for an id outside the vocabulary.
+static size_t window_begin(struct strata_sampler *s, size_t n_history)
 {
     const struct strata_sampler_params *p = &s->params;
     size_t window = p->repeat_last_n < 0 ? n_history : (size_t)p->repeat_last_n;
@@ -130,19 +135,41 @@ static int apply_penalty(struct strata_sampler *s, const int32_t *history, size_
         memset(s->seen, 0, (size_t)s->n_vocab * sizeof *s->seen);
         s->stamp = 1;
     }
-    for (size_t i = n_history - window; i < n_history; i++) {
-        int32_t t = history[i];
-        if (t < 0 || t >= s->n_vocab) {
-            strata_log_error("strata_sampler_sample: history[%zu] = %d is outside the vocabulary of %d",
-                             i, (int)t, (int)s->n_vocab);
+    return n_history - window;
+}
+
+static int window_next(struct strata_sampler *s, const int32_t *history, size_t n_history, size_t *i, int32_t *t)
+{
+    for (; *i < n_history; (*i)++) {
+        *t = history[*i];
+        if (*t < 0 || *t >= s->n_vocab) {
+            strata_log_error("strata_sampler_sample: history[%zu] = %d is outside the vocabulary of %d", *i, (int)*t,
+                             (int)s->n_vocab);
             return STRATA_EARG;
         }
-        if (s->seen[t] == s->stamp) continue;
-        s->seen[t] = s->stamp;
-        float *l = &s->cand[t].logit;
-        *l = *l <= 0.0f ? *l * p->repeat_penalty : *l / p->repeat_penalty;
+        if (s->seen[*t] == s->stamp) continue;
+        s->seen[*t] = s->stamp;
+        (*i)++;
+        return 1;
     }
     return 0;
+}
+
+static float penalized(const struct strata_sampler_params *p, float l)
+{
+    return l <= 0.0f ? l * p->repeat_penalty : l / p->repeat_penalty;
+}
+
+// Applies the penalty once per distinct token of the window to cand, which must still be in id
+// order. Checks the ids it reads.
+static int apply_penalty(struct strata_sampler *s, const int32_t *history, size_t n_history)
+{
+    size_t i = window_begin(s, n_history);
+    int32_t t;
+    int r;
+    while ((r = window_next(s, history, n_history, &i, &t)) > 0)
+        s->cand[t].logit = penalized(&s->params, s->cand[t].logit);
+    return r;
 }
 
 // Radix key whose ascending order is descending logit order (NaN was replaced by -inf; -0 is
@@ -387,8 +414,13 @@ int strata_sampler_init(struct strata_sampler *s, struct strata_sampler_params p
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->sorted_tmp = malloc((size_t)n_vocab * sizeof *s->sorted_tmp);
     s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
-    s->top = malloc((size_t)(params.top_k > 0 && params.top_k < n_vocab ? params.top_k : 1) * sizeof *s->top);
-    if (!s->cand || !s->sorted_tmp || !s->seen || !s->top) {
+    // the row's best: top_k, and with a penalty as many more as the window has distinct tokens
+    s->win_cap = params.repeat_last_n > 0 ? (size_t)params.repeat_last_n : PENALTY_WINDOW_SCRATCH;
+    if (s->win_cap > (size_t)n_vocab) s->win_cap = (size_t)n_vocab;
+    const size_t top_cap = (params.top_k > 0 && params.top_k < n_vocab ? (size_t)params.top_k : 1) + s->win_cap;
+    s->top = malloc(top_cap * sizeof *s->top);
+    s->win = malloc(s->win_cap * sizeof *s->win + 1);
+    if (!s->cand || !s->sorted_tmp || !s->seen || !s->top || !s->win) {
         strata_log_error("strata_sampler_init: cannot allocate scratch for %d tokens", (int)n_vocab);
         strata_sampler_clear(s);
         return STRATA_ENOMEM;
@@ -406,7 +438,9 @@ void strata_sampler_clear(struct strata_sampler *s)
     free(s->sorted_tmp);
     free(s->seen);
     free(s->top);
+    free(s->win);
     s->top = NULL;
+    s->win = NULL;
     s->cand = NULL;
     s->sorted_tmp = NULL;
     s->seen = NULL;
@@ -451,6 +485,39 @@ static void take_top(struct strata_sampler *s, const struct strata_token_logit *
     for (int i = 0; i < k; i++) s->cand[i] = (struct strata_sampler_candidate){top[i].id, top[i].logit, 0.0f};
 }
 
+// Top-k (or greedy's top 1) after a repetition penalty, without a candidate per token: the
+// penalty only changes the window's distinct tokens W, so the k best of the penalized row are the
+// best k among W's penalized logits and the row's best k + |W| that are not in W (a token outside
+// those has at least k tokens not in W ahead of it). Sets c[0..k) as the full path's
+// select_best does (the same order). 1 when done, 0 when W has more tokens than the scratch (the
+// caller takes the full path), or a negative code for a history id outside the vocabulary.
+static int penalized_top_k(struct strata_sampler *s, const float *logits, const int32_t *history, size_t n_history,
+                           int k)
+{
+    size_t i = window_begin(s, n_history), nw = 0;
+    int32_t t;
+    int r;
+    while ((r = window_next(s, history, n_history, &i, &t)) > 0) {
+        if (nw == s->win_cap) return 0;
+        s->win[nw++] = t;
+    }
+    if (r < 0) return r;
+    const size_t kk = (size_t)k + nw;
+    if (kk >= (size_t)s->n_vocab) return 0;
+    strata_top_k(logits, s->n_vocab, (int)kk, s->top);
+    struct strata_sampler_candidate *c = s->cand;
+    size_t m = 0;
+    for (size_t j = 0; j < kk; j++)
+        if (s->seen[s->top[j].id] != s->stamp)
+            c[m++] = (struct strata_sampler_candidate){s->top[j].id, s->top[j].logit, 0.0f};
+    for (size_t j = 0; j < nw; j++) {
+        const float l = logits[s->win[j]];
+        c[m++] = (struct strata_sampler_candidate){s->win[j], penalized(&s->params, isnan(l) ? -INFINITY : l), 0.0f};
+    }
+    select_best(c, m, (size_t)k);
+    return 1;
+}
+
 int strata_sampler_filter(struct strata_sampler *s, const float *logits, const int32_t *history,
                           size_t n_history, const struct strata_sampler_candidate **out)
 {
@@ -471,6 +538,16 @@ int strata_sampler_filter(struct strata_sampler *s, const float *logits, const i
         strata_top_k(logits, s->n_vocab, k, s->top);
         take_top(s, s->top, k);
         return chain_after_top_k(s, (size_t)k, true);
+    }
+    if (penalty_active(p, n_history) && (p->temperature <= 0.0f || (p->top_k > 0 && p->top_k < s->n_vocab))) {
+        const int kp = p->temperature <= 0.0f ? 1 : p->top_k;
+        rc = penalized_top_k(s, logits, history, n_history, kp);
+        if (rc < 0) return rc;
+        if (rc == 1 && p->temperature <= 0.0f) {
+            c[0].p = 1.0f;
+            return 1;
+        }
+        if (rc == 1) return chain_after_top_k(s, (size_t)kp, true);
     }
 
     for (size_t i = 0; i < n_vocab; i++) {

@@ -37,7 +37,9 @@ struct strata_sampler {
     int32_t n_vocab;
     struct strata_sampler_candidate *cand;  // [n_vocab] scratch, owned
     struct strata_sampler_candidate *sorted_tmp;  // [n_vocab] radix sort buffer, owned
-    struct strata_token_logit *top;         // [top_k] the row's best when the chain starts there
+    struct strata_token_logit *top;         // [top_k + win_cap] the row's best when the chain starts there
+    int32_t *win;                           // [win_cap] a penalty window's distinct tokens
+    size_t win_cap;
     uint32_t *seen;                         // [n_vocab] stamps that count each history token once
     uint32_t stamp;
     uint64_t rng[4];                        // xoshiro256** state
