@@ -373,7 +373,8 @@ void strata_sampler_free(struct strata_sampler *smp);
 // negative code.
 int32_t strata_sample(struct strata_sampler *smp, const float *logits, const int32_t *history, size_t n_history);
 // k > 0 when strata_sample's draw with n_history tokens of history depends only on the row's k
-// best (sampling with top-k and no repetition penalty): an evaluation may then ask for those
+// best (sampling with a top-k of at most STRATA_TOP_K_MAX and no repetition penalty): an
+// evaluation may then ask for those
 // (strata_batch_item.top, top_k = k) instead of the logits, and strata_sample_top draws the same
 // token from them with the same random state. 0 otherwise.
 int strata_sample_top_k(const struct strata_sampler *smp, size_t n_history);

@@ -387,6 +387,10 @@ static void test_sample_top(void)
     init_ok(&s, p, V);
     CHECK(strata_sampler_top_k(&s, 0) == 0, "top-k off needs the row");
     strata_sampler_clear(&s);
+    p.top_k = STRATA_TOP_K_MAX + 1;
+    init_ok(&s, p, V);
+    CHECK(strata_sampler_top_k(&s, 0) == 0, "top-k past STRATA_TOP_K_MAX: the row (the sampler selects itself)");
+    strata_sampler_clear(&s);
 }
 
 // Top-k and greedy after a repetition penalty (sampler.c's penalized_top_k: the row's best k +

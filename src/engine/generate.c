@@ -146,9 +146,8 @@ static int eval_next(struct strata_session *s, const int32_t *tokens, int n, con
                      size_t n_history, struct choice *c)
 {
     const bool argmax = strata_sampler_is_argmax(smp, n_history);
-    const int k = argmax ? 0 : strata_sampler_top_k(smp, n_history);
     c->pick = -1;
-    c->top_k = k <= STRATA_TOP_K_MAX ? k : 0;
+    c->top_k = argmax ? 0 : strata_sampler_top_k(smp, n_history);
     float *logits = argmax || c->top_k ? NULL : c->logits;
     int32_t *pick = argmax ? &c->pick : NULL;
     struct strata_batch_item it = {s, tokens, n, logits, false, pick, c->top_k, c->top_k ? c->top : NULL};

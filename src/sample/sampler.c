@@ -419,7 +419,7 @@ int strata_sampler_init(struct strata_sampler *s, struct strata_sampler_params p
     if (s->win_cap > (size_t)n_vocab) s->win_cap = (size_t)n_vocab;
     const size_t top_cap = (params.top_k > 0 && params.top_k < n_vocab ? (size_t)params.top_k : 1) + s->win_cap;
     s->top = malloc(top_cap * sizeof *s->top);
-    s->win = malloc(s->win_cap * sizeof *s->win + 1);
+    s->win = malloc(s->win_cap * sizeof *s->win);
     if (!s->cand || !s->sorted_tmp || !s->seen || !s->top || !s->win) {
         strata_log_error("strata_sampler_init: cannot allocate scratch for %d tokens", (int)n_vocab);
         strata_sampler_clear(s);
@@ -453,12 +453,19 @@ void strata_sampler_seed(struct strata_sampler *s, uint64_t seed)
     s->params.seed = seed;
 }
 
-int strata_sampler_top_k(const struct strata_sampler *s, size_t n_history)
+// k > 0 when the draw depends only on the row's k best (the sampler then selects them itself).
+static int row_top_k(const struct strata_sampler *s, size_t n_history)
 {
     const struct strata_sampler_params *p = &s->params;
     return p->temperature > 0.0f && !penalty_active(p, n_history) && p->top_k > 0 && p->top_k < s->n_vocab
                ? p->top_k
                : 0;
+}
+
+int strata_sampler_top_k(const struct strata_sampler *s, size_t n_history)
+{
+    const int k = row_top_k(s, n_history);
+    return k <= STRATA_TOP_K_MAX ? k : 0;
 }
 
 // The chain after top-k over the k best, c[0..n) in descending order: top-p, min-p, temperature,
@@ -533,7 +540,7 @@ int strata_sampler_filter(struct strata_sampler *s, const float *logits, const i
         c[0] = (struct strata_sampler_candidate){best, logits[best], 1.0f};
         return 1;
     }
-    const int k = strata_sampler_top_k(s, n_history);
+    const int k = row_top_k(s, n_history);
     if (k > 0) {  // the k best straight from the row
         strata_top_k(logits, s->n_vocab, k, s->top);
         take_top(s, s->top, k);

@@ -77,8 +77,9 @@ bool strata_sampler_is_argmax(const struct strata_sampler *s, size_t n_history);
 void strata_top_k(const float *x, int32_t n, int k, struct strata_token_logit *out);
 
 // k > 0 when the draw with n_history tokens of history depends only on the row's k best (sampling
-// without a repetition penalty, top-k on and below the vocabulary): the caller may then ask the
-// forward pass for those (strata_batch_item.top) and draw with strata_sampler_sample_top; else 0.
+// without a repetition penalty, top-k on, below the vocabulary and at most STRATA_TOP_K_MAX): the
+// caller may then ask the forward pass for those (strata_batch_item.top) and draw with
+// strata_sampler_sample_top; else 0.
 int strata_sampler_top_k(const struct strata_sampler *s, size_t n_history);
 
 // The draw strata_sampler_sample makes from the row, given only the row's k best as

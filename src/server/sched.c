@@ -32,8 +32,7 @@ struct slot {
     struct strata_detok dt;
     float *logits;             // [n_vocab] of the last evaluated token
     int32_t pick;              // its argmax, where the job samples greedily without logprobs
-    int top_k;                 // > 0: its best top_k in top, where the job samples from those
-    struct strata_token_logit top[STRATA_TOP_K_MAX];  //   without logprobs
+    struct strata_token_logit top[STRATA_TOP_K_MAX];  // its best, where it samples from those
     uint64_t last_used;
 };
 
@@ -283,13 +282,12 @@ static void step(struct srv_sched *s)
         // where the logits are (a GPU sends 4 or 8 k bytes instead of the row)
         const size_t n_history = (size_t)(sl->n_toks + it->n);
         const int k = strata_sampler_top_k(sl->smp, n_history);
-        sl->top_k = 0;
         if (j->top_logprobs < 0 && strata_sampler_is_argmax(sl->smp, n_history)) {
             it->logits = NULL;
             it->pick = &sl->pick;
-        } else if (j->top_logprobs < 0 && k > 0 && k <= STRATA_TOP_K_MAX) {
+        } else if (j->top_logprobs < 0 && k > 0) {
             it->logits = NULL;
-            it->top_k = sl->top_k = k;
+            it->top_k = k;
             it->top = sl->top;
         }
         s->item_slot[n++] = i;
@@ -319,9 +317,9 @@ static void step(struct srv_sched *s)
             sl->n_prompt_done += it->n;
             if (sl->n_prompt_done < sl->job->n_prompt) continue;
         }
-        int32_t id = it->pick     ? sl->pick
-                     : sl->top_k ? strata_sampler_sample_top(sl->smp, sl->top, sl->top_k, (size_t)sl->n_toks)
-                                 : strata_sample(sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
+        int32_t id = it->pick  ? sl->pick
+                     : it->top ? strata_sampler_sample_top(sl->smp, it->top, it->top_k, (size_t)sl->n_toks)
+                               : strata_sample(sl->smp, sl->logits, sl->toks, (size_t)sl->n_toks);
         if (id < 0) {
             slot_finish(s, sl, SRV_FINISH_ERROR, "sampling failed");
             continue;
