@@ -189,6 +189,9 @@ __global__ void __launch_bounds__(128, 4) k_mmq(const struct mm_args a, const st
         }
         cp_async_wait_all();
         __syncthreads();
+        // a warp whose 32 token slots are all empty (an expert's last tile, half full at ~32 pairs
+        // an expert) has nothing to multiply: its outputs are never stored
+        if (!__any_sync(0xffffffffu, s.yrow[wt + lane] >= 0)) continue;
 
         const int units = min(8, n_units - step * 8);
         for (int u = 0; u < units; u++) {
