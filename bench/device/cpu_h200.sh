@@ -3,7 +3,7 @@
 # given back after the call): builds strata and llama.cpp (CPU, from the oracle's bundled source),
 # runs the kernel tests there (AMX is only there), writes the qwen3-30b-a3b shape in Q4_K, and
 # measures both engines on the same file and threads, then prints a table and writes
-# $OUT/results.tsv (bench/results.tsv's columns), $OUT/table.md and the raw outputs.
+# $OUT/results.tsv (bench/results.tsv's columns), $OUT/table.md, $OUT/log.txt and the raw outputs in $OUT/raw.tar.gz.
 #
 #   here:  bash bench/device/prepare_deps.sh      (.deps: liburing, cJSON, llama.cpp source)
 #   there: bash bench/device/cpu_h200.sh          (run tool, carry [".deps"])
@@ -59,6 +59,7 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval
 # the lent machine may be an H100's or an H200's: their hosts differ (bandwidth, CPU)
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 log "host: $(nproc) cpus, GPU ${gpu_name:-none}, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), amx: $(grep -c -m1 amx_int8 /proc/cpuinfo), transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+log "cpu flags of note: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512|amx|avx_vnni)' | sort | xargs)"
 
 # ---- builds: llama.cpp in the background, strata now ----------------------------------------------
 PART=${PART:-all}
@@ -217,3 +218,7 @@ row() {  # engine model flags prompt decode bytes floor note
     done
 } > "$OUT/results.tsv"
 log "done: $OUT/table.md, $OUT/results.tsv"
+# the run tool brings back at most 8 files: the raw outputs (engines' JSON and stderr, builds,
+# kernel tests) go into one archive beside the table, the rows and the log
+raw=$(cd "$OUT" && ls | grep -vE '^(table\.md|results\.tsv|log\.txt|raw\.tar\.gz)$')
+[ -n "$raw" ] && tar -C "$OUT" -czf "$OUT/raw.tar.gz" $raw && (cd "$OUT" && rm -f $raw)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Here: llama-bench for the GPU machines' host CPUs (Intel Xeon with AVX-512 VNNI/BF16 and AMX),
-# built from the oracle's bundled source (.deps/llama-src.tar.xz, deps.sh) with the same ggml CPU
-# code paths a native build there selects (-march=sapphirerapids, AVX-512 and AMX variants on),
-# into .deps/llama-cpu/b/bin with the shared libraries it needs beyond libc in .deps/llama-cpu/lib.
+# built from the oracle's bundled source (.deps/llama-src.tar.xz, deps.sh) with ggml's AVX-512,
+# VNNI and AMX int8 kernels on (its paths for the K-quants), into .deps/llama-cpu/b/bin with the
+# shared libraries it needs beyond libc in .deps/llama-cpu/lib. Not -march=sapphirerapids: the
+# compiler then uses any Sapphire Rapids instruction anywhere, and on one lent host (2026-12-05,
+# "Intel(R) Xeon(R) Processor", AMX present) every llama-bench run died of an illegal instruction;
+# the base is x86-64-v3 and each extension is the one ggml's option names.
 # Building it there took about 4 of a call's 10 minutes, so that strata and llama.cpp did not fit
 # one call; carried prebuilt, both engines run on the same host in one call:
 #   run(command="LLAMA_DIR=.deps/llama-cpu bash bench/device/cpu_h200.sh",
@@ -15,9 +18,9 @@ w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 mkdir -p "$w/src" && tar -xJf .deps/llama-src.tar.xz -C "$w/src"
 cmake -S "$w/src" -B "$w/b" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
-    -DCMAKE_C_FLAGS=-march=sapphirerapids -DCMAKE_CXX_FLAGS=-march=sapphirerapids \
-    -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON \
-    -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=ON -DGGML_AMX_INT8=ON -DGGML_AMX_BF16=ON \
+    -DCMAKE_C_FLAGS=-march=x86-64-v3 -DCMAKE_CXX_FLAGS=-march=x86-64-v3 \
+    -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON \
+    -DGGML_AVX512_VNNI=ON -DGGML_AMX_TILE=ON -DGGML_AMX_INT8=ON \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=OFF > "$w/cmake.log"
 cmake --build "$w/b" -j "$(nproc)" --target llama-bench > "$w/build.log"

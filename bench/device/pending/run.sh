@@ -2,7 +2,7 @@
 # There (the GPU machine): test_cuda of the last build prepare.sh made (every diff applied), then
 # for each build after the base an A/B of its prompt and decode against the build before it
 # (bench/device/cuda_ab.sh, 48-layer qwen3-30b-a3b shape, TYPE Q4_K by default, REPS 3), and ncu's
-# detail of its GEMM launches.
+# detail of its GEMM launches (NCU=0: none).
 set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
@@ -24,7 +24,7 @@ for b in "${builds[@]:1}"; do
         A=$prev/strata B=$b/strata REPS=${REPS:-3} ARGS="--temp 0.8 --seed 7" OUT=/tmp/ab WORK=/tmp/ab-${TYPE:-Q4_K} \
             bash bench/device/cuda_ab.sh 2>&1 | tail -n 3 ;;
     esac
-    BIN=$b KERNEL=k_mmq COUNT=4 NCU_S=60 OUT=/tmp/ncu bash bench/device/cuda_ncu_detail.sh 2>&1 |
+    [ "${NCU:-1}" = 1 ] && BIN=$b KERNEL=k_mmq COUNT=4 NCU_S=60 OUT=/tmp/ncu bash bench/device/cuda_ncu_detail.sh 2>&1 |
         grep -E 'k_mmq|Duration|Achieved Occ|Registers Per|long_scoreboard' | head -n 20
     prev=$b
 done
