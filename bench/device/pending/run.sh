@@ -13,7 +13,7 @@ prev=${builds[0]}
 for b in "${builds[@]:1}"; do
     n=$(basename "$b")
     if [ -x "$b/test_cuda" ]; then
-        timeout 150 "$b/test_cuda" > "$out/test_cuda-$n.log" 2>&1
+        timeout 240 "$b/test_cuda" > "$out/test_cuda-$n.log" 2>&1
         echo "$n: test_cuda rc=$? ok=$(grep -c '^ok' "$out/test_cuda-$n.log") fail=$(grep -c '^FAIL' "$out/test_cuda-$n.log") ($((SECONDS - t0)) s)"
         grep '^FAIL' "$out/test_cuda-$n.log" | head -n 10
     fi

@@ -89,6 +89,10 @@ r=[f32(random.uniform(-3,3)) for _ in range(n)]; r[:300]=[7.0]*300; rows['top300
 rows['q16']=[round(random.uniform(-3,3)*16)/16 for _ in range(n)]
 rows['grp']=[float(i%64) for i in range(n)]
 rows['zeros']=[-0.0 if i%64==5 else (0.0 if i%64==9 else -1.0) for i in range(n)]
+for cnt in (2048, 2049, 1000):  # candidates at the sort's limit, one past it (the whole row), 1,000
+    r=[f32(random.uniform(-3,3)) for _ in range(n)]
+    for t in range(cnt): r[(t//32)*64 + t%32]=50.0
+    rows['cand%d' % cnt]=r
 bad=0
 for name,row in rows.items():
     for k in (1,40,256):
