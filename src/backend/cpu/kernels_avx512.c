@@ -164,9 +164,15 @@ static void quantize_q8_k(const float *src, void *dst, int64_t n)
             __m512 rounded = _mm512_roundscale_ps(scaled, ROUND_EVEN);
             __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(rounded), q_max);
             // the reference stores the low byte (INT32_MIN from inf/NaN becomes 0)
-            __m128i bytes = _mm512_cvtepi32_epi8(q);
-            _mm_storeu_si128((__m128i *)(blk[b].qs + 16 * g), bytes);
-            blk[b].bsums[g] = (int16_t)_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(bytes));
+            _mm_storeu_si128((__m128i *)(blk[b].qs + 16 * g), _mm512_cvtepi32_epi8(q));
+        }
+        // each 16's sum: the bytes biased to unsigned (x ^ 0x80 = x + 128), summed eight at a time
+        // by SAD against zero, less 16 x 128 (a horizontal reduction a group took half the time)
+        for (int c = 0; c < 4; c++) {
+            const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(blk[b].qs + 64 * c), _mm512_set1_epi8((char)0x80));
+            uint64_t s8[8];
+            _mm512_storeu_si512(s8, _mm512_sad_epu8(u, _mm512_setzero_si512()));
+            for (int k = 0; k < 4; k++) blk[b].bsums[4 * c + k] = (int16_t)((int)(s8[2 * k] + s8[2 * k + 1]) - 16 * 128);
         }
         blk[b].d = 1.0f / iscale;
     }
