@@ -359,12 +359,15 @@ static void test_split(struct strata_gguf_file *f, const struct strata_expert_la
     quiet(false);
     strata_store_close(one);
 
-    // Two misses, the second failing (reads 4-6 are expert 5's, later ones fail): acquire_next
-    // fails once every read is in, and expert 5, read right, stays cached.
+    // Two misses and three good reads among their six (reads 4-6; every later one fails). Which
+    // parts those are is the I/O's completion order (io_uring's reaper, or the pread threads'
+    // race), not the submission's: expert 5 read right, or 6, or neither. acquire_next fails once
+    // every read is in, an expert whose parts all landed is ready with its bytes and stays
+    // cached, and a failed one is never ready.
     setenv("STRATA_IO_FAULT", "7:eio:1000000", 1);
     CHECK(strata_store_open(&one, f, lay, 2, &cfg) == 0, "open");
     p1 = strata_store_provider(one);
-    const uint32_t three[3] = {1, 5, 6}, five[1] = {5};
+    const uint32_t three[3] = {1, 5, 6};
     CHECK(strata_provider_acquire(p1, 0, first, 1, v) == 0, "acquire {1}");
     strata_provider_release(p1, 0, v, 1);
     quiet(true);
@@ -372,19 +375,24 @@ static void test_split(struct strata_gguf_file *f, const struct strata_expert_la
           "start {1, 5, 6}");
     int r;
     while ((r = strata_provider_acquire_next(p1, 0, three, 3, v, ready)) > 0) {}
-    CHECK(r == STRATA_EIO && !ready[2], "acquire_next ends in EIO, got %d", r);
+    CHECK(r == STRATA_EIO && !(ready[1] && ready[2]), "acquire_next ends in EIO with a miss failed, got %d", r);
     quiet(false);
+    uint32_t good = 0;
     for (int j = 0; j < 3; j++)
         if (ready[j]) {
             CHECK(view_ok(ref, 0, three[j], &v[j]), "ready view of %u", three[j]);
             strata_provider_release(p1, 0, &v[j], 1);
+            if (j > 0) good = three[j];
         }
-    struct strata_experts_layer_stats ls0, ls1;
-    strata_provider_layer_stats(p1, 0, &ls0);
-    CHECK(strata_provider_acquire(p1, 0, five, 1, v) == 0 && view_ok(ref, 0, 5, &v[0]), "expert 5 cached");
-    strata_provider_layer_stats(p1, 0, &ls1);
-    CHECK(ls1.hits == ls0.hits + 1, "a hit");
-    strata_provider_release(p1, 0, v, 1);
+    if (good) {  // read right: a hit now, no read (every read would fail)
+        struct strata_experts_layer_stats ls0, ls1;
+        strata_provider_layer_stats(p1, 0, &ls0);
+        const int rc = strata_provider_acquire(p1, 0, &good, 1, v);
+        CHECK(rc == 0 && view_ok(ref, 0, good, &v[0]), "expert %u cached", good);
+        strata_provider_layer_stats(p1, 0, &ls1);
+        CHECK(ls1.hits == ls0.hits + 1, "a hit");
+        if (rc == 0) strata_provider_release(p1, 0, v, 1);
+    }
     strata_store_close(one);
     unsetenv("STRATA_IO_FAULT");
     char name[64];
