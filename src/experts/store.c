@@ -553,9 +553,9 @@ static int store_acquire_next(void *ctx, uint32_t l, const uint32_t *ids, int n,
                 acquire_pin(st, l, &ids[i], 1, &views[i], &waited_s);
                 rc = acquire_wait(st, l, &ids[i], 1, &views[i], &waited_s, &again);
             }
-            if (rc) {  // settled and unpinned by acquire_wait: marked while the others are
+            if (rc) {  // settled and unpinned by acquire_wait (the own reads were published
+                       // above): marked while the others are unpinned
                 ready[i] = 2;
-                (void)publish_own(st, c, n, views, ready, true, &waited_s);
                 unpin_noted(st, c, views, ready, n);
                 ready[i] = 0;
                 break;
