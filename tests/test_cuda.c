@@ -2468,7 +2468,7 @@ static void test_backend(void)
 
 int main(int argc, char **argv)
 {
-    bool do_bench = false, only_backend = false, bench_attn = false, only_attn = false;
+    bool do_bench = false, only_backend = false, bench_attn = false, only_attn = false, only_mm = false;
     g_rng = (uint64_t)time(NULL);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 10);
@@ -2476,6 +2476,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--backend") == 0) only_backend = true;
         else if (strcmp(argv[i], "--bench-attn") == 0) bench_attn = true;
         else if (strcmp(argv[i], "--attention") == 0) only_attn = true;
+        else if (strcmp(argv[i], "--mm") == 0) only_mm = true;  // the rounding and plain products only
     }
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--self-check") == 0) {  // the end-to-end harness, the CPU against itself
@@ -2523,6 +2524,11 @@ int main(int argc, char **argv)
     test_quantize();
     test_dequant();
     test_mm();
+    if (only_mm) {
+        strata_cuda_close(g_cu);
+        printf("%s\n", g_failures ? "FAILED" : "all passed");
+        return g_failures ? 1 : 0;
+    }
     const uint32_t moe_types[] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q4_K, STRATA_TYPE_Q6_K, STRATA_TYPE_IQ2_XXS,
                                   STRATA_TYPE_MXFP4, STRATA_TYPE_Q4_1, STRATA_TYPE_F16};
     for (size_t i = 0; i < sizeof moe_types / sizeof moe_types[0]; i++) test_moe(moe_types[i]);
