@@ -215,6 +215,13 @@ int strata_cuda_open(struct strata_cuda **out, int device)
     if (rc == 0) rc = strata_cuda_tables_mmq();
     if (rc == 0) rc = strata_cuda_mmq_init();
     if (rc == 0) rc = strata_cuda_attn_init();
+    // the tables went by cudaMemcpyToSymbol from pageable memory, on the legacy stream, which the
+    // context's non-blocking stream does not wait for: landed before any kernel reads them
+    if (rc == 0 && cudaDeviceSynchronize() != cudaSuccess) {
+        strata_log_error("cuda: device %d (%s) failed while its tables were uploaded: %s", device, prop.name,
+                         cudaGetErrorString(cudaGetLastError()));
+        rc = STRATA_EIO;
+    }
     if (rc) {
         strata_cuda_close(cu);
         return rc;
@@ -322,8 +329,13 @@ int strata_cuda_sync(struct strata_cuda *cu)
 int strata_cuda_upload(struct strata_cuda *cu, void *dst, const void *src, size_t bytes)
 {
     TAPE_DRAIN(cu);
+    // On the context's stream, then waited for. A cudaMemcpy from pageable memory runs on the
+    // legacy stream and may return once the bytes are staged, before the DMA has landed, and the
+    // context's non-blocking stream does not wait for the legacy one: the next kernel could read
+    // the buffer's old bytes (test_cuda's x_rows uploaded just before a product: wrong or NaN
+    // outputs for the last tokens, at every seed on one H100 machine, never under the sanitizer).
+    CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu->stream));
     CU_TRY(cudaStreamSynchronize(cu->stream));
-    CU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     return 0;
 }
 
