@@ -119,6 +119,7 @@ struct strata_model_info {
     const char *name;              // general.name or the file's base name
     const char *backend;           // "cpu", "cuda"
     const char *isa;               // CPU kernels in use: "scalar", "avx2", "avx512"
+    const char *gemm;              // the CPU GEMM's level (prompts): "scalar", "avx2", "avx512", "amx"
     uint32_t n_vocab, n_ctx_train, n_embd, n_layer, n_moe_layers, n_expert, n_expert_used;
     int32_t bos, eos;              // -1 when absent
     bool add_bos;                  // prompts start with bos

@@ -195,6 +195,8 @@ date_s=$(date -u +%Y-%m-%dT%H:%M) machine="${gpu:-gpu}-host-${THREADS}t"
     # the weights' pages: 4 KiB pages made the first prompt several times slower on a VM (docs/cpu.md)
     mem=$(json "$OUT/strata_p512.json" "'%.0f of %.0f MiB of anonymous memory on huge pages (THP %s)' % (d['stats']['memory']['anon_huge_mib'], d['stats']['memory']['anon_mib'], d['stats']['memory']['thp'])")
     [ -n "$mem" ] && echo "strata memory after the 512-token run: $mem"
+    lvl=$(json "$OUT/strata_p512.json" "'kernels %s, GEMM %s' % (d['stats']['isa'], d['stats'].get('gemm', '?'))")
+    [ -n "$lvl" ] && echo "strata CPU levels: $lvl"
     echo
     echo "strata $commit, $kvnote; llama.cpp from node-llama-cpp's bundled source, -fa 1, F16 KV; read bandwidth $membw GB/s; $(elapsed) s"
 } > "$OUT/table.md"

@@ -198,6 +198,7 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     cJSON_AddNumberToObject(ph, "experts", st->t_experts);
     cJSON_AddNumberToObject(ph, "head", st->t_head);
     cJSON_AddStringToObject(js, "isa", info.isa);
+    cJSON_AddStringToObject(js, "gemm", info.gemm);
     cli_kv_json(js, e, st);
     cli_threads_json(js, st);
     cli_memory_json(js);

@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 #include "experts/trace.h"
 #include "gguf/gguf.h"
@@ -275,7 +276,10 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
     e->n_batch = p->n_batch > 0 ? p->n_batch : 512;
     if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx;
     e->n_seq_max = p->n_seq_max > 0 ? p->n_seq_max : 1;
-    e->isa = strcmp(e->be.iface->name, "cpu") == 0 ? strata_isa_name(strata_isa_detect()) : "";
+    const bool on_cpu = strcmp(e->be.iface->name, "cpu") == 0;
+    const enum strata_isa isa = on_cpu ? strata_isa_detect() : STRATA_ISA_SCALAR;
+    e->isa = on_cpu ? strata_isa_name(isa) : "";
+    e->gemm = on_cpu ? strata_gemm_level_name(strata_gemm_level_for(isa)) : "";
     // the KV cache types: refused now, not at the first session, when the backend cannot serve
     // this model's attention with them
     struct strata_seq_state probe;
@@ -404,6 +408,7 @@ void strata_engine_info(const struct strata_engine *e, struct strata_model_info 
         .name = hp->name,
         .backend = e->be.iface->name,
         .isa = e->isa,
+        .gemm = e->gemm,
         .n_vocab = hp->n_vocab,
         .n_ctx_train = hp->n_ctx_train,
         .n_embd = hp->n_embd,
