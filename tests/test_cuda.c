@@ -1161,7 +1161,7 @@ static void test_argmax(void)
 {
     const int f0 = g_failures;
     const uint32_t n = 151936;
-    const int rows = 12;
+    const int rows = 40;  // more than a launch's rows (select.cu SEL_ROWS)
     float *x = xmalloc((size_t)rows * n * 4);
     random_floats(x, (size_t)rows * n, 3.0f);
     float *r;
@@ -1175,25 +1175,114 @@ static void test_argmax(void)
     r = x + 6 * (size_t)n;
     for (uint32_t i = 0; i < n; i++) r[i] = -1.0f;                        // all equal: 0
     r = x + 7 * (size_t)n, r[1024] = r[1023 + 32] = 45.0f;                // two threads' candidates tie: 1024
+    const uint32_t ch = (n + 37) / 38;  // select.cu's chunk for this n: cdiv(n, cdiv(n, SEL_CHUNK))
+    r = x + 8 * (size_t)n, r[2 * ch - 1] = r[2 * ch] = r[30 * ch] = 45.0f;  // a tie across a block boundary: 2 ch - 1
+    r = x + 9 * (size_t)n, r[4096 * 37 + 5] = r[4096 * 37 + 6] = 45.0f;   // in the last block: its first
+    r = x + 33 * (size_t)n, r[n / 2] = 70.0f;                             // in the second launch's rows
     float *dx = dev_from(x, (size_t)rows * n * 4);
-    int32_t *dids = dev(rows * 4), ids[12];
-    poison(dids, rows * 4);
-    CHECK(strata_cuda_argmax(g_cu, dids, dx, rows, n) == 0, "argmax");
-    fetch(ids, dids, rows * 4);
-    for (int i = 0; i < rows; i++) {
-        const int32_t want = strata_argmax(x + (size_t)i * n, (int32_t)n);
-        CHECK(ids[i] == want, "argmax row %d: %d, the host's %d", i, ids[i], want);
+    int32_t *dids = dev(rows * 4), ids[40];
+    for (int rep = 0; rep < 2; rep++) {  // twice: the blocks' count of each row starts again at 0
+        poison(dids, rows * 4);
+        CHECK(strata_cuda_argmax(g_cu, dids, dx, rows, n) == 0, "argmax");
+        fetch(ids, dids, rows * 4);
+        for (int i = 0; i < rows; i++) {
+            const int32_t want = strata_argmax(x + (size_t)i * n, (int32_t)n);
+            CHECK(ids[i] == want, "argmax row %d (pass %d): %d, the host's %d", i, rep, ids[i], want);
+        }
     }
     CHECK(ids[0] == 77 && ids[1] == 9 && ids[2] == 0 && ids[3] == (int32_t)n - 2 && ids[4] == 0 &&
-              ids[5] == (int32_t)n - 1 && ids[6] == 0 && ids[7] == 1024,
+              ids[5] == (int32_t)n - 1 && ids[6] == 0 && ids[7] == 1024 && ids[8] == (int32_t)(2 * ch - 1) &&
+              ids[9] == 4096 * 37 + 5 && ids[33] == (int32_t)n / 2,
           "argmax: the crafted rows' answers");
     // a short row and one row
     CHECK(strata_cuda_argmax(g_cu, dids, dx + (size_t)n + 8, 1, 5) == 0, "argmax of 5");
     fetch(ids, dids, 4);
     CHECK(ids[0] == 1, "argmax of 5 elements: %d", ids[0]);
+    // rows longer than the blocks a row times a block's elements: longer chunks
+    const uint32_t m = 4 * n + 1000;  // 149 chunks of SEL_CHUNK: clamped to SEL_MAX_BLOCKS, chunks of 4,756
+    for (int c = 0; c < 2; c++) {  // as written, then with the maximum twice, far apart
+        if (c == 1) {
+            x[m - 1] = x[m / 3] = 99.0f;
+            CHECK(strata_cuda_upload(g_cu, dx, x, (size_t)m * 4) == 0, "upload");
+        }
+        CHECK(strata_cuda_argmax(g_cu, dids, dx, 1, m) == 0, "argmax of %u", m);
+        fetch(ids, dids, 4);
+        CHECK(ids[0] == strata_argmax(x, (int32_t)m), "argmax of %u: %d, the host's %d", m, ids[0],
+              strata_argmax(x, (int32_t)m));
+    }
     strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dids);
     free(x);
     case_result("argmax (greedy picks on the device) = strata_argmax", f0);
+}
+
+// The topk op against the host's strata_top_k: random rows, ties at the cut (few levels), NaN,
+// +-inf and both zeros, all equal, nothing above -inf, ascending, and short rows; k 1, 40, 256.
+static void test_topk(void)
+{
+    const int f0 = g_failures;
+    const uint32_t n = 151936;
+    const int rows = 40;  // more than a launch's rows (select.cu SEL_ROWS)
+    float *x = xmalloc((size_t)rows * n * 4);
+    random_floats(x, (size_t)rows * n, 3.0f);
+    uint64_t st = 17;
+    for (uint32_t i = 0; i < n; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        const int q = (int)((st >> 33) % 8);
+        x[1 * (size_t)n + i] = (float)((st >> 40) % 5);                   // five levels: ties at every cut
+        x[2 * (size_t)n + i] = q == 0 ? NAN : q == 1 ? INFINITY : q == 2 ? -INFINITY : q == 3 ? -0.0f
+                             : q == 4 ? 0.0f : (float)(q - 5);            // every special value
+        x[3 * (size_t)n + i] = 2.5f;                                      // all equal
+        x[4 * (size_t)n + i] = i % 2 ? NAN : -INFINITY;                   // nothing above -inf
+        x[5 * (size_t)n + i] = (float)i;                                  // ascending: the last k
+        x[6 * (size_t)n + i] = i < 300 ? 50.0f : x[6 * (size_t)n + i];    // 300 ties at the top (above every N(0, 9) value)
+        x[7 * (size_t)n + i] = roundf(x[7 * (size_t)n + i] * 16.0f) / 16.0f;  // ties near the cut
+        x[8 * (size_t)n + i] = (float)(i % 64) - (i == 70000 ? 1000.0f : 0.0f);  // every group's key equal
+        x[9 * (size_t)n + i] = i % 64 == 5 ? -0.0f : (i % 64 == 9 ? 0.0f : -1.0f);  // both zeros tie
+    }
+    for (int c = 0; c < 3; c++) {  // 2,048 candidates (P = 2,048), 2,049 (the whole row), 1,000 (P = 1,024)
+        const uint32_t cnt = c == 0 ? 2048 : c == 1 ? 2049 : 1000;
+        float *r = x + (size_t)(14 + c) * n;  // (rows 10 .. 12 are the long row below)
+        for (uint32_t t = 0; t < cnt; t++) r[(t / 32) * 64 + t % 32] = 50.0f;  // 32 in each of the first groups
+    }
+    float *dx = dev_from(x, (size_t)rows * n * 4);
+    struct strata_token_logit *dtop = dev((size_t)rows * STRATA_TOP_K_MAX * sizeof *dtop);
+    static struct strata_token_logit got[40 * STRATA_TOP_K_MAX], want[STRATA_TOP_K_MAX];
+    const int ks[] = {1, 40, STRATA_TOP_K_MAX};
+    for (int c = 0; c < 3; c++) {
+        const int k = ks[c];
+        CHECK(strata_cuda_topk(g_cu, dtop, dx, rows, n, k) == 0, "topk %d", k);
+        fetch(got, dtop, (size_t)rows * k * sizeof *got);
+        for (int r = 0; r < rows; r++) {
+            strata_top_k(x + (size_t)r * n, (int32_t)n, k, want);
+            int j = 0;
+            while (j < k && memcmp(&got[(size_t)r * k + j], &want[j], sizeof *want) == 0) j++;
+            CHECK(j == k, "topk %d, row %d: candidate %d is id %d logit %g, the host's %d %g", k, r, j,
+                  j < k ? got[(size_t)r * k + j].id : 0, j < k ? got[(size_t)r * k + j].logit : 0.0f,
+                  j < k ? want[j].id : 0, j < k ? want[j].logit : 0.0f);
+        }
+    }
+    const uint32_t shorts[] = {5, 40, 300, 2100};  // k = n, rows shorter than a block, all candidates
+    const int short_rows[] = {1, 9, 10};            // five levels, both zeros, random
+    for (int c = 0; c < 4; c++)
+        for (int sr = 0; sr < 3; sr++) {
+            const uint32_t m = shorts[c];
+            const int k = m < 40 ? (int)m : c == 3 ? STRATA_TOP_K_MAX : 40;
+            const float *xr = x + (size_t)short_rows[sr] * n + 3;
+            CHECK(strata_cuda_topk(g_cu, dtop, dx + (size_t)short_rows[sr] * n + 3, 1, m, k) == 0, "topk of %u", m);
+            fetch(got, dtop, (size_t)k * sizeof *got);
+            strata_top_k(xr, (int32_t)m, k, want);
+            CHECK(memcmp(got, want, (size_t)k * sizeof *want) == 0, "topk %d of a row of %u (row %d)", k, m,
+                  short_rows[sr]);
+        }
+    // a row of more groups than the two steps take: the whole row in one block
+    const uint32_t m = 2 * n + 12345;
+    CHECK(strata_cuda_topk(g_cu, dtop, dx + 10 * (size_t)n, 1, m, 40) == 0, "topk of %u", m);
+    fetch(got, dtop, 40 * sizeof *got);
+    strata_top_k(x + 10 * (size_t)n, (int32_t)m, 40, want);
+    CHECK(memcmp(got, want, 40 * sizeof *want) == 0, "topk 40 of a row of %u", m);
+    strata_cuda_free(g_cu, dx), strata_cuda_free(g_cu, dtop);
+    free(x);
+    case_result("topk (a sampler's candidates on the device) = strata_top_k", f0);
 }
 
 // The CPU backend's indexer steps for one sequence's tokens (strata_cpu_indexer), with the portable
@@ -2550,6 +2639,7 @@ int main(int argc, char **argv)
     test_swiglu_oai_layernorm();
     test_copy_rows();
     test_argmax();
+    test_topk();
     test_indexer();
     strata_cuda_close(g_cu);
     test_attn_opts();

@@ -801,6 +801,13 @@ static int cuda_be_argmax(void *vctx, int32_t *ids, const float *x, int n_rows, 
     return strata_cuda_argmax(c->cu, ids, x, n_rows, n);
 }
 
+static int cuda_be_topk(void *vctx, struct strata_token_logit *out, const float *x, int n_rows, uint32_t n, int k)
+{
+    struct cuda_ctx *c = vctx;
+    pre_clobber(c, out, (size_t)n_rows * (size_t)k * sizeof *out);
+    return strata_cuda_topk(c->cu, out, x, n_rows, n, k);
+}
+
 static int cuda_be_route(void *vctx, const struct strata_route_params *p, const float *logits, int n_tok, int32_t *ids,
                          float *weights)
 {
@@ -964,6 +971,7 @@ static const struct strata_backend_i g_cuda_iface = {
     .mul_sigmoid = cuda_be_mul_sigmoid,
     .moe_combine = cuda_be_moe_combine,
     .argmax = cuda_be_argmax,
+    .topk = cuda_be_topk,
     .copy = cuda_be_copy,
     .layernorm = cuda_be_layernorm,
     .swiglu_oai = cuda_be_swiglu_oai,

@@ -215,6 +215,7 @@ int strata_cuda_open(struct strata_cuda **out, int device)
     if (rc == 0) rc = strata_cuda_tables_mmq();
     if (rc == 0) rc = strata_cuda_mmq_init();
     if (rc == 0) rc = strata_cuda_attn_init();
+    if (rc == 0) rc = strata_cuda_select_init(cu);
     // the tables went by cudaMemcpyToSymbol from pageable memory, on the legacy stream, which the
     // context's non-blocking stream does not wait for: landed before any kernel reads them
     if (rc == 0 && cudaDeviceSynchronize() != cudaSuccess) {

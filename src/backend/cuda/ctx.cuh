@@ -76,6 +76,7 @@ struct strata_cuda {
     int mmq_opts;                    // GEMM options (mmq.cu MMQ_*; STRATA_CUDA_MMQ_OPTS, default all; A/B)
     int32_t *rows_dev;               // host row lists copied here for get_rows
     size_t rows_cap;
+    void *sel;                       // the selections' scratch (select.cu), made at open
     struct strata_cuda_prof *prof;   // STRATA_CUDA_PROF=1: time per kernel (ctx.cu), else NULL
     char prof_tag[64];               // the next launch's name in the profile ("" = its kernel's)
 };
@@ -90,6 +91,8 @@ int strata_cuda_tables_mv(void);
 int strata_cuda_tables_mmq(void);
 // attn.cu: the attention kernel's shared-memory limit raised once.
 int strata_cuda_attn_init(void);
+// select.cu: the selections' scratch, made and zeroed.
+int strata_cuda_select_init(struct strata_cuda *cu);
 
 // Through tape.cu while a decode pass is recorded or checked against its record.
 cudaError_t strata_cuda_tape_kernel(struct strata_cuda *cu, const cudaLaunchConfig_t *cfg, const void *func,

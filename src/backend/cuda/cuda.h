@@ -406,6 +406,10 @@ int strata_cuda_moe_combine_routed(struct strata_cuda *cu, float *x, const float
 // ids[r] = the first index of the largest of x[r][0..n) (NaN never wins; 0 when none is above
 // -inf) for n_rows rows: backend.h's argmax.
 int strata_cuda_argmax(struct strata_cuda *cu, int32_t *ids, const float *x, int n_rows, uint32_t n);
+// out[r][0..k) = the k best of x[r][0..n) as strata_top_k orders them, for n_rows rows:
+// backend.h's topk. 1 <= k <= min(n, STRATA_TOP_K_MAX).
+int strata_cuda_topk(struct strata_cuda *cu, struct strata_token_logit *out, const float *x, int n_rows, uint32_t n,
+                     int k);
 
 // Page-locked host memory (NULL when the driver refuses), for asynchronous uploads.
 void *strata_cuda_host_alloc(size_t bytes);

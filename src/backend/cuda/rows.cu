@@ -2,8 +2,6 @@
 // of ops.cu: rows added with a stride or a broadcast bias, the sigmoid gate, row copies, and the
 // MoE combine over routed rows addressed through a route table. Each rounds exactly as the CPU
 // backend (backend/cpu/cpu.c) does: explicit _rn operations, no fused multiply-adds.
-#include <climits>
-
 #include <cuda_runtime.h>
 
 #include "backend/cuda/common.cuh"
@@ -100,49 +98,5 @@ int strata_cuda_moe_combine_routed(struct strata_cuda *cu, float *x, const float
     if (n_tok <= 0 || n == 0) return 0;
     CU_LAUNCH("k_moe_combine_routed", k_moe_combine_routed, row_grid(n_tok, n), 256, 0, x, rows, route_of, weight,
               shared, n_tok, K, n);
-    return 0;
-}
-
-// ids[r] = the first index of the largest of row r (NaN never wins; 0 when none is above -inf):
-// sample/sampler.c's strata_argmax. A block a row: each thread the first of its stride's largest
-// (a strided scan meets its indices in order, so a strict > keeps the first), then the candidates
-// merged by value, the lower index on a tie: the merge's order does not change the result.
-#define ARGMAX_THREADS 1024
-
-__device__ __forceinline__ void argmax_merge(float &v, int &i, float ov, int oi)
-{
-    if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
-}
-
-__global__ void __launch_bounds__(ARGMAX_THREADS) k_argmax(int32_t *ids, const float *x, int n_rows, uint32_t n)
-{
-    pdl_enter();
-    __shared__ float sv[ARGMAX_THREADS / 32];
-    __shared__ int si[ARGMAX_THREADS / 32];
-    const float *row = x + (size_t)blockIdx.x * n;
-    float v = -INFINITY;
-    int i = INT_MAX;
-    for (uint32_t j = threadIdx.x; j < n; j += ARGMAX_THREADS) {
-        const float e = row[j];
-        if (e > v) v = e, i = (int)j;
-    }
-    for (int o = 16; o > 0; o >>= 1) argmax_merge(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) sv[w] = v, si[w] = i;
-    __syncthreads();
-    if (w) return;
-    v = sv[lane], i = si[lane];
-    for (int o = 16; o > 0; o >>= 1) argmax_merge(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
-    if (lane == 0) ids[blockIdx.x] = i == INT_MAX ? 0 : i;
-}
-
-int strata_cuda_argmax(struct strata_cuda *cu, int32_t *ids, const float *x, int n_rows, uint32_t n)
-{
-    if (n_rows <= 0) return 0;
-    if (n > (uint32_t)INT_MAX) {
-        strata_log_error("cuda: argmax over rows of %u", n);
-        return STRATA_EARG;
-    }
-    CU_LAUNCH("k_argmax", k_argmax, n_rows, ARGMAX_THREADS, 0, ids, x, n_rows, n);
     return 0;
 }
