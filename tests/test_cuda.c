@@ -2555,6 +2555,13 @@ static void test_backend(void)
     rmdir(g_dir);
 }
 
+// The run's last line and exit status.
+static int summary(void)
+{
+    printf("%s\n", g_failures ? "FAILED" : "all passed");
+    return g_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     bool do_bench = false, only_backend = false, bench_attn = false, only_attn = false, only_mm = false;
@@ -2572,8 +2579,7 @@ int main(int argc, char **argv)
             g_e2e_kind = STRATA_BACKEND_CPU;
             test_attn_opts();
             test_backend();
-            printf("%s\n", g_failures ? "FAILED" : "all passed");
-            return g_failures ? 1 : 0;
+            return summary();
         }
     const char *why;
     if (strata_cuda_device_count(&why) == 0) {
@@ -2601,22 +2607,19 @@ int main(int argc, char **argv)
         test_attention(true, true);
         strata_cuda_close(g_cu);
         test_attn_opts();
-        printf("%s\n", g_failures ? "FAILED" : "all passed");
-        return g_failures ? 1 : 0;
+        return summary();
     }
     if (only_backend) {
         strata_cuda_close(g_cu);
         test_backend();
-        printf("%s\n", g_failures ? "FAILED" : "all passed");
-        return g_failures ? 1 : 0;
+        return summary();
     }
     test_quantize();
     test_dequant();
     test_mm();
     if (only_mm) {
         strata_cuda_close(g_cu);
-        printf("%s\n", g_failures ? "FAILED" : "all passed");
-        return g_failures ? 1 : 0;
+        return summary();
     }
     const uint32_t moe_types[] = {STRATA_TYPE_Q8_0, STRATA_TYPE_Q4_K, STRATA_TYPE_Q6_K, STRATA_TYPE_IQ2_XXS,
                                   STRATA_TYPE_MXFP4, STRATA_TYPE_Q4_1, STRATA_TYPE_F16};
@@ -2644,7 +2647,6 @@ int main(int argc, char **argv)
     strata_cuda_close(g_cu);
     test_attn_opts();
     test_backend();
-    printf("%s\n", g_failures ? "FAILED" : "all passed");
-    return g_failures ? 1 : 0;
+    return summary();
 }
 #endif

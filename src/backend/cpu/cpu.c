@@ -530,17 +530,20 @@ struct kv_commit_job {
     atomic_int rc;
 };
 
-// One write a page of [off, off + len) of p, each page's bytes kept (an atomic or of 0: the commit
-// runs before any thread writes these positions, the first page may hold earlier positions). On a
-// VM with shadow paging (the development VM; the GPU machines' firecracker hosts) the first user
-// access to a page the kernel populated costs several microseconds (6.7 measured here), which the
-// decode's K/V row copy, on the calling thread, paid once a page; the commit pays it in parallel.
-static void touch_pages(void *p, size_t off, size_t len)
+// Commit [off, off + len) of p (STRATA_ENOMEM when the kernel cannot), then write each of its
+// pages once, the bytes kept (an atomic or of 0: the commit runs before any thread writes these
+// positions, the first page may hold earlier ones). On a VM with shadow paging (the development
+// VM; the GPU machines' firecracker hosts) the first user access to a page the kernel populated
+// costs several microseconds (6.7 measured here), which the decode's K/V row copy, on the calling
+// thread, paid once a page; the commit pays it in parallel.
+static int commit_touched(void *p, size_t off, size_t len)
 {
-    if (!len) return;
+    const int rc = strata_commit_pages(p, off, len);
+    if (rc || !len) return rc;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (uintptr_t a = ((uintptr_t)p + off) & ~(page - 1); a < (uintptr_t)p + off + len; a += page)
         __atomic_fetch_or((unsigned char *)a, 0, __ATOMIC_RELAXED);
+    return 0;
 }
 
 static void kv_commit_layers(const struct rows_job *j, int r0, int r1, int ith)
@@ -552,14 +555,11 @@ static void kv_commit_layers(const struct rows_job *j, int r0, int r1, int ith)
         int rc;
         if (l < kv->n_layers) {
             const size_t row0 = (size_t)l * kv->n_ctx + cj->from;
-            rc = strata_commit_pages(kv->k, row0 * kv->k_pos, cj->len * kv->k_pos);
-            if (rc == 0 && kv->v) rc = strata_commit_pages(kv->v, row0 * kv->v_pos, cj->len * kv->v_pos);
-            if (rc == 0) touch_pages(kv->k, row0 * kv->k_pos, cj->len * kv->k_pos);
-            if (rc == 0 && kv->v) touch_pages(kv->v, row0 * kv->v_pos, cj->len * kv->v_pos);
+            rc = commit_touched(kv->k, row0 * kv->k_pos, cj->len * kv->k_pos);
+            if (rc == 0 && kv->v) rc = commit_touched(kv->v, row0 * kv->v_pos, cj->len * kv->v_pos);
         } else {
             const size_t row0 = (size_t)(l - kv->n_layers) * kv->n_ctx + cj->from;
-            rc = strata_commit_pages(kv->ik, row0 * kv->ik_pos, cj->len * kv->ik_pos);
-            if (rc == 0) touch_pages(kv->ik, row0 * kv->ik_pos, cj->len * kv->ik_pos);
+            rc = commit_touched(kv->ik, row0 * kv->ik_pos, cj->len * kv->ik_pos);
         }
         if (rc) atomic_store(&cj->rc, rc);
     }
