@@ -52,12 +52,14 @@ bool strata_gemm_supports(enum strata_gemm_level level, uint32_t wtype)
 
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-void gemm_rec_layout_init(struct gemm_rec_layout *L, const struct gemm_format *f, uint32_t n)
+void gemm_rec_layout_init(struct gemm_rec_layout *L, const struct gemm_format *f, uint32_t n, bool split)
 {
     L->n = n;
     L->nb = n / f->qb;
     L->nsub = f->qb / f->sb;
     size_t off = round64(n);
+    L->off_w2 = split ? off : 0;
+    off += split ? round64(n) : 0;
     L->off_sc = off, off += (size_t)L->nb * L->nsub * 4;
     L->off_corr = off, off += (size_t)L->nb * 4;
     L->off_dw = off, off += (size_t)L->nb * 4;
@@ -358,8 +360,9 @@ const char *strata_gemm_level_name(enum strata_gemm_level level)
     return (unsigned)level < STRATA_GEMM_LEVEL_COUNT ? g_level_names[level] : "?";
 }
 
-// AMX-TILE and AMX-INT8 (cpuid leaf 7, edx bits 24 and 25), and the tile data state enabled by
-// the OS for this process (Linux grants it on request: arch_prctl ARCH_REQ_XCOMP_PERM).
+// AMX-TILE and AMX-INT8 (cpuid leaf 7, edx bits 24 and 25), AVX-512 VBMI (ecx bit 1: the split
+// records' unpacking; every AMX CPU has it), and the tile data state enabled by the OS for this
+// process (Linux grants it on request: arch_prctl ARCH_REQ_XCOMP_PERM).
 static bool g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
 
@@ -367,7 +370,7 @@ static void amx_probe(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
-    if (!((d >> 24) & 1) || !((d >> 25) & 1)) return;
+    if (!((d >> 24) & 1) || !((d >> 25) & 1) || !((c >> 1) & 1)) return;
     g_amx_ok = gemm_kernels_amx.thread_prepare && gemm_kernels_amx.thread_prepare() == 0;
 }
 
@@ -675,7 +678,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
         struct job_plan *p = &plan[j];
         p->f = gemm_format_of(jobs[j].w.type);
         STRATA_ASSERT(strata_gemm_supports(g->level, jobs[j].w.type) && jobs[j].w.n_in % p->f->qb == 0);
-        gemm_rec_layout_init(&p->L, p->f, jobs[j].w.n_in);
+        gemm_rec_layout_init(&p->L, p->f, jobs[j].w.n_in, k->split && k->split(p->f));
         gemm_tile_layout_init(&p->T, p->f, jobs[j].w.n_in, k->lanes);
         p->n_groups = (jobs[j].n_tok + (int)k->lanes - 1) / (int)k->lanes;
         const int min_tok = p->f->qb == 32 && k->min_tokens_b32 ? k->min_tokens_b32 : k->min_tokens;

@@ -122,7 +122,7 @@ static inline __attribute__((always_inline)) void panel_body(const struct gemm_r
         else panel_body(L, T, recs, n_rows, tiles, out, qb, sb, mins, unit, wu8, 1);              \
     } while (0)
 
-static void panel_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
+void gemm_panel_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
                          const uint8_t *recs, int n_rows, const uint8_t *const *tiles, int n_tiles, float *out)
 {
     switch (f->wtype) {
@@ -192,34 +192,12 @@ static inline __attribute__((always_inline)) float fmaf_group4(float acc, __m128
     return acc;
 }
 
-// 32 bytes broadcast to both halves of a zmm, each half shifted right by its own count of bits
-// per 64-bit lane.
-static inline __m512i broadcast_shift(const uint8_t *p, int lower_shift, int upper_shift)
-{
-    __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
-    __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi64(lower_shift), _mm256_set1_epi64x(upper_shift), 1);
-    return _mm512_srlv_epi64(b, shifts);
-}
-
 // vpermw indices: int16 lane i takes scale first + i / run.
 static inline __m512i scale_index(int first, int run)
 {
     short idx[32];
     for (int i = 0; i < 32; i++) idx[i] = (short)(first + i / run);
     return _mm512_loadu_si512(idx);
-}
-
-// The 64 quants of chunk c (0..3) of a Q4_K/Q5_K block in element order (see kernels_avx512.c).
-static inline __m512i k_chunk_quants(const uint8_t *qs32, const __m512i *qh, __m512i qh_select)
-{
-    __m512i q = _mm512_and_si512(broadcast_shift(qs32, 0, 4), _mm512_set1_epi8(0x0f));
-    if (qh) q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(*qh, qh_select), q, _mm512_set1_epi8(16));
-    return q;
-}
-
-static inline __m512i q5_select(int j)
-{
-    return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))), _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
 }
 
 // One half (128 elements) of a Q6_K block as two zmm of quants in element order.
@@ -262,27 +240,19 @@ void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layou
 {
     int8_t *w = (int8_t *)rec;
     int32_t *sc = (int32_t *)(rec + L->off_sc), *corr = (int32_t *)(rec + L->off_corr);
-    int32_t *mp = (int32_t *)(rec + L->off_mp);
-    float *dw = (float *)(rec + L->off_dw), *ndmin = (float *)(rec + L->off_ndmin);
+    float *dw = (float *)(rec + L->off_dw);
     const __m512i zero = _mm512_setzero_si512();
     switch (f->wtype) {
     case STRATA_TYPE_Q4_K:
     case STRATA_TYPE_Q5_K: {
         const bool five = f->wtype == STRATA_TYPE_Q5_K;
-        const size_t bb = five ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
         for (uint32_t b = 0; b < L->nb; b++) {
-            const uint8_t *blk = (const uint8_t *)row + b * bb;
-            strata_prefetch_ahead(blk, (int)bb);
-            const struct block_q4_k *head = (const struct block_q4_k *)blk;
-            const uint8_t *qs = five ? ((const struct block_q5_k *)blk)->qs : head->qs;
-            const __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)blk)->qh)) : zero;
-            const __m128i sm = strata_k_scales_sse(head->scales);  // 8 scales, 8 mins
+            const uint8_t *qs;
+            __m512i qh;
+            const __m128i sm = gemm_k45_block(L, row, b, five, rec, &qs, &qh);  // 8 scales, 8 mins
             _mm256_storeu_si256((__m256i *)(sc + b * 8), _mm256_cvtepu8_epi32(sm));
-            _mm_storeu_si128((__m128i *)(mp + b * 4), _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
             for (int c = 0; c < 4; c++)
                 _mm512_storeu_si512(w + (size_t)b * QK_K + 64 * c, k_chunk_quants(qs + 32 * c, five ? &qh : NULL, five ? q5_select(c) : zero));
-            dw[b] = _cvtsh_ss(head->d);
-            ndmin[b] = -_cvtsh_ss(head->dmin);
         }
         break;
     }
@@ -662,7 +632,7 @@ const struct gemm_kernels gemm_kernels_avx512 = {
     // 15.0 / 20.1, 24.5 / 39.6, 36.2 / 78.8)
     .min_tokens_b32 = 2,
     .unpack = gemm_unpack_avx512,
-    .panel = panel_avx512,
+    .panel = gemm_panel_avx512,
     .vec_dot = {
         [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
         [STRATA_TYPE_MXFP4] = vec_dot_mxfp4,

@@ -8,6 +8,7 @@
 //
 // Record of one weight row of n elements (nb blocks of qb, nsub = qb / sb sub-blocks each):
 //   w[n]               int8 values in element order
+//   w2[n]              split records only (see below), at off_w2
 //   sc[nb][nsub]       int32 sub-block scales
 //   corr[nb]           int32 128 * sum_j sc[j] * sum_{i in j} w[i]: what adding 128 to every
 //                      activation byte adds to S1 (vpdpbusd wants an unsigned operand: the
@@ -16,6 +17,12 @@
 //   dw[nb]             float block factor
 //   ndmin[nb]          float -dmin                                   (types with mins)
 //   mp[nb][nsub / 2]   two int16 mins m[2k] | m[2k+1] << 16 per int32  (types with mins)
+// Split records (the formats a level's `split` names: Q4_K and Q5_K at AMX). Every sub-block
+// scale, 0..63, is 8 hi + lo with hi and lo in 0..7, and the values are stored twice as
+// unsigned bytes: w[i] * lo of its sub-block in w, w[i] * hi in w2 (at most 31 * 7 = 217). Then
+// S1 = sum_i w[i] a[i] + 8 sum_i w2[i] a[i], both sums over the whole block with no scale
+// between sub-blocks: two products of full tile width per 64 values and one extraction per block
+// instead of one narrow product and one extraction per sub-block. sc is not stored.
 // Activation tile of `lanes` tokens (lanes past the group's tokens are zero):
 //   a[nb][qb / 4][lanes][4]    4 consecutive int8 values of the lane's token, + 128 (as uint8)
 //                              where the level's kernel wants that (plus128, signed weights)
@@ -45,6 +52,7 @@ struct gemm_format {
 
 struct gemm_rec_layout {
     uint32_t n, nb, nsub;
+    size_t off_w2;      // split records: the second values (0 if not split)
     size_t off_sc, off_corr, off_dw, off_ndmin, off_mp;
     size_t bytes;       // multiple of 64
 };
@@ -57,7 +65,8 @@ struct gemm_tile_layout {
 
 // NULL if `wtype` has no canonical form.
 const struct gemm_format *gemm_format_of(uint32_t wtype);
-void gemm_rec_layout_init(struct gemm_rec_layout *L, const struct gemm_format *f, uint32_t n);
+// split: the level's records of this format are split (gemm_kernels.split).
+void gemm_rec_layout_init(struct gemm_rec_layout *L, const struct gemm_format *f, uint32_t n, bool split);
 void gemm_tile_layout_init(struct gemm_tile_layout *T, const struct gemm_format *f, uint32_t n, uint32_t lanes);
 
 // Unpack one weight row (n elements of f->wtype) into its record.
@@ -84,6 +93,8 @@ struct gemm_kernels {
     int min_tokens;         // jobs with fewer tokens take the multi-token dot (faster there)
     int min_tokens_b32;     // the same for the blocks of 32 (Q8_0, MXFP4, Q4_0; 0: min_tokens),
                             // whose multi-token dot is slower than the tile kernel sooner
+    // true for the formats whose records are split at this level (see above); NULL: none
+    bool (*split)(const struct gemm_format *f);
     gemm_unpack_fn unpack;  // gemm_unpack_row, or the level's own (the same bytes but corr where
                             // the level's kernel does not read it)
     gemm_panel_fn panel;    // NULL: every job takes the multi-token dot
@@ -100,6 +111,9 @@ struct gemm_kernels {
 // gemm_unpack_row in AVX-512 (the AVX-512 and AMX levels), and its low-bit formats (whose
 // canonical form exists only there: lowbit_avx512.c, from the same block decoders as its dots).
 void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec);
+// The AVX-512 level's tile kernel (the AMX level's for the formats whose records are not split).
+void gemm_panel_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
+                       const uint8_t *recs, int n_rows, const uint8_t *const *tiles, int n_tiles, float *out);
 void gemm_unpack_lowbit_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row,
                                uint8_t *rec);
 
@@ -114,6 +128,7 @@ static inline const int32_t *rec_corr(const struct gemm_rec_layout *L, const uin
 static inline const float *rec_dw(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const float *)(rec + L->off_dw); }
 static inline const float *rec_ndmin(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const float *)(rec + L->off_ndmin); }
 static inline const int32_t *rec_mp(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const int32_t *)(rec + L->off_mp); }
+static inline const uint8_t *rec_w2(const struct gemm_rec_layout *L, const uint8_t *rec) { return rec + L->off_w2; }
 static inline const float *tile_da(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const float *)(tile + T->off_da); }
 static inline const int32_t *tile_asum(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const int32_t *)(tile + T->off_asum); }
 
@@ -171,6 +186,27 @@ static inline __attribute__((always_inline)) size_t gemm_b32_bytes(uint32_t type
 #ifdef __AVX512F__
 #include <immintrin.h>
 #include <string.h>
+
+// Block b of a Q4_K / Q5_K row for the unpacking: writes the record's mins (mp), dw and ndmin of
+// the block, and gives its quants, its high bits (Q5_K; zero for Q4_K, where `five` is false) and
+// its scales and mins (strata_k_scales_sse: bytes 0..7 the scales, 8..15 the mins).
+static inline __attribute__((always_inline)) __m128i gemm_k45_block(const struct gemm_rec_layout *L, const void *row,
+                                                                     uint32_t b, bool five, uint8_t *rec,
+                                                                     const uint8_t **qs, __m512i *qh)
+{
+    const size_t bb = five ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
+    const uint8_t *blk = (const uint8_t *)row + b * bb;
+    strata_prefetch_ahead(blk, (int)bb);
+    const struct block_q4_k *head = (const struct block_q4_k *)blk;
+    *qs = five ? ((const struct block_q5_k *)blk)->qs : head->qs;
+    *qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)blk)->qh))
+               : _mm512_setzero_si512();
+    const __m128i sm = strata_k_scales_sse(head->scales);
+    _mm_storeu_si128((__m128i *)(rec + L->off_mp + (size_t)b * 16), _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
+    ((float *)(rec + L->off_dw))[b] = _cvtsh_ss(head->d);
+    ((float *)(rec + L->off_ndmin))[b] = -_cvtsh_ss(head->dmin);
+    return sm;
+}
 
 // The 4 bytes at p broadcast to every int32 lane (the tile kernels' weight and scale operand).
 static inline __attribute__((always_inline)) __m512i gemm_bcast4(const void *p)

@@ -44,15 +44,6 @@ static inline __mmask16 tail_mask(int64_t remaining)
     return (__mmask16)((1u << remaining) - 1);
 }
 
-// 32 bytes broadcast to both halves of a zmm, each half shifted right by its own count of bits
-// per 64-bit lane (which is per byte, for counts < 8, once the caller masks the bits it wants).
-static inline __m512i broadcast_shift(const uint8_t *p, int lower_shift, int upper_shift)
-{
-    __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
-    __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi64(lower_shift), _mm256_set1_epi64x(upper_shift), 1);
-    return _mm512_srlv_epi64(b, shifts);
-}
-
 // vpermw indices for sub-block scales: int16 lane i takes scale first + i / run (run = the int16
 // lanes per sub-block after maddubs: 16 for 32-element sub-blocks, 8 for 16-element ones).
 static inline __m512i scale_index(int first, int run)
@@ -239,22 +230,6 @@ static inline __m256 q8_0_block(__m256i w, __m256i w_abs, float w_d, const struc
     __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w_abs, _mm256_sign_epi8(a, w));
     __m256 d = _mm256_set1_ps(w_d * _cvtsh_ss(y->d));
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
-}
-
-// The 64 quants of chunk j (0..3) of a Q4_K/Q5_K block in element order: qs[32j..32j+31] low
-// nibbles (sub-block 2j), then their high nibbles (2j + 1), plus 16 where `qh` has bit 2j / 2j + 1
-// (Q5_K; NULL for Q4_K).
-static inline __m512i k_chunk_quants(const uint8_t *qs32, const __m512i *qh, __m512i qh_select)
-{
-    __m512i q = _mm512_and_si512(broadcast_shift(qs32, 0, 4), _mm512_set1_epi8(0x0f));
-    if (qh) q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(*qh, qh_select), q, _mm512_set1_epi8(16));
-    return q;
-}
-
-// Bit masks selecting, per byte, qh bit 2j (low half of the zmm) and 2j + 1 (high half).
-static inline __m512i q5_select(int j)
-{
-    return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))), _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
 }
 
 // The Q4_K / Q5_K block loop: d * sum(sc * q * a) - dmin * sum(m * bsums), per block, for nt
