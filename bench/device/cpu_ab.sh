@@ -12,9 +12,9 @@
 #
 # THREADS (16), LAYERS (48), PROMPTS ("512 8192"), REPS (runs per build and prompt; 2), GEMM_TOKENS
 # ("16 32 64"), TYPES (the GEMM bench's rows, "Q4_K Q5_K Q6_K Q8_0"), BUDGET_S (500: later steps
-# are skipped, and say so, past it). VARIANTS ("A:$A B:$B"): NAME:DIR[:VAR=VALUE] per variant, a
-# build with an optional environment variable, for the GEMM bench and the prompts (the bench also
-# runs B at AVX-512). SKIP_TESTS=1: no kernel tests; WORK: where the model is written (kept
+# are skipped, and say so, past it). VARIANTS ("A:$A B:$B"): NAME:DIR[:VAR=VALUE | :-FLAGS] per
+# variant, a build with an optional environment variable or extra `strata run` flags (`_` for a
+# space: B2k:$B:-b_2048), for the GEMM bench and the prompts (the bench also runs B at AVX-512). SKIP_TESTS=1: no kernel tests; WORK: where the model is written (kept
 # there for a second call in the same command). PERF=DIR (with perf and its libraries, ld-linux-x86-64.so.2 among them):
 # `perf record` of the last variant's first prompt after PERF_DELAY_MS (9000: past the load), its
 # report in $OUT/perf.txt.
@@ -45,6 +45,7 @@ pattern=$(echo "$TYPES" | sed 's/ /|/g')
 for n in $GEMM_TOKENS; do
     for v in $VARIANTS "B_avx512:$B:STRATA_AMX=0"; do
         IFS=: read -r name dir var <<< "$v"
+        [ "${var:0:1}" = - ] && continue  # flags of strata run only
         env ${var:-} timeout 60 "$dir/test_gemm" --bench "$n" 8 2>&1 | grep -E "^($pattern) " |
             sed "s/^/$name: /" | tee -a "$out/log.txt"
     done
@@ -60,6 +61,8 @@ for p in $PROMPTS; do
     for r in $(seq "$REPS"); do
         for v in $VARIANTS; do
             IFS=: read -r which dir var <<< "$v"
+            flags=()
+            [ "${var:0:1}" = - ] && read -r -a flags <<< "${var//_/ }" && var=""
             [ "$(left)" -lt 20 ] && { log "prompt $p $which rep $r skipped (budget)"; continue; }
             f=$out/run_p${p}_${which}_$r.json
             pf=()
@@ -68,7 +71,7 @@ for p in $PROMPTS; do
                 perf_done=1
             fi
             env ${var:-} timeout "$(left)" "${pf[@]}" "$dir/strata" run -m "$model" --prompt-tokens "@$work/p$p.ids" -n 1 --temp 0 --json \
-                -t "$THREADS" -c $((p + 16)) --cache-type-k f16 --cache-type-v f16 > "$f" 2> "${f%.json}.err" ||
+                -t "$THREADS" -c $((p + 16)) --cache-type-k f16 --cache-type-v f16 "${flags[@]}" > "$f" 2> "${f%.json}.err" ||
                 { log "prompt $p $which rep $r: rc=$? $(tail -n 1 "${f%.json}.err")"; continue; }
             log "prompt $p $which rep $r: $(field "$f" "'%.1f tok/s, gemm %s; phases %s' % (d['prompt_tok_s'], d.get('gemm'), ', '.join('%s %.3f' % (k, v) for k, v in d['phase_s'].items() if v > 0.001))")"
         done

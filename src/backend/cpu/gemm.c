@@ -491,6 +491,7 @@ int strata_gemm_create(struct strata_gemm **out, int n_threads, enum strata_gemm
             strata_gemm_free(g);
             return STRATA_ENOMEM;
         }
+        memset(o, 0, out_bytes);  // a level's scatter may read the rows a short panel leaves unwritten
         g->outs[i] = o;
     }
     *out = g;
@@ -655,11 +656,15 @@ static void panel_worker(void *arg, int ith, int nth)
             k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
             for (int i = 0; i < n_tiles; i++) {
                 const int t0 = (grp + i) * lanes, n_act = job->n_tok - t0 < lanes ? job->n_tok - t0 : lanes;
-                for (int l = 0; l < n_act; l++) {
-                    const int yr = job->y_rows ? job->y_rows[t0 + l] : t0 + l;
-                    float *y = job->y + (size_t)yr * job->y_stride + r0;
-                    for (int r = 0; r < nr; r++) y[r] = out[((size_t)r * n_tiles + i) * lanes + l];
+                float *y[GEMM_MAX_LANES];
+                for (int l = 0; l < n_act; l++)
+                    y[l] = job->y + (size_t)(job->y_rows ? job->y_rows[t0 + l] : t0 + l) * job->y_stride + r0;
+                if (k->scatter) {
+                    k->scatter(out, n_tiles, i, y, n_act, nr);
+                    continue;
                 }
+                for (int l = 0; l < n_act; l++)
+                    for (int r = 0; r < nr; r++) y[l][r] = out[((size_t)r * n_tiles + i) * lanes + l];
             }
         }
     }

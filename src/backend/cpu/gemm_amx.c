@@ -192,5 +192,6 @@ const struct gemm_kernels gemm_kernels_amx = {
     .split = split_amx,
     .unpack = unpack_amx,
     .panel = panel_amx,
+    .scatter = gemm_scatter_avx512,
     .thread_prepare = amx_prepare,
 };

@@ -210,6 +210,45 @@ static inline void q6_half_quants(const uint8_t *ql64, const uint8_t *qh32, __m5
     *q_second = _mm512_ternarylogic_epi32(_mm512_and_si512(qh, bits45), _mm512_srli_epi16(ql, 4), low4, 0xf8);
 }
 
+// ---- scatter ----------------------------------------------------------------------------------
+
+void gemm_scatter_avx512(const float *out, int n_tiles, int i, float *const *y, int n_act, int n_rows)
+{
+    __m512 v[16], t[16];
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < 16; r++) v[r] = _mm512_load_ps(out + ((size_t)r * n_tiles + i) * 16);
+    // Rows (2i, 2i + 1) interleaved, then pairs of them: t[4i + j]'s 128-bit lane k holds token
+    // 4k + j of rows 4i .. 4i + 3.
+    _Pragma("GCC unroll 8")
+    for (int p = 0; p < 8; p++) {
+        t[2 * p] = _mm512_unpacklo_ps(v[2 * p], v[2 * p + 1]);
+        t[2 * p + 1] = _mm512_unpackhi_ps(v[2 * p], v[2 * p + 1]);
+    }
+    _Pragma("GCC unroll 4")
+    for (int q = 0; q < 4; q++) {
+        const __m512d a = _mm512_castps_pd(t[4 * q]), b = _mm512_castps_pd(t[4 * q + 1]);
+        const __m512d c = _mm512_castps_pd(t[4 * q + 2]), d = _mm512_castps_pd(t[4 * q + 3]);
+        v[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        v[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        v[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        v[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    // Token 4k + j: lane k of v[j], v[4 + j], v[8 + j], v[12 + j].
+    const __mmask16 m = (__mmask16)((1u << n_rows) - 1);
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        const __m512 p0 = _mm512_shuffle_f32x4(v[j], v[4 + j], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 p1 = _mm512_shuffle_f32x4(v[j], v[4 + j], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512 q0 = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 q1 = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
+        t[j] = _mm512_shuffle_f32x4(p0, q0, _MM_SHUFFLE(2, 0, 2, 0));
+        t[4 + j] = _mm512_shuffle_f32x4(p1, q1, _MM_SHUFFLE(2, 0, 2, 0));
+        t[8 + j] = _mm512_shuffle_f32x4(p0, q0, _MM_SHUFFLE(3, 1, 3, 1));
+        t[12 + j] = _mm512_shuffle_f32x4(p1, q1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+    for (int l = 0; l < n_act; l++) _mm512_mask_storeu_ps(y[l], m, t[l]);
+}
+
 // ---- unpacking ---------------------------------------------------------------------------------
 
 // The blocks of 32 against Q8_0 (Q8_0, MXFP4, Q4_0): their values, scale 1, corr, the factor.
@@ -633,6 +672,7 @@ const struct gemm_kernels gemm_kernels_avx512 = {
     .min_tokens_b32 = 2,
     .unpack = gemm_unpack_avx512,
     .panel = gemm_panel_avx512,
+    .scatter = gemm_scatter_avx512,
     .vec_dot = {
         [STRATA_TYPE_Q8_0] = vec_dot_q8_0,
         [STRATA_TYPE_MXFP4] = vec_dot_mxfp4,

@@ -98,6 +98,10 @@ struct gemm_kernels {
     gemm_unpack_fn unpack;  // gemm_unpack_row, or the level's own (the same bytes but corr where
                             // the level's kernel does not read it)
     gemm_panel_fn panel;    // NULL: every job takes the multi-token dot
+    // Tile i of a panel call's results to its tokens' output rows: y[l][r] = out[(r * n_tiles + i)
+    // * lanes + l] for l < n_act, r < n_rows (out has rows_per_panel rows, those past n_rows
+    // unwritten but allocated); NULL: a scalar loop.
+    void (*scatter)(const float *out, int n_tiles, int i, float *const *y, int n_act, int n_rows);
     // prepare / release the calling thread's tile state (AMX); NULL if none. prepare returns 0
     // or a negative code.
     int (*thread_prepare)(void);
@@ -111,7 +115,9 @@ struct gemm_kernels {
 // gemm_unpack_row in AVX-512 (the AVX-512 and AMX levels), and its low-bit formats (whose
 // canonical form exists only there: lowbit_avx512.c, from the same block decoders as its dots).
 void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec);
-// The AVX-512 level's tile kernel (the AMX level's for the formats whose records are not split).
+// The AVX-512 level's tile kernel (the AMX level's for the formats whose records are not split),
+// and its scatter (16 rows x 16 tokens transposed in registers, a masked store a token).
+void gemm_scatter_avx512(const float *out, int n_tiles, int i, float *const *y, int n_act, int n_rows);
 void gemm_panel_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
                        const uint8_t *recs, int n_rows, const uint8_t *const *tiles, int n_tiles, float *out);
 void gemm_unpack_lowbit_avx512(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row,
