@@ -187,6 +187,15 @@ static void segment_floats(const struct call *cl, uint32_t kvh, int seg, int nk,
     }
 }
 
+// Asks for part `part` of `parts` of the bytes [p, p + bytes) to come into the cache (L2). A unit
+// asks for the next segment's keys and values a part before each of its tiles, so that their
+// conversion does not wait on memory (it did, about 5% of the attention at 8,192 positions).
+static void prefetch_part(const uint8_t *p, size_t bytes, int part, int parts)
+{
+    const size_t b0 = bytes * (size_t)part / (size_t)parts, b1 = bytes * (size_t)(part + 1) / (size_t)parts;
+    for (size_t b = b0 & ~(size_t)63; b < b1; b += 64) __builtin_prefetch(p + b, 0, 2);
+}
+
 // The partial (m, l, o) of a segment for the query rows q, row r seeing n_valid[r] of the nk keys
 // kt and values v: into t->m, t->l, t->o.
 static void segment_rows(const struct call *cl, const float *q, int rows, const int *n_valid, int nk, const float *kt,
@@ -222,8 +231,9 @@ static void tile_worker(void *arg, int ith, int nth)
     struct thread_scratch *t = &c->th[ith];
     const size_t R = FATTN_MAX_ROWS, dk = c->dk, dv = c->dv;
     const int B = STRATA_KV_BLOCK, per_unit = cl->tiles_per_unit;
+    const struct strata_kv_cache *kv = cl->a->kv;
     const int units_per_head = (cl->tiles_per_head + per_unit - 1) / per_unit;
-    const int n_units = (int)cl->a->kv->n_head_kv * units_per_head;
+    const int n_units = (int)kv->n_head_kv * units_per_head;
     int u0, u1;
     while (strata_chunk_next(&cl->next, n_units, 1, &u0, &u1)) {
         const uint32_t kvh = (uint32_t)(u0 / units_per_head);
@@ -237,7 +247,9 @@ static void tile_worker(void *arg, int ith, int nth)
         for (int seg = 0; seg <= unit_max / B; seg++) {
             const float *kt, *v;
             segment_floats(cl, kvh, seg, unit_max + 1 - seg * B < B ? unit_max + 1 - seg * B : B, t, &kt, &v);
+            const uint8_t *next = seg < unit_max / B ? strata_kv_keys(kv, cl->a->layer, kvh, (uint32_t)seg + 1) : NULL;
             for (int k = 0; k < n_tiles; k++) {
+                if (next) prefetch_part(next, kv->k_head_bytes + kv->v_head_bytes, k, n_tiles);
                 if (seg > max_pos[k] / B) continue;
                 const int i0 = (tile0 + k) * FATTN_MAX_ROWS, rows = tile_rows(cl, tile0 + k);
                 const int nk = segment_keys(cl, i0, rows, seg, t->n_valid);
