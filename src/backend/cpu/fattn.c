@@ -342,13 +342,16 @@ int strata_fattn_run(struct strata_fattn_ctx *c, struct strata_pool *pool, const
     const int n_tiles = (int)kv->n_head_kv * cl.tiles_per_head;
     cl.split = cl.max_segs > 1 && n_tiles < 2 * strata_pool_size(pool);
     if (!cl.split) {
-        // As many tiles a unit as leave every thread two units or more: the tiles of a call cost
-        // about the same, so that keeps the threads evenly busy.
-        const int two_each = 2 * strata_pool_size(pool);
-        cl.tiles_per_unit = FATTN_MAX_TILES;
-        while (cl.tiles_per_unit > 1 &&
-               (int)kv->n_head_kv * ((cl.tiles_per_head + cl.tiles_per_unit - 1) / cl.tiles_per_unit) < two_each)
-            cl.tiles_per_unit--;
+        // The tiles of a call cost about the same, so the busiest thread does ceil(units / threads)
+        // units of tiles_per_unit tiles: the most tiles a unit that keep that at its least (16
+        // threads, 160 tiles: 2 a unit, 10 tiles each, where 4 a unit would give some 12).
+        const int threads = strata_pool_size(pool);
+        int busiest = 0;
+        for (int per_unit = 1; per_unit <= FATTN_MAX_TILES; per_unit++) {
+            const int units = (int)kv->n_head_kv * ((cl.tiles_per_head + per_unit - 1) / per_unit);
+            const int tiles = (units + threads - 1) / threads * per_unit;
+            if (per_unit == 1 || tiles <= busiest) cl.tiles_per_unit = per_unit, busiest = tiles;
+        }
         atomic_init(&cl.next, 0);
         strata_pool_run(pool, tile_worker, &cl);
         return 0;
