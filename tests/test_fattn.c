@@ -11,8 +11,8 @@
 //     chunks) nor on the thread count (tiles or the split of the context across threads);
 //   - F32: close to the ggml-order attention strata had before (compute/attn.h).
 //   test_fattn [--seed N]
-//   test_fattn --bench CTX [THREADS]   decode (1 token) and prompt (64 tokens) attention at a
-//                                      context of CTX, qwen3-30b-a3b shape, F16 cache
+//   test_fattn --bench CTX [THREADS [TOKENS]]   decode (1 token) and prompt (TOKENS, default 64)
+//       attention at the last positions of a context of CTX, qwen3-30b-a3b shape, F16 cache
 #include <malloc.h>
 #include <math.h>
 #include <stdio.h>
@@ -351,7 +351,7 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void bench(int ctx, int threads)
+static void bench(int ctx, int threads, int n_prompt)
 {
     uint64_t rng = 1;
     struct fixture f;
@@ -366,7 +366,6 @@ static void bench(int ctx, int threads)
         random_fill(&rng, k, Hkv * dk, 1.0f), random_fill(&rng, v, Hkv * dv, 1.0f);
         strata_kv_store(&f.kv, 1, (uint32_t)p, k, v);
     }
-    const int n_prompt = 64;
     f.q = xmalloc((size_t)n_prompt * Hkv * G * dk * 4);
     random_fill(&rng, f.q, (size_t)n_prompt * Hkv * G * dk, 1.0f);
     f.pos = xmalloc(n_prompt * 4);
@@ -384,9 +383,11 @@ static void bench(int ctx, int threads)
             best = fmin(best, now() - t0);
             best_cpu = fmin(best_cpu, (double)clock() / CLOCKS_PER_SEC - c0);
         }
-        const double bytes = (double)ctx * Hkv * (dk + dv) * 2, flops = 2.0 * n * Hkv * G * (double)ctx * (dk + dv);
-        printf("ctx %d, %d threads, %s: %.2f ms (%.1f GB/s of cache, %.1f GFLOP/s; per CPU second %.1f GFLOP)\n", ctx,
-               threads, mode == 0 ? "decode 1 token" : "prompt 64 tokens", best * 1e3, bytes / best / 1e9, flops / best / 1e9,
+        double keys = 0;  // causal: token t sees pos[t] + 1 keys
+        for (int t = 0; t < n; t++) keys += f.pos[t] + 1;
+        const double bytes = (double)ctx * Hkv * (dk + dv) * 2, flops = 2.0 * Hkv * G * keys * (dk + dv);
+        printf("ctx %d, %d threads, %s %d token%s: %.2f ms (%.1f GB/s of cache, %.1f GFLOP/s; per CPU second %.1f GFLOP)\n",
+               ctx, threads, mode == 0 ? "decode" : "prompt", n, n == 1 ? "" : "s", best * 1e3, bytes / best / 1e9, flops / best / 1e9,
                flops / best_cpu / 1e9);
     }
     strata_fattn_free(c);
@@ -399,7 +400,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 && strcmp(argv[1], "--bench") == 0) {
-        bench(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) : 2);
+        bench(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) : 2, argc >= 5 ? atoi(argv[4]) : 64);
         return 0;
     }
     uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 20;

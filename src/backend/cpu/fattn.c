@@ -1,13 +1,15 @@
 // Tiled attention over the typed KV cache (fattn.h): the driver and the scalar kernels.
 //
 // Work. The query rows of a call are the (token, head) pairs of each KV head, n_tok * group of
-// them, cut into tiles of FATTN_MAX_ROWS. A tile walks the segments of its context: converts a
-// segment's keys and values to float where the cache is not F32, computes the scores, the
-// softmax and the weighted values of all its rows at once, and folds them into each row's
+// them, cut into tiles of FATTN_MAX_ROWS. A unit of up to FATTN_MAX_TILES consecutive tiles of
+// one KV head walks the segments of its context: converts a segment's keys and values to float
+// where the cache is not F32 (once for all its tiles: at long contexts that conversion streams
+// the cache from memory, and did so once per tile), then per tile computes the scores, the
+// softmax and the weighted values of all its rows at once and folds them into each row's
 // running state. When there are too few tiles to keep the threads busy (decode: one token) and
 // the context has several segments, the segments of a tile are spread over the threads instead,
 // each writing its partial (m, l, o) per row, and a second pass folds them in segment order;
-// both ways compute the same partials and fold them in the same order.
+// both ways compute the same partials and fold them in the same order, whatever the unit.
 #include "backend/cpu/fattn.h"
 
 #include <math.h>
@@ -21,11 +23,15 @@ FATTN_PORTABLE_TABLE(scalar)
 
 // ---- context ----------------------------------------------------------------------------------
 
+// Tiles of one KV head that share a segment's converted keys and values. Four keep a unit's
+// queries and states (4 x 65 KB) beside the converted segment (256 KB) within a megabyte.
+#define FATTN_MAX_TILES 4
+
 struct thread_scratch {
-    float *q;        // [FATTN_MAX_ROWS][dk] the tile's query rows
+    float *q;        // [FATTN_MAX_TILES][FATTN_MAX_ROWS][dk] the unit's query rows
     float *s;        // [FATTN_MAX_ROWS][B] scores, then weights
     float *o;        // [FATTN_MAX_ROWS][dv] the segment's weighted values
-    float *state;    // [FATTN_MAX_ROWS][dv + 2] running (M, L, O) per row
+    float *state;    // [FATTN_MAX_TILES][FATTN_MAX_ROWS][dv + 2] running (M, L, O) per row
     float *kt;       // [B][dk] keys converted to float
     float *v;        // [B][dv] values converted to float
     float *m, *l;    // [FATTN_MAX_ROWS]
@@ -64,8 +70,8 @@ int strata_fattn_create(struct strata_fattn_ctx **out, int n_threads, enum strat
         free(c);
         return STRATA_ENOMEM;
     }
-    const size_t R = FATTN_MAX_ROWS, B = STRATA_KV_BLOCK;
-    const size_t floats = R * dk + R * B + R * dv + R * (dv + 2) + B * dk + B * dv + 2 * R;
+    const size_t R = FATTN_MAX_ROWS, T = FATTN_MAX_TILES, B = STRATA_KV_BLOCK;
+    const size_t floats = T * R * dk + R * B + R * dv + T * R * (dv + 2) + B * dk + B * dv + 2 * R;
     for (int i = 0; i < n_threads; i++) {
         struct thread_scratch *t = &c->th[i];
         void *p = NULL;
@@ -75,10 +81,10 @@ int strata_fattn_create(struct strata_fattn_ctx **out, int n_threads, enum strat
         }
         memset(p, 0, floats * sizeof(float) + R * sizeof(int));
         float *f = p;
-        t->q = f, f += R * dk;
+        t->q = f, f += T * R * dk;
         t->s = f, f += R * B;
         t->o = f, f += R * dv;
-        t->state = f, f += R * (dv + 2);
+        t->state = f, f += T * R * (dv + 2);
         t->kt = f, f += B * dk;
         t->v = f, f += B * dv;
         t->m = f, f += R;
@@ -104,7 +110,7 @@ size_t strata_fattn_scratch_bytes(const struct strata_fattn_ctx *c)
     return c->scratch_bytes + c->partials_floats * sizeof(float);
 }
 
-// ---- one tile, one segment ----------------------------------------------------------------------
+// ---- one segment --------------------------------------------------------------------------------
 
 struct call {
     struct strata_fattn_ctx *c;
@@ -112,6 +118,7 @@ struct call {
     int n_rows;          // query rows per KV head: n_tok * group
     int tiles_per_head;  // ceil(n_rows / FATTN_MAX_ROWS)
     int tile_rows;       // rows of a full tile: min(n_rows, FATTN_MAX_ROWS)
+    int tiles_per_unit;  // tiles of one KV head that tile_worker takes together, 1..FATTN_MAX_TILES
     int max_segs;        // segments of the longest context in the call
     bool split;
     atomic_int next;
@@ -120,8 +127,15 @@ struct call {
 // Row i (of one KV head's rows): token i / group, query head kvh * group + i % group.
 static int row_token(const struct call *cl, int i) { return i / (int)cl->c->group; }
 
-// Rows [i0, i0 + rows) of KV head kvh: their query rows into t->q; returns the largest position.
-static int load_queries(const struct call *cl, uint32_t kvh, int i0, int rows, struct thread_scratch *t)
+// Rows of tile k of a KV head (its first row is k * FATTN_MAX_ROWS).
+static int tile_rows(const struct call *cl, int k)
+{
+    const int left = cl->n_rows - k * FATTN_MAX_ROWS;
+    return left < FATTN_MAX_ROWS ? left : FATTN_MAX_ROWS;
+}
+
+// Rows [i0, i0 + rows) of KV head kvh: their query rows into q; returns the largest position.
+static int load_queries(const struct call *cl, uint32_t kvh, int i0, int rows, float *q)
 {
     const struct strata_fattn *a = cl->a;
     const uint32_t dk = cl->c->dk, G = cl->c->group;
@@ -129,44 +143,69 @@ static int load_queries(const struct call *cl, uint32_t kvh, int i0, int rows, s
     for (int r = 0; r < rows; r++) {
         const int i = i0 + r, tok = row_token(cl, i);
         const uint32_t head = kvh * G + (uint32_t)(i % (int)G);
-        memcpy(t->q + (size_t)r * dk, a->q + ((size_t)tok * a->n_head + head) * dk, dk * sizeof(float));
+        memcpy(q + (size_t)r * dk, a->q + ((size_t)tok * a->n_head + head) * dk, dk * sizeof(float));
         if (a->pos[tok] > max_pos) max_pos = a->pos[tok];
     }
     return max_pos;
 }
 
-// The partial (m, l, o) of segment seg for the tile's rows (queries already in t->q): into t->m,
-// t->l, t->o; t->n_valid[r] is 0 for rows whose context ends before the segment.
-static void segment(const struct call *cl, uint32_t kvh, int i0, int rows, int seg, struct thread_scratch *t)
+// Keys of segment seg that each of the rows [i0, i0 + rows) sees: n_valid[r] (0 for rows whose
+// context ends before the segment). Returns the largest.
+static int segment_keys(const struct call *cl, int i0, int rows, int seg, int *n_valid)
 {
-    const struct strata_fattn *a = cl->a;
-    const struct strata_kv_cache *kv = a->kv;
-    const struct strata_fattn_ctx *c = cl->c;
     const int B = STRATA_KV_BLOCK, base = seg * B;
     int nk = 0;
     for (int r = 0; r < rows; r++) {
-        const int p = a->pos[row_token(cl, i0 + r)] + 1 - base;
-        t->n_valid[r] = p <= 0 ? 0 : p > B ? B : p;
-        if (t->n_valid[r] > nk) nk = t->n_valid[r];
+        const int p = cl->a->pos[row_token(cl, i0 + r)] + 1 - base;
+        n_valid[r] = p <= 0 ? 0 : p > B ? B : p;
+        if (n_valid[r] > nk) nk = n_valid[r];
     }
+    return nk;
+}
+
+// Keys [0, nk) of segment seg of KV head kvh in float ([groups][dk][16]) and their values
+// ([nk][dv]): the cache's own (F32) or converted into t->kt and t->v.
+static void segment_floats(const struct call *cl, uint32_t kvh, int seg, int nk, struct thread_scratch *t,
+                           const float **kt, const float **v)
+{
+    const struct strata_kv_cache *kv = cl->a->kv;
+    const struct strata_fattn_ctx *c = cl->c;
     const int groups = (nk + 15) / 16;
-    const uint8_t *keys = strata_kv_keys(kv, a->layer, kvh, (uint32_t)seg);
-    const uint8_t *vals = strata_kv_values(kv, a->layer, kvh, (uint32_t)seg);
-    const float *kt = (const float *)keys, *v = (const float *)vals;
+    const uint8_t *keys = strata_kv_keys(kv, cl->a->layer, kvh, (uint32_t)seg);
+    const uint8_t *vals = strata_kv_values(kv, cl->a->layer, kvh, (uint32_t)seg);
+    *kt = (const float *)keys, *v = (const float *)vals;
     if (kv->k_type == STRATA_TYPE_Q8_0) {
         c->k->keys_q8_0(keys, groups, c->dk, t->kt);
-        kt = t->kt;
+        *kt = t->kt;
     } else if (kv->k_type != STRATA_TYPE_F32) {
         c->qk->dequant[kv->k_type](keys, t->kt, (int64_t)groups * 16 * c->dk);
-        kt = t->kt;
+        *kt = t->kt;
     }
-    c->k->scores(t->q, rows, kt, groups, c->dk, a->scale, t->s, (size_t)B);
-    c->k->softmax(t->s, (size_t)B, rows, t->n_valid, nk, t->m, t->l);
     if (kv->v_type != STRATA_TYPE_F32) {
         c->qk->dequant[kv->v_type](vals, t->v, (int64_t)nk * c->dv);
-        v = t->v;
+        *v = t->v;
     }
-    c->k->pv(t->s, (size_t)B, rows, nk, v, c->dv, t->o);
+}
+
+// Asks for part `part` of `parts` of the bytes [p, p + bytes) to come into the cache (L2). A unit
+// asks for the next segment's keys and values a part before each of its tiles, so that their
+// conversion does not wait on memory (it did, about 5% of the attention at 8,192 positions).
+static void prefetch_part(const uint8_t *p, size_t bytes, int part, int parts)
+{
+    const size_t b0 = bytes * (size_t)part / (size_t)parts, b1 = bytes * (size_t)(part + 1) / (size_t)parts;
+    for (size_t b = b0 & ~(size_t)63; b < b1; b += 64) __builtin_prefetch(p + b, 0, 2);
+}
+
+// The partial (m, l, o) of a segment for the query rows q, row r seeing n_valid[r] of the nk keys
+// kt and values v: into t->m, t->l, t->o.
+static void segment_rows(const struct call *cl, const float *q, int rows, const int *n_valid, int nk, const float *kt,
+                         const float *v, struct thread_scratch *t)
+{
+    const struct strata_fattn_ctx *c = cl->c;
+    const size_t B = STRATA_KV_BLOCK;
+    c->k->scores(q, rows, kt, (nk + 15) / 16, c->dk, cl->a->scale, t->s, B);
+    c->k->softmax(t->s, B, rows, n_valid, nk, t->m, t->l);
+    c->k->pv(t->s, B, rows, nk, v, c->dv, t->o);
 }
 
 // The output row of row r (state: M, L, O[dv]).
@@ -182,39 +221,49 @@ static void finish_row(const struct call *cl, uint32_t kvh, int i, const float *
 
 // ---- the two ways of splitting the work -----------------------------------------------------------
 
-// Tile `tile` (of all KV heads' tiles): its KV head, first row and row count; its queries into
-// t->q. Returns the largest position of its rows.
-static int tile_begin(const struct call *cl, int tile, struct thread_scratch *t, uint32_t *kvh, int *i0, int *rows)
-{
-    *kvh = (uint32_t)(tile / cl->tiles_per_head);
-    *i0 = (tile % cl->tiles_per_head) * FATTN_MAX_ROWS;
-    *rows = cl->n_rows - *i0 < FATTN_MAX_ROWS ? cl->n_rows - *i0 : FATTN_MAX_ROWS;
-    return load_queries(cl, *kvh, *i0, *rows, t);
-}
-
-// A tile walks all its segments.
+// A unit (tiles_per_unit consecutive tiles of one KV head) walks all its segments, converting each
+// once for its tiles.
 static void tile_worker(void *arg, int ith, int nth)
 {
     (void)nth;
     struct call *cl = arg;
     const struct strata_fattn_ctx *c = cl->c;
     struct thread_scratch *t = &c->th[ith];
-    const uint32_t dv = c->dv;
-    const int n_tiles = (int)cl->a->kv->n_head_kv * cl->tiles_per_head;
+    const size_t R = FATTN_MAX_ROWS, dk = c->dk, dv = c->dv;
+    const int B = STRATA_KV_BLOCK, per_unit = cl->tiles_per_unit;
+    const struct strata_kv_cache *kv = cl->a->kv;
+    const int units_per_head = (cl->tiles_per_head + per_unit - 1) / per_unit;
+    const int n_units = (int)kv->n_head_kv * units_per_head;
     int u0, u1;
-    while (strata_chunk_next(&cl->next, n_tiles, 1, &u0, &u1)) {
-        uint32_t kvh;
-        int i0, rows;
-        const int max_pos = tile_begin(cl, u0, t, &kvh, &i0, &rows);
-        for (int seg = 0; seg <= max_pos / STRATA_KV_BLOCK; seg++) {
-            segment(cl, kvh, i0, rows, seg, t);
-            for (int r = 0; r < rows; r++) {
-                if (t->n_valid[r] == 0) continue;
-                float *st = t->state + (size_t)r * (dv + 2);
-                c->k->fold(&st[0], &st[1], st + 2, t->m[r], t->l[r], t->o + (size_t)r * dv, dv, seg == 0);
+    while (strata_chunk_next(&cl->next, n_units, 1, &u0, &u1)) {
+        const uint32_t kvh = (uint32_t)(u0 / units_per_head);
+        const int tile0 = (u0 % units_per_head) * per_unit;
+        const int n_tiles = cl->tiles_per_head - tile0 < per_unit ? cl->tiles_per_head - tile0 : per_unit;
+        int max_pos[FATTN_MAX_TILES], unit_max = 0;
+        for (int k = 0; k < n_tiles; k++) {
+            max_pos[k] = load_queries(cl, kvh, (tile0 + k) * FATTN_MAX_ROWS, tile_rows(cl, tile0 + k), t->q + k * R * dk);
+            if (max_pos[k] > unit_max) unit_max = max_pos[k];
+        }
+        for (int seg = 0; seg <= unit_max / B; seg++) {
+            const float *kt, *v;
+            segment_floats(cl, kvh, seg, unit_max + 1 - seg * B < B ? unit_max + 1 - seg * B : B, t, &kt, &v);
+            const uint8_t *next = seg < unit_max / B ? strata_kv_keys(kv, cl->a->layer, kvh, (uint32_t)seg + 1) : NULL;
+            for (int k = 0; k < n_tiles; k++) {
+                if (next) prefetch_part(next, kv->k_head_bytes + kv->v_head_bytes, k, n_tiles);
+                if (seg > max_pos[k] / B) continue;
+                const int i0 = (tile0 + k) * FATTN_MAX_ROWS, rows = tile_rows(cl, tile0 + k);
+                const int nk = segment_keys(cl, i0, rows, seg, t->n_valid);
+                segment_rows(cl, t->q + k * R * dk, rows, t->n_valid, nk, kt, v, t);
+                for (int r = 0; r < rows; r++) {
+                    if (t->n_valid[r] == 0) continue;
+                    float *st = t->state + (k * R + (size_t)r) * (dv + 2);
+                    c->k->fold(&st[0], &st[1], st + 2, t->m[r], t->l[r], t->o + r * dv, (uint32_t)dv, seg == 0);
+                }
             }
         }
-        for (int r = 0; r < rows; r++) finish_row(cl, kvh, i0 + r, t->state + (size_t)r * (dv + 2));
+        for (int k = 0; k < n_tiles; k++)
+            for (int r = 0; r < tile_rows(cl, tile0 + k); r++)
+                finish_row(cl, kvh, (tile0 + k) * FATTN_MAX_ROWS + r, t->state + (k * R + (size_t)r) * (dv + 2));
     }
 }
 
@@ -236,11 +285,14 @@ static void split_worker(void *arg, int ith, int nth)
     int u0, u1;
     while (strata_chunk_next(&cl->next, n_tiles * cl->max_segs, 1, &u0, &u1)) {
         const int tile = u0 / cl->max_segs, seg = u0 % cl->max_segs;
-        uint32_t kvh;
-        int i0, rows;
-        const int max_pos = tile_begin(cl, tile, t, &kvh, &i0, &rows);
+        const uint32_t kvh = (uint32_t)(tile / cl->tiles_per_head);
+        const int i0 = (tile % cl->tiles_per_head) * FATTN_MAX_ROWS, rows = tile_rows(cl, tile % cl->tiles_per_head);
+        const int max_pos = load_queries(cl, kvh, i0, rows, t->q);
         if (seg > max_pos / STRATA_KV_BLOCK) continue;
-        segment(cl, kvh, i0, rows, seg, t);
+        const int nk = segment_keys(cl, i0, rows, seg, t->n_valid);
+        const float *kt, *v;
+        segment_floats(cl, kvh, seg, nk, t, &kt, &v);
+        segment_rows(cl, t->q, rows, t->n_valid, nk, kt, v, t);
         for (int r = 0; r < rows; r++) {
             float *p = partial_at(cl, tile, seg, r);
             p[0] = t->m[r], p[1] = t->l[r];
@@ -290,6 +342,16 @@ int strata_fattn_run(struct strata_fattn_ctx *c, struct strata_pool *pool, const
     const int n_tiles = (int)kv->n_head_kv * cl.tiles_per_head;
     cl.split = cl.max_segs > 1 && n_tiles < 2 * strata_pool_size(pool);
     if (!cl.split) {
+        // The tiles of a call cost about the same, so the busiest thread does ceil(units / threads)
+        // units of tiles_per_unit tiles: the most tiles a unit that keep that at its least (16
+        // threads, 160 tiles: 2 a unit, 10 tiles each, where 4 a unit would give some 12).
+        const int threads = strata_pool_size(pool);
+        int busiest = 0;
+        for (int per_unit = 1; per_unit <= FATTN_MAX_TILES; per_unit++) {
+            const int units = (int)kv->n_head_kv * ((cl.tiles_per_head + per_unit - 1) / per_unit);
+            const int tiles = (units + threads - 1) / threads * per_unit;
+            if (per_unit == 1 || tiles <= busiest) cl.tiles_per_unit = per_unit, busiest = tiles;
+        }
         atomic_init(&cl.next, 0);
         strata_pool_run(pool, tile_worker, &cl);
         return 0;
