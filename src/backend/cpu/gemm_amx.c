@@ -112,16 +112,15 @@ static void unpack_amx(const struct gemm_format *f, const struct gemm_rec_layout
     else gemm_unpack_avx512(f, L, row, rec);
 }
 
-// 16 split records (rows past n_rows are read but not stored) times G (1 or 2) tiles:
-// out[(r * G + i) * 16 + t].
+// 16 split records times G (1 or 2) tiles, accumulated in out[(r * G + i) * 16 + t] (all 16
+// rows: those past n_rows repeat the last record and are not scattered).
 static inline __attribute__((always_inline)) void panel_split(const struct gemm_rec_layout *L,
                                                                const struct gemm_tile_layout *T, const uint8_t *recs,
                                                                int n_rows, const uint8_t *const *tiles, float *out,
                                                                const int G)
 {
     int32_t c[4][16][16] __attribute__((aligned(64)));
-    float acc[16][2][16] __attribute__((aligned(64)));
-    memset(acc, 0, sizeof acc);
+    memset(out, 0, sizeof(float) * 16 * (size_t)G * 16);
     const long stride = (long)L->bytes;
     const uint8_t *w = recs, *w2 = rec_w2(L, recs);
     for (uint32_t b = 0; b < L->nb; b++) {
@@ -157,17 +156,16 @@ static inline __attribute__((always_inline)) void panel_split(const struct gemm_
                 const uint8_t *rec = recs + (size_t)(r < n_rows ? r : n_rows - 1) * L->bytes;
                 const __m512i s1 = _mm512_add_epi32(_mm512_load_si512(c[2 * i][r]), _mm512_slli_epi32(_mm512_load_si512(c[2 * i + 1][r]), 3));
                 const __m512 dw = _mm512_castsi512_ps(gemm_bcast4(rec_dw(L, rec) + b));
-                __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(dw, d), _mm512_cvtepi32_ps(s1), _mm512_load_ps(acc[r][i]));
+                float *acc = out + ((size_t)r * G + i) * 16;
+                __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(dw, d), _mm512_cvtepi32_ps(s1), _mm512_load_ps(acc));
                 const int32_t *mp = rec_mp(L, rec) + (size_t)b * 4;
                 __m512i s2 = _mm512_setzero_si512();
                 for (int k = 0; k < 4; k++) s2 = _mm512_dpwssd_epi32(s2, _mm512_load_si512(asum + k * 16), gemm_bcast4(mp + k));
                 const __m512 ndmin = _mm512_castsi512_ps(gemm_bcast4(rec_ndmin(L, rec) + b));
-                _mm512_store_ps(acc[r][i], _mm512_fmadd_ps(_mm512_mul_ps(ndmin, d), _mm512_cvtepi32_ps(s2), a));
+                _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_mul_ps(ndmin, d), _mm512_cvtepi32_ps(s2), a));
             }
         }
     }
-    for (int r = 0; r < n_rows; r++)
-        for (int i = 0; i < G; i++) memcpy(out + ((size_t)r * G + i) * 16, acc[r][i], sizeof acc[r][i]);
 }
 
 static void panel_amx(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
