@@ -5,6 +5,8 @@
 # rows and the typed (F16) cache; the statistics say the bytes in use, per context token and at the
 # full context; and the logits are the same bits at either context, in one chunk or in chunks that
 # cross the cache's 256-position blocks.
+# (-b 512 in both runs: the prompt scratch follows the chunk size, whose default grows with -c up to
+# 2,048 on the CPU; this test is about the KV cache.)
 set -u
 MARGIN_MIB=${MARGIN_MIB:-16}
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -19,7 +21,7 @@ field() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const
 
 for kv in f32 f16; do
     for c in 1024 32768; do
-        js=$("$STRATA_BIN" run -m "$m" --prompt-tokens "$short" -n 8 --temp 0 --ignore-eos -t 2 -c $c \
+        js=$("$STRATA_BIN" run -m "$m" --prompt-tokens "$short" -n 8 --temp 0 --ignore-eos -t 2 -c $c -b 512 \
              --cache-type-k $kv --cache-type-v $kv --json 2>"$dir/err") || { echo "FAIL: run -c $c $kv: $(cat "$dir/err")"; fail=1; continue; }
         eval "rss_$c=$(echo "$js" | field stats.peak_rss_mib)"
         bytes=$(echo "$js" | field stats.kv_cache.bytes); per=$(echo "$js" | field stats.kv_cache.bytes_per_token)

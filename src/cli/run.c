@@ -43,7 +43,7 @@ static void run_usage(FILE *out)
             "  -n, --n-predict N     tokens to generate (default 128)\n"
             "  -t, --threads N       compute threads (default: all cores)\n"
             "  -c, --ctx N           context length (default: min(model, 4096))\n"
-            "  -b, --batch N         prompt chunk size (default 512)\n"
+            "  -b, --batch N         prompt chunk size (default 2048 on the CPU, 512 on a GPU or with --mem-mib)\n"
             "  --temp T              temperature, 0 = greedy (default 0.8)\n"
             "  --top-k N             (default 40, 0 = off)\n"
             "  --top-p P             (default 0.95, 1 = off)\n"

@@ -22,7 +22,7 @@ static void serve_usage(FILE *out)
             "                        (also read from STRATA_API_KEY)\n"
             "  --alias NAME          model name in responses and /v1/models (default: file name)\n"
             "  -c, --ctx N           context per session (default: min(model, 4096))\n"
-            "  -b, --batch N         prompt tokens per forward pass (default 512)\n"
+            "  -b, --batch N         prompt tokens per forward pass (default 2048 on the CPU, 512 on a GPU or with --mem-mib)\n"
             "  -t, --threads N       compute threads (default: all cores)\n"
             "  --max-body N          request body limit in KiB (default 4096)\n"
             "  --max-tokens N        cap on tokens generated per request (default: the context)\n"
