@@ -4,12 +4,15 @@
 // pool) and a decode-sized one (on the calling thread), with odd sizes so that the shares and
 // swiglu's runs of 64 end mid-row. And the pool's account of where its threads' time went
 // (threads_info: runs, time in runs, the caller's wait for the last thread, work summed).
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/ops.h"
 #include "backend/cpu/pool.h"
 #include "quant/quant.h"
 
@@ -177,8 +180,72 @@ static void pool_counters_case(void)
     case_result("the pool's counters: runs, time in runs, the wait for the last thread, work", f0);
 }
 
+// rmsnorm's mean of squares from eight chains (and the AVX2 norm's sixteen) gives ggml's one-chain
+// float on every row, and the AVX2 norm the scalar one's bits: random
+// rows of many lengths and scales (wide ranges too, where the small squares round away), rows
+// whose mean is exactly halfway between two floats (the bound cannot decide: the one chain
+// runs), and rows with an infinity or a NaN.
+// strata_rmsnorm_avx2 against the scalar strata_rmsnorm, bit for bit (NaNs as NaNs); true where
+// the CPU has no AVX2
+static bool same_norm(const float *x, uint32_t n)
+{
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return true;
+    static float w[4096], a[4096], b[4096];
+    for (uint32_t i = 0; i < n; i++) w[i] = 0.5f + (float)(i % 7) * 0.25f;
+    strata_rmsnorm(a, x, w, n, 1e-6f);
+    strata_rmsnorm_avx2(b, x, w, n, 1e-6f);
+    for (uint32_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0 && !(isnan(a[i]) && isnan(b[i]))) return false;
+    return true;
+}
+
+static void mean_sq_case(void)
+{
+    const int f0 = g_failures;
+    static const uint32_t lens[] = {1, 2, 7, 8, 9, 64, 128, 129, 1000, 2048, 4096};
+    float *x = malloc(4096 * sizeof *x);
+    int bad = 0, rows = 0;
+    g_rng = 7;
+    for (int rep = 0; rep < 300; rep++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++, rows++) {
+            const uint32_t n = lens[l];
+            for (uint32_t i = 0; i < n; i++) {
+                const float v = frand(1.0f);
+                // every third row spans about 40 binades (squares from 1e-12 to 1e12)
+                x[i] = rep % 3 == 0 ? v * powf(10.0f, frand(6.0f)) : v * (float)(1 + rep % 7);
+            }
+            bad += strata_mean_sq(x, n) != strata_mean_sq_chain(x, n);
+            bad += !same_norm(x, n);
+        }
+    // x0 = 1, x1 = 1 + k 2^-11 with k odd and x1^2 in [3, 4): x1^2 is exact, 1 + x1^2 in [4, 5)
+    // has its last bit at 2^-22, so the mean (half of it) is a midpoint of floats in [2, 2.5)
+    int mid = 0, crafted = 0;
+    for (int k = 1501; k < 2048; k += 2, rows++, crafted++) {
+        x[0] = 1.0f;
+        x[1] = 1.0f + (float)k * 0x1p-11f;
+        const double sum = 1.0 + (double)(x[1] * x[1]), m = sum / 2;
+        mid += (double)(float)m != m;
+        bad += strata_mean_sq(x, 2) != strata_mean_sq_chain(x, 2);
+        for (int i = 2; i < 32; i++) x[i] = 0.0f;  // the same midpoint through the 16-wide loop
+        bad += !same_norm(x, 32);
+    }
+    CHECK(mid == crafted, "%d of the %d crafted rows' means are midpoints", mid, crafted);
+    const float specials[] = {INFINITY, -INFINITY, NAN};
+    for (int i = 0; i < 3; i++, rows++) {
+        for (uint32_t j = 0; j < 100; j++) x[j] = frand(1.0f);
+        x[37] = specials[i];
+        const float a = strata_mean_sq(x, 100), b = strata_mean_sq_chain(x, 100);
+        bad += memcmp(&a, &b, sizeof a) != 0 || !same_norm(x, 100);
+    }
+    CHECK(bad == 0, "mean of squares: %d of %d rows differ from the one chain", bad, rows);
+    free(x);
+    case_result("rmsnorm's mean of squares: eight chains give the one chain's float (random, midpoint and "
+                "non-finite rows)", f0);
+}
+
 int main(void)
 {
+    mean_sq_case();
     static const char *const names[N_OUT] = {"rmsnorm", "rope", "rope M-RoPE", "rope YaRN", "swiglu", "swiglu_oai",
                                              "add", "moe_combine", "moe_combine + shared", "mm rounding"};
     for (int pass = 0; pass < 2; pass++) {

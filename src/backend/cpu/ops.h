@@ -37,10 +37,18 @@ size_t strata_act_row_bytes(uint32_t wtype, uint32_t n);
 void strata_act_quantize(const struct strata_kernels *k, uint32_t wtype, const float *x, int n_rows,
                          uint32_t n, void *out);
 
-// y = x / sqrt(mean(x^2) + eps) * w, as ggml (sum of squares in double).
+// y = x / sqrt(mean(x^2) + eps) * w, as ggml (sum of squares in double, in one chain: the same
+// bits, from eight chains checked against a bound, falling back to the one chain where that bound
+// cannot decide the float).
 void strata_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps);
-// strata_rmsnorm of n_rows rows (strided), four at a time with their sums' chains interleaved (a
-// decode step's per-head norms: 36 chains of 128 dependent double adds); each row's bits as alone.
+// mean(x^2) as a float: ggml's one chain, and the bounded eight-chain path strata_rmsnorm takes
+// (for tests: the two must agree on every input).
+float strata_mean_sq_chain(const float *x, uint32_t n);
+float strata_mean_sq(const float *x, uint32_t n);
+// The mean from sum, the squares of x added in double in any order: its float where the bound
+// decides it, else the one chain's.
+float strata_mean_sq_decide(const float *x, uint32_t n, double sum);
+// strata_rmsnorm of n_rows rows (strided).
 void strata_rmsnorm_rows(float *y, size_t y_stride, const float *x, size_t x_stride, const float *w, int n_rows,
                          uint32_t n, float eps);
 // NeoX RoPE of one head in two steps: the [n_rot/2][cos, sin] table of a position (the angle
@@ -54,6 +62,7 @@ void strata_scale_row_avx2(float *acc, const float *d, float w, uint32_t n);
 void strata_axpy_row_avx2(float *acc, const float *d, float w, uint32_t n);
 void strata_add_rows2_avx2(float *x, const float *acc, const float *sh, uint32_t n);
 void strata_rope_apply_avx2(float *x, const float *cs, uint32_t n_rot);
+void strata_rmsnorm_avx2(float *y, const float *x, const float *w, uint32_t n, float eps);
 static inline float strata_silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 
 #endif

@@ -4,6 +4,7 @@
 // is built with -std=c11, so the compiler contracts nothing), and the rotation's fmaf is the
 // single-rounding FMA instruction: the same bits as the scalar code on every element.
 #include <immintrin.h>
+#include <math.h>
 
 #include "backend/cpu/ops.h"
 
@@ -60,4 +61,32 @@ void strata_rope_apply_avx2(float *x, const float *cs, uint32_t n_rot)
         x[i] = __builtin_fmaf(x0, c, -(x1 * s));
         x[i + half] = __builtin_fmaf(x0, s, x1 * c);
     }
+}
+
+// strata_rmsnorm, 8 squares at a time: the squares rounded to float (one product each, as the
+// scalar loop), widened and added in 16 double chains; the bound of ops.c's mean_sq decides the
+// float or sends the row to the one chain; then (x * scale) * w, two roundings as the scalar loop.
+void strata_rmsnorm_avx2(float *y, const float *x, const float *w, uint32_t n, float eps)
+{
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    uint32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        const __m256 qa = _mm256_mul_ps(a, a), qb = _mm256_mul_ps(b, b);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(qa)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(qa, 1)));
+        s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm256_castps256_ps128(qb)));
+        s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm256_extractf128_ps(qb, 1)));
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = strata_mean_sq_decide(x, n, sum);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    const __m256 vs = _mm256_set1_ps(scale);
+    i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
