@@ -461,6 +461,7 @@ struct gemm_call {
     int n_tile_items;            // phase 1: (owner job, group) pairs
     int *tile_item_job, *tile_item_group;
     int n_items;                 // phase 2: (job, panel) pairs
+    bool guided;                 // phase 2 all small items (decode): claimed several at a time
     atomic_int next;
 };
 
@@ -623,55 +624,78 @@ static void small_job_rows(enum strata_gemm_level level, const struct strata_mm_
     }
 }
 
-static void panel_worker(void *arg, int ith, int nth)
+// Item i0 of phase 2: a small job's rows through the canonical dots, or a panel of a job's rows
+// unpacked and multiplied by its tiles. *j: the job of the thread's previous item (items are
+// claimed in increasing order).
+static void panel_item(const struct gemm_call *c, int i0, int *jp, uint8_t *panel, float *out)
 {
-    (void)nth;
-    struct gemm_call *c = arg;
     struct strata_gemm *g = c->g;
     const struct gemm_kernels *k = g->k;
     const int rpp = k->rows_per_panel, lanes = (int)k->lanes;
-    uint8_t *panel = g->panels[ith];
-    float *out = g->outs[ith];
-    if (k->thread_prepare && k->thread_prepare() != 0) STRATA_ASSERT(!"gemm: tile state lost");
-    int i0, i1, j = 0;
-    while (strata_chunk_next(&c->next, c->n_items, 1, &i0, &i1)) {
-        while (j + 1 < c->n_jobs && c->plan[j + 1].item0 <= i0) j++;
-        while (c->plan[j].item0 > i0) j--;
-        const struct strata_mm_job *job = &c->jobs[j];
-        const struct job_plan *p = &c->plan[j];
-        const int r0 = (i0 - p->item0) * p->item_rows;
-        if (p->small) {
-            const int r1 = r0 + p->item_rows < (int)job->w.n_out ? r0 + p->item_rows : (int)job->w.n_out;
-            small_job_rows(g->level, job, p->n_unit, r0, r1);
-            continue;
-        }
-        const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
-        for (int r = 0; r < nr; r++)
-            k->unpack(p->f, &p->L, (const char *)job->w.data + (size_t)(r0 + r) * job->w.row_bytes, panel + (size_t)r * p->L.bytes);
-        const struct job_plan *owner = &c->plan[p->owner];
-        for (int grp = 0; grp < p->n_groups; grp += k->max_tiles) {
-            const int n_tiles = p->n_groups - grp < k->max_tiles ? p->n_groups - grp : k->max_tiles;
-            const uint8_t *tiles[4];
-            for (int i = 0; i < n_tiles; i++) tiles[i] = g->tiles + owner->tile_off + (size_t)(grp + i) * owner->T.bytes;
-            k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
-            for (int i = 0; i < n_tiles; i++) {
-                const int t0 = (grp + i) * lanes, n_act = job->n_tok - t0 < lanes ? job->n_tok - t0 : lanes;
-                float *y[GEMM_MAX_LANES];
-                for (int l = 0; l < n_act; l++)
-                    y[l] = job->y + (size_t)(job->y_rows ? job->y_rows[t0 + l] : t0 + l) * job->y_stride + r0;
-                if (k->scatter) {
-                    k->scatter(out, n_tiles, i, y, n_act, nr);
-                    continue;
-                }
-                for (int l = 0; l < n_act; l++)
-                    for (int r = 0; r < nr; r++) y[l][r] = out[((size_t)r * n_tiles + i) * lanes + l];
+    int j = *jp;
+    while (j + 1 < c->n_jobs && c->plan[j + 1].item0 <= i0) j++;
+    while (c->plan[j].item0 > i0) j--;
+    *jp = j;
+    const struct strata_mm_job *job = &c->jobs[j];
+    const struct job_plan *p = &c->plan[j];
+    const int r0 = (i0 - p->item0) * p->item_rows;
+    if (p->small) {
+        const int r1 = r0 + p->item_rows < (int)job->w.n_out ? r0 + p->item_rows : (int)job->w.n_out;
+        small_job_rows(g->level, job, p->n_unit, r0, r1);
+        return;
+    }
+    const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
+    for (int r = 0; r < nr; r++)
+        k->unpack(p->f, &p->L, (const char *)job->w.data + (size_t)(r0 + r) * job->w.row_bytes, panel + (size_t)r * p->L.bytes);
+    const struct job_plan *owner = &c->plan[p->owner];
+    for (int grp = 0; grp < p->n_groups; grp += k->max_tiles) {
+        const int n_tiles = p->n_groups - grp < k->max_tiles ? p->n_groups - grp : k->max_tiles;
+        const uint8_t *tiles[4];
+        for (int i = 0; i < n_tiles; i++) tiles[i] = g->tiles + owner->tile_off + (size_t)(grp + i) * owner->T.bytes;
+        k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
+        for (int i = 0; i < n_tiles; i++) {
+            const int t0 = (grp + i) * lanes, n_act = job->n_tok - t0 < lanes ? job->n_tok - t0 : lanes;
+            float *y[GEMM_MAX_LANES];
+            for (int l = 0; l < n_act; l++)
+                y[l] = job->y + (size_t)(job->y_rows ? job->y_rows[t0 + l] : t0 + l) * job->y_stride + r0;
+            if (k->scatter) {
+                k->scatter(out, n_tiles, i, y, n_act, nr);
+                continue;
             }
+            for (int l = 0; l < n_act; l++)
+                for (int r = 0; r < nr; r++) y[l][r] = out[((size_t)r * n_tiles + i) * lanes + l];
         }
     }
 }
 
+static void panel_worker(void *arg, int ith, int nth)
+{
+    struct gemm_call *c = arg;
+    const struct gemm_kernels *k = c->g->k;
+    uint8_t *panel = c->g->panels[ith];
+    float *out = c->g->outs[ith];
+    if (k->thread_prepare && k->thread_prepare() != 0) STRATA_ASSERT(!"gemm: tile state lost");
+    int i0, i1, j = 0;
+    if (c->guided) {
+        while (strata_chunk_next_guided(&c->next, c->n_items, nth, &i0, &i1))
+            for (int i = i0; i < i1; i++) panel_item(c, i, &j, panel, out);
+        return;
+    }
+    while (strata_chunk_next(&c->next, c->n_items, 1, &i0, &i1)) panel_item(c, i0, &j, panel, out);
+}
+
+// STRATA_GEMM_GUIDED=0: a decode step's items claimed one at a time (for measuring the claims)
+static bool g_guided = true;
+static void guided_init(void)
+{
+    const char *e = getenv("STRATA_GEMM_GUIDED");
+    g_guided = !(e && e[0] == '0');
+}
+
 int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struct strata_mm_job *jobs, int n_jobs)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, guided_init);
     STRATA_ASSERT(n_jobs >= 0 && n_jobs <= STRATA_MM_MAX_JOBS);
     STRATA_ASSERT(strata_pool_size(pool) <= g->n_threads);
     if (n_jobs == 0) return 0;
@@ -731,8 +755,11 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
     for (int j = 0, n = 0; j < n_jobs; j++)
         if (!plan[j].small && plan[j].owner == j)
             for (int grp = 0; grp < plan[j].n_groups; grp++) item_job[n] = j, item_group[n++] = grp;
+    bool all_small = true;
+    for (int j = 0; j < n_jobs; j++) all_small = all_small && plan[j].small;
     struct gemm_call c = {.g = g, .jobs = jobs, .plan = plan, .n_jobs = n_jobs, .n_tile_items = n_tile_items,
-                          .tile_item_job = item_job, .tile_item_group = item_group, .n_items = n_items};
+                          .tile_item_job = item_job, .tile_item_group = item_group, .n_items = n_items,
+                          .guided = all_small && g_guided};
     if (n_tile_items) {
         atomic_init(&c.next, 0);
         strata_pool_run(pool, tile_worker, &c);
