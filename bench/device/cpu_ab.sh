@@ -10,19 +10,19 @@
 #          bash bench/device/deps.sh once (.deps/lib: the shared libraries strata links)
 #   there: run(command="bash bench/device/cpu_ab.sh", carry=[".deps/ab", ".deps/lib"])
 #
-# THREADS (16), LAYERS (48), PROMPTS ("512 8192"), REPS (runs per build and prompt; 2), GEMM_TOKENS
+# THREADS (16), LAYERS (48), PROMPTS ("512 8192"; empty: none), REPS (runs per build and prompt; 2), GEMM_TOKENS
 # ("16 32 64"), TYPES (the GEMM bench's rows, "Q4_K Q5_K Q6_K Q8_0"), BUDGET_S (500: later steps
 # are skipped, and say so, past it). VARIANTS ("A:$A B:$B"): NAME:DIR[:VAR=VALUE | :-FLAGS] per
 # variant, a build with an optional environment variable or extra `strata run` flags (`_` for a
-# space: B2k:$B:-b_2048), for the GEMM bench and the prompts (the bench also runs B at AVX-512). SKIP_TESTS=1: no kernel tests; WORK: where the model is written (kept
+# space: B2k:$B:-b_2048), for the GEMM bench and the prompts (the bench also runs B at AVX-512). SKIP_TESTS=1: no kernel tests; MIN_GBS=N: stop at once on a host whose read bandwidth (B's membw) is below N GB/s; DECODE=N: N tokens decoded after a 4-token prompt per variant and rep (with the byte floor where B's directory has membw); PERF_DECODE=1: perf records that decode instead of a prompt; LLAMA=llama-bench: llama.cpp's prompt 512 (and decode) on the same file in the same call; WORK: where the model is written (kept
 # there for a second call in the same command). PERF=DIR (with perf and its libraries, ld-linux-x86-64.so.2 among them):
 # `perf record` of the last variant's first prompt after PERF_DELAY_MS (9000: past the load), its
 # report in $OUT/perf.txt.
 set -u
 cd "$(dirname "$0")/../.."
-export LD_LIBRARY_PATH=$PWD/.deps/lib
+export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 A=${A:-.deps/ab/a} B=${B:-.deps/ab/b}
-THREADS=${THREADS:-16} LAYERS=${LAYERS:-48} PROMPTS=${PROMPTS:-512 8192} REPS=${REPS:-2}
+THREADS=${THREADS:-16} LAYERS=${LAYERS:-48} PROMPTS=${PROMPTS-512 8192} REPS=${REPS:-2}
 GEMM_TOKENS=${GEMM_TOKENS-16 32 64} TYPES=${TYPES:-Q4_K Q5_K Q6_K Q8_0} BUDGET_S=${BUDGET_S:-500}
 out=${OUT:-/tmp/cpu_ab}
 mkdir -p "$out"
@@ -33,6 +33,15 @@ log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$out/log.txt"; }
 left() { echo $((BUDGET_S - (SECONDS - t0))); }
 
 log "host: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), amx: $(grep -c -m1 amx_int8 /proc/cpuinfo)"
+# The lent hosts differ and some are loaded (read bandwidth at 16 threads measured 149, 79 and 43
+# GB/s on three calls of one day): with MIN_GBS and membw in B's directory, a host below it ends
+# the call here instead of spending it on numbers that mean nothing.
+bw=""
+[ -x "$B/membw" ] && bw=$("$B/membw" "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {print $2}')
+[ -n "$bw" ] && log "read bandwidth $bw GB/s at $THREADS threads"
+if [ -n "${MIN_GBS:-}" ] && [ -n "$bw" ] && awk -v b="$bw" -v m="$MIN_GBS" 'BEGIN{exit !(b < m)}'; then
+    log "read bandwidth below MIN_GBS=$MIN_GBS: a loaded host, nothing measured"; exit 3
+fi
 for t in test_gemm test_cpu_mm; do
     [ -x "$B/$t" ] && [ -z "${SKIP_TESTS:-}" ] || continue
     timeout 150 "$B/$t" > "$out/b_$t.log" 2>&1
@@ -66,7 +75,7 @@ for p in $PROMPTS; do
             [ "$(left)" -lt 20 ] && { log "prompt $p $which rep $r skipped (budget)"; continue; }
             f=$out/run_p${p}_${which}_$r.json
             pf=()
-            if [ -n "${PERF:-}" ] && [ -z "${perf_done:-}" ] && [ "$v" = "${VARIANTS##* }" ]; then
+            if [ -n "${PERF:-}" ] && [ -z "${PERF_DECODE:-}" ] && [ -z "${perf_done:-}" ] && [ "$v" = "${VARIANTS##* }" ]; then
                 pf=("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" record -F 999 -D "${PERF_DELAY_MS:-9000}" -o "$out/perf.data" --)
                 perf_done=1
             fi
@@ -77,9 +86,57 @@ for p in $PROMPTS; do
         done
     done
 done
+# decode after a 4-token prompt, DECODE tokens, the variants interleaved; with the floor where the
+# variant's directory has membw (bytes per token as cpu_h200.sh counts them)
+if [ -n "${DECODE:-}" ]; then
+    echo 9707,1879,525,10 > "$work/p4.ids"
+    bytes=$("$B/strata" inspect --json "$model" | python3 -c '
+import json,sys; j=json.load(sys.stdin); k=j["metadata"]["qwen3moe.expert_used_count"]
+b=sum(t["bytes"] for t in j["tensors"] if "_exps." not in t["name"] and t["name"]!="token_embd.weight")
+b+=sum(k*l["triplet_bytes"] for l in j["totals"]["expert_triplets"]); print(b)')
+    [ -n "$bw" ] && log "read bandwidth $bw GB/s at $THREADS threads, $bytes bytes a token: floor $(awk -v b="$bytes" -v w="$bw" 'BEGIN{printf "%.2f", w*1e9/b}') tok/s"
+    for r in $(seq "$REPS"); do
+        for v in $VARIANTS; do
+            IFS=: read -r which dir var <<< "$v"
+            flags=()
+            [ "${var:0:1}" = - ] && read -r -a flags <<< "${var//_/ }" && var=""
+            [ "$(left)" -lt 20 ] && { log "decode $which rep $r skipped (budget)"; continue; }
+            f=$out/run_dec_${which}_$r.json
+            pf=()
+            if [ -n "${PERF:-}" ] && [ -n "${PERF_DECODE:-}" ] && [ -z "${perf_done:-}" ] && [ "$v" = "${VARIANTS##* }" ]; then
+                pf=("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" record -F 1999 -D "${PERF_DELAY_MS:-9000}" -o "$out/perf.data" --)
+                perf_done=1
+            fi
+            env ${var:-} timeout "$(left)" "${pf[@]}" "$dir/strata" run -m "$model" --prompt-tokens "@$work/p4.ids" -n "$DECODE" --temp 0 \
+                --ignore-eos --json -t "$THREADS" -c $((DECODE + 32)) --cache-type-k f16 --cache-type-v f16 "${flags[@]}" > "$f" 2> "${f%.json}.err" ||
+                { log "decode $which rep $r: rc=$? $(tail -n 1 "${f%.json}.err")"; continue; }
+            tg=$(field "$f" "'%.2f' % d['decode_tok_s']")
+            pct=""
+            [ -n "$bw" ] && pct=$(awk -v t="$tg" -v b="$bytes" -v w="$bw" 'BEGIN{printf " (%.1f%% of the floor)", 100 * t * b / (w * 1e9)}')
+            log "decode $which rep $r: $tg tok/s$pct; $(field "$f" "'phases %s; passes %.3f s, alone %.3f s, busy %.1f thread-s, utilization %.3f' % (', '.join('%s %.3f' % (k, v) for k, v in d['phase_s'].items() if v > 0.001), d['threads']['decode']['pass_s'], d['threads']['decode']['serial_s'], d['threads']['decode']['busy_s'], d['threads']['decode']['utilization'])")"
+        done
+    done
+fi
+# llama.cpp on the same file and threads in the same call (LLAMA=path of a llama-bench built for
+# this host, bench/device/llama_cpu_prebuild.sh): prompt 512 and, with DECODE, tg DECODE; F16 KV,
+# flash attention
+if [ -n "${LLAMA:-}" ] && [ "$(left)" -gt 40 ]; then
+    timeout "$(left)" "$LLAMA" -m "$model" -t "$THREADS" -p 512 -n "${DECODE:-0}" -r "$REPS" -fa 1 -o json > "$out/llama.json" 2> "$out/llama.err" ||
+        log "llama-bench: rc=$? $(tail -n 2 "$out/llama.err" | head -n 1)"
+    python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1])): print("llama.cpp %s: %.2f tok/s (%s)" % ("prompt %d" % r["n_prompt"] if r["n_prompt"] else "decode %d" % r["n_gen"], r["avg_ts"], ", ".join("%.2f" % x for x in r["samples_ts"])))' \
+        "$out/llama.json" 2> /dev/null | while read -r l; do log "$l"; done
+fi
 if [ -f "$out/perf.data" ]; then
+    main_tid=$("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" report -i "$out/perf.data" --stdio --no-children \
+        --sort pid 2> /dev/null | grep -E '^ +[0-9]' | awk '{print $2}' | cut -d: -f1 | sort -n | head -n 1)
+    if [ -n "$main_tid" ]; then  # the calling thread's own samples: the work outside parallel runs and its share inside
+        "$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" report -i "$out/perf.data" --stdio --no-children \
+            --tid "$main_tid" --sort symbol --percent-limit 0.05 2> /dev/null | grep -E '^ +[0-9]' | head -n 40 > "$out/perf_main.txt"
+        log "perf, calling thread $main_tid (self, top symbols, % of its samples):"; head -n 30 "$out/perf_main.txt" | tee -a "$out/log.txt"
+    fi
     "$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" report -i "$out/perf.data" --stdio --no-children \
-        --sort symbol --percent-limit 0.5 2> /dev/null | grep -v '^$' | grep -E '^ +[0-9]' | head -n 40 > "$out/perf.txt"
+        --sort symbol --percent-limit 0.5 2> "$out/perf_report.err" | grep -v '^$' | grep -E '^ +[0-9]' | head -n 40 > "$out/perf.txt"
     log "perf (self, top symbols):"; head -n 25 "$out/perf.txt" | tee -a "$out/log.txt"
     rm -f "$out/perf.data"
 fi
