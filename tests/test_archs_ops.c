@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/route.h"
 #include "check.h"
 #include "backend/backend.h"
 #include "backend/cpu/attn.h"
@@ -727,8 +728,68 @@ static void test_routing(void)
     case_result("routing: softmax, sigmoid + bias, expert groups, softmax after top-k, norm, scale", f0);
 }
 
+// strata_route_topk's picks against its selection as first written (each pick scans every
+// expert and the picks so far; the first untaken expert, replaced by a later untaken one scoring
+// more): the same ids and weight bits, with ties (logits from 4 values), NaN and infinite
+// logits, a bias, sigmoid and softmax, and an expert count past the bitset's stack size.
+static void topk_ref(const struct strata_route_params *p, const float *pr, int32_t *st, float *wt)
+{
+    const int X = (int)p->n_expert, K = (int)p->n_used;
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        float best_score = 0.0f;
+        for (int e = 0; e < X; e++) {
+            bool taken = false;
+            for (int j = 0; j < k; j++) taken |= st[j] == e;
+            const float score = p->bias ? pr[e] + p->bias[e] : pr[e];
+            if (!taken && (best < 0 || score > best_score)) best = e, best_score = score;
+        }
+        st[k] = best;
+        wt[k] = pr[best];
+    }
+}
+
+static void test_route_topk(void)
+{
+    const int f0 = g_failures;
+    static float logits[2048], probs[2048], bias[2048];
+    const uint32_t xs[] = {8, 128, 160, 2000};
+    int bad = 0, runs = 0;
+    for (size_t xi = 0; xi < sizeof xs / sizeof xs[0]; xi++)
+        for (int rep = 0; rep < 60; rep++, runs++) {
+            const uint32_t X = xs[xi], K = X < 8 ? X : 8;
+            for (uint32_t e = 0; e < X; e++) {
+                logits[e] = rep % 3 == 0 ? (float)(rand() % 4) : frand(4.0f);
+                bias[e] = frand(0.5f);
+            }
+            if (rep % 5 == 1) logits[rep % X] = NAN;
+            if (rep % 7 == 2) logits[(rep * 3) % X] = INFINITY;
+            const struct strata_route_params p = {.n_expert = X, .n_used = K, .sigmoid = rep % 2 == 1,
+                                                  .norm = rep % 4 != 3, .scale = rep % 4 == 0 ? 2.5f : 0.0f,
+                                                  .bias = rep % 3 == 2 ? bias : NULL};
+            int32_t sel[8], rsel[8];
+            float w[8], rw[8];
+            memcpy(probs, logits, X * sizeof *probs);
+            strata_route_topk(&p, probs, 1, sel, w);  // probs: the probabilities after the call
+            topk_ref(&p, probs, rsel, rw);
+            float sum = 0.0f;  // the weights' normalisation, as strata_route_topk
+            for (uint32_t k = 0; k < K; k++) sum += rw[k];
+            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+            if (!p.norm) sum = 1.0f;
+            for (uint32_t k = 0; k < K; k++) {
+                rw[k] /= sum;
+                if (p.scale != 0.0f && p.scale != 1.0f) rw[k] *= p.scale;
+                bad += sel[k] != rsel[k] || memcmp(&w[k], &rw[k], sizeof w[k]) != 0;
+            }
+        }
+    CHECK(bad == 0, "route_topk: %d of %d picks differ from the first selection loop", bad, runs * 8);
+    case_result("route_topk: the bitset selection picks as the scan of the picks so far (ties, NaN, bias, 2000 experts)",
+                f0);
+}
+
 int main(void)
 {
+    test_route_topk();
     test_rope();
     test_attention();
     test_small_ops();

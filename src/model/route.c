@@ -3,7 +3,13 @@
 #include "model/route.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "util/log.h"
+
+#define ROUTE_MAX_EXPERTS 1024
 
 // In-place softmax of n values (max subtracted, sum in double).
 static void softmax(float *x, int n)
@@ -22,6 +28,13 @@ static void softmax(float *x, int n)
 void strata_route_topk(const struct strata_route_params *p, float *logits, int n, int32_t *sel, float *weight)
 {
     const int X = (int)p->n_expert, K = (int)p->n_used;
+    float score_buf[ROUTE_MAX_EXPERTS], *score = score_buf;
+    uint64_t taken_buf[ROUTE_MAX_EXPERTS / 64], *taken = taken_buf;
+    if (X > ROUTE_MAX_EXPERTS) {  // no such model yet: the scratch from the heap
+        score = malloc((size_t)X * sizeof *score);
+        taken = malloc(((size_t)X + 63) / 64 * sizeof *taken);
+        STRATA_ASSERT(score && taken);
+    }
     for (int t = 0; t < n; t++) {
         float *pr = logits + (size_t)t * X;
         if (p->sigmoid)
@@ -30,18 +43,22 @@ void strata_route_topk(const struct strata_route_params *p, float *logits, int n
             softmax(pr, X);
         int32_t *st = sel + (size_t)t * K;
         float *wt = weight + (size_t)t * K;
+        // each pick: the first untaken expert, replaced by any later untaken one that scores more
+        // (so ties go to the lower id, and a NaN first untaken stays); the scores once, the taken
+        // ones in a bitset (a decode step of 128 experts and 8 picks: 8 x 128 tests, not 8 x 128 x 8)
+        memset(taken, 0, ((size_t)X + 63) / 64 * sizeof *taken);
+        for (int e = 0; e < X; e++) score[e] = p->bias ? pr[e] + p->bias[e] : pr[e];
         for (int k = 0; k < K; k++) {
             int best = -1;
             float best_score = 0.0f;
             for (int e = 0; e < X; e++) {
-                bool taken = false;
-                for (int j = 0; j < k; j++) taken |= st[j] == e;
-                const float score = p->bias ? pr[e] + p->bias[e] : pr[e];
-                if (!taken && (best < 0 || score > best_score)) {
+                if (taken[e >> 6] >> (e & 63) & 1) continue;
+                if (best < 0 || score[e] > best_score) {
                     best = e;
-                    best_score = score;
+                    best_score = score[e];
                 }
             }
+            taken[best >> 6] |= 1ull << (best & 63);
             st[k] = best;
             wt[k] = pr[best];
         }
@@ -53,6 +70,10 @@ void strata_route_topk(const struct strata_route_params *p, float *logits, int n
             wt[k] /= sum;
             if (p->scale != 0.0f && p->scale != 1.0f) wt[k] *= p->scale;
         }
+    }
+    if (score != score_buf) {
+        free(score);
+        free(taken);
     }
 }
 
