@@ -128,12 +128,14 @@ for r in json.load(open(sys.argv[1])): print("llama.cpp %s: %.2f tok/s (%s)" % (
         "$out/llama.json" 2> /dev/null | while read -r l; do log "$l"; done
 fi
 if [ -f "$out/perf.data" ]; then
-    main_tid=$("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" report -i "$out/perf.data" --stdio --no-children \
-        --sort pid 2> /dev/null | grep -E '^ +[0-9]' | awk '{print $2}' | cut -d: -f1 | sort -n | head -n 1)
+    pp=("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf")
+    main_tid=$("${pp[@]}" report -i "$out/perf.data" --stdio --no-children --sort pid 2> /dev/null |
+        grep -E '^ +[0-9]' | awk '{print $2}' | cut -d: -f1 | sort -n | head -n 1)
     if [ -n "$main_tid" ]; then  # the calling thread's own samples: the work outside parallel runs and its share inside
-        "$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" report -i "$out/perf.data" --stdio --no-children \
-            --tid "$main_tid" --sort symbol --percent-limit 0.05 2> /dev/null | grep -E '^ +[0-9]' | head -n 40 > "$out/perf_main.txt"
-        log "perf, calling thread $main_tid (self, top symbols, % of its samples):"; head -n 30 "$out/perf_main.txt" | tee -a "$out/log.txt"
+        # (perf report --tid does not filter the percentages; perf script does)
+        "${pp[@]}" script -i "$out/perf.data" --tid "$main_tid" -F ip,sym 2> /dev/null | awk 'NF >= 2 {n[$2]++; t++}
+            END {for (s in n) printf "%7.2f%%  %6d  %s\n", 100 * n[s] / t, n[s], s}' | sort -rn | head -n 40 > "$out/perf_main.txt"
+        log "perf, calling thread $main_tid (self, % of that thread's samples):"; head -n 30 "$out/perf_main.txt" | tee -a "$out/log.txt"
     fi
     "$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" report -i "$out/perf.data" --stdio --no-children \
         --sort symbol --percent-limit 0.5 2> "$out/perf_report.err" | grep -v '^$' | grep -E '^ +[0-9]' | head -n 40 > "$out/perf.txt"
