@@ -123,7 +123,7 @@ int main(int argc, char **argv)
         setenv("STRATA_ISA", strata_isa_name((enum strata_isa)isa), 1);
         for (int nth = isa == (int)best ? 1 : 2; nth <= 3; nth += isa == (int)best ? 2 : 2) {
             struct strata_backend be;
-            if (strata_backend_cpu_open(&be, nth) != 0) {
+            if (strata_backend_cpu_open(&be, nth, false) != 0) {
                 CHECK(0, "cpu backend at %s with %d threads", strata_isa_name((enum strata_isa)isa), nth);
                 continue;
             }

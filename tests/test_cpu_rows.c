@@ -160,7 +160,7 @@ static void pool_counters_case(void)
     }
     // the backend reports its pool's counters
     struct strata_backend be;
-    const struct strata_backend_params bp = {STRATA_BACKEND_CPU, 2, 0};
+    const struct strata_backend_params bp = {STRATA_BACKEND_CPU, 2, 0, false};
     CHECK(strata_backend_open(&be, &bp) == 0, "open");
     CHECK(be.iface->threads_info != NULL, "threads_info offered");
     if (be.iface->threads_info) {
@@ -252,7 +252,7 @@ int main(void)
         const int n_tok = pass ? 3 : 301;  // decode-sized: below the pool's threshold
         const int f0 = g_failures;
         struct strata_backend one, three;
-        const struct strata_backend_params p1 = {STRATA_BACKEND_CPU, 1, 0}, p3 = {STRATA_BACKEND_CPU, 3, 0};
+        const struct strata_backend_params p1 = {STRATA_BACKEND_CPU, 1, 0, false}, p3 = {STRATA_BACKEND_CPU, 3, 0, false};
         CHECK(strata_backend_open(&one, &p1) == 0 && strata_backend_open(&three, &p3) == 0, "open");
         float *a[N_OUT], *b[N_OUT];
         size_t la[N_OUT], lb[N_OUT];

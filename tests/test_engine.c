@@ -455,7 +455,7 @@ static void test_truncate(const char *moe, const char *next)
 static void test_op_check(const char *moe, const char *next, const char *dsa)
 {
     struct strata_backend cpu;
-    if (strata_backend_cpu_open(&cpu, 1)) {
+    if (strata_backend_cpu_open(&cpu, 1, false)) {
         CHECK(false, "op check: a CPU backend");
         return;
     }

@@ -38,7 +38,7 @@ int strata_backend_open(struct strata_backend *out, const struct strata_backend_
     const enum strata_backend_kind kind = p->kind == STRATA_BACKEND_AUTO ? resolve_auto() : p->kind;
     switch (kind) {
     case STRATA_BACKEND_CPU:
-        return strata_backend_cpu_open(out, p->n_threads);
+        return strata_backend_cpu_open(out, p->n_threads, p->lazy_memory);
     case STRATA_BACKEND_CUDA:
 #ifdef STRATA_CUDA
         return strata_backend_cuda_open(out, p->gpu);

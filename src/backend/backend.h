@@ -300,14 +300,16 @@ struct strata_backend_i {
     const char *name;        // "cpu", "cuda"
     bool host_memory;        // backend memory is the process's own: ops may take host buffers (the
                              // forward pass then writes logits straight into the caller's array)
+    bool alloc_zeroed;       // alloc returns zeroed memory: the forward pass does not clear its
+                             // scratch, which would commit every page (strata_backend_params.lazy_memory)
     int moe_sparse_tok;      // most tokens of a moe op with a sparse table (0: never sparse)
     bool mm_add;             // mm honours strata_mm_op.add (the output projection adds the residual
                              // in its epilogue instead of a separate add)
     void (*free)(void *ctx);
 
     // ---- memory ----
-    // bytes of backend memory (64-byte aligned; contents undefined), NULL with one log line
-    // naming `what` when out of memory.
+    // bytes of backend memory (64-byte aligned; contents undefined unless alloc_zeroed), NULL with
+    // one log line naming `what` when out of memory.
     void *(*alloc)(void *ctx, size_t bytes, const char *what);
     void (*release)(void *ctx, void *p);
     int (*upload)(void *ctx, void *dst, const void *src_host, size_t bytes);
@@ -413,6 +415,10 @@ struct strata_backend_params {
     enum strata_backend_kind kind;
     int n_threads;           // CPU threads (0: all cores); the CPU backend owns its thread pool
     int gpu;                 // device index (GPU backends)
+    // A host-memory backend may leave its large buffers (the forward scratch) uncommitted until
+    // first written, so a short prompt does not pay for the largest chunk's scratch. Only where
+    // nothing sizes a memory bound from the process's resident memory after open (engine.c).
+    bool lazy_memory;
 };
 
 // Open the backend `p` asks for (auto: the CUDA backend when strata was built with it and a

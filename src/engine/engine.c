@@ -264,7 +264,7 @@ static int check_vram(const struct strata_engine *e)
 static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
 {
     const struct strata_engine_params *p = &e->params;
-    const struct strata_backend_params bp = {kind, p->n_threads, p->gpu};
+    const struct strata_backend_params bp = {kind, p->n_threads, p->gpu, !p->memory_bound_bytes};
     int rc = strata_backend_open(&e->be, &bp);
     if (rc == 0 && !e->be.iface->host_memory && e->be.iface->mem_info) rc = check_vram(e);
     if (rc == 0) rc = strata_model_load(&e->m, p->model, &e->be);
@@ -277,7 +277,8 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
     // Prompt chunks: every chunk computes every expert its tokens route to once, so on the CPU,
     // where unpacking and streaming an expert's weights is a large share of a chunk, 2,048 tokens
     // (llama.cpp's default logical batch) run a long prompt about 1.24x faster than 512 (16-core
-    // host, 8,192 tokens, docs/cpu.md) for more scratch (qwen3-30b-a3b: 343 MiB more than at 512). Under a memory
+    // host, 8,192 tokens, docs/cpu.md) for more scratch (qwen3-30b-a3b: 343 MiB more than at 512,
+    // committed only as a long prompt's rows reach it: lazy_memory below). Under a memory
     // bound that memory goes to the expert cache instead, and GPU backends keep 512.
     e->n_batch = p->n_batch > 0 ? p->n_batch : on_cpu && !p->memory_bound_bytes ? 2048 : 512;
     if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx;
@@ -352,7 +353,8 @@ static int open_experts(struct strata_engine *e, uint64_t cache, struct strata_e
         if (p->gpu_miss != STRATA_GPU_MISS_COPY) {  // the CPU computes misses (all, or its share)
             // all cores but one (the copy thread's) unless --threads says
             long nc = sysconf(_SC_NPROCESSORS_ONLN);
-            const struct strata_backend_params cp = {STRATA_BACKEND_CPU, p->n_threads ? p->n_threads : nc > 2 ? (int)nc - 1 : 1, 0};
+            const struct strata_backend_params cp = {STRATA_BACKEND_CPU, p->n_threads ? p->n_threads : nc > 2 ? (int)nc - 1 : 1, 0,
+                                                     false};
             if ((rc = strata_backend_open(&e->cpu_be, &cp))) return rc;
         }
         strata_log_info("vram experts: %.1f MiB of VRAM slots (%u per layer of %u) over a host cache of %.1f MiB",

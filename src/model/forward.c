@@ -237,7 +237,7 @@ static void *scratch(struct strata_forward *f, size_t bytes, const char *what, i
         *rc = STRATA_ENOMEM;
         return NULL;
     }
-    *rc = f->bi->memset(f->bc, p, 0, bytes ? bytes : 64);
+    if (!f->bi->alloc_zeroed) *rc = f->bi->memset(f->bc, p, 0, bytes ? bytes : 64);
     f->bufs[f->n_bufs++] = p;
     return p;
 }

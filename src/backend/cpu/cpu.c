@@ -45,6 +45,9 @@ struct act_block {
 };
 
 struct cpu_ctx {
+    bool lazy;                       // large buffers left uncommitted (strata_backend_params)
+    struct lazy_map { void *p; size_t bytes; } maps[64];  // those buffers, for cpu_release
+    int n_maps;
     struct strata_pool *pool;
     const struct strata_kernels *k;
     char *act;                       // rounded activations of one mm call
@@ -80,17 +83,34 @@ struct cpu_ctx {
 
 // ---- memory ------------------------------------------------------------------------------------
 
+#define LAZY_MIN_BYTES ((size_t)2 << 20)  // a huge page
+
+// Zeroed buffers. Lazy (no memory bound): 2 MiB or more from a fresh mapping on huge pages, which
+// the kernel commits as rows are first written; else committed here, so that the resident memory
+// after open is what a memory bound is sized from.
 static void *cpu_alloc(void *ctx, size_t bytes, const char *what)
 {
-    (void)ctx;
-    void *p = strata_zalloc_aligned(bytes);
+    struct cpu_ctx *c = ctx;
+    void *p;
+    if (c->lazy && bytes >= LAZY_MIN_BYTES && c->n_maps < (int)(sizeof c->maps / sizeof c->maps[0])) {
+        p = strata_big_alloc(bytes);
+        if (p) c->maps[c->n_maps++] = (struct lazy_map){p, bytes};
+    } else {
+        p = strata_zalloc_aligned(bytes);
+    }
     if (!p) strata_log_error("cpu backend: out of memory for %s (%zu bytes)", what, bytes);
     return p;
 }
 
 static void cpu_release(void *ctx, void *p)
 {
-    (void)ctx;
+    struct cpu_ctx *c = ctx;
+    for (int i = 0; p && i < c->n_maps; i++)
+        if (c->maps[i].p == p) {
+            strata_big_free(p, c->maps[i].bytes);
+            c->maps[i] = c->maps[--c->n_maps];
+            return;
+        }
     free(p);
 }
 
@@ -1104,6 +1124,7 @@ static void cpu_host_for(void *vctx, strata_host_part_fn fn, void *arg, int n, i
 static const struct strata_backend_i g_cpu_iface = {
     .name = "cpu",
     .host_memory = true,
+    .alloc_zeroed = true,
     .free = cpu_free,
     .alloc = cpu_alloc,
     .release = cpu_release,
@@ -1139,11 +1160,12 @@ static const struct strata_backend_i g_cpu_iface = {
     .host_for = cpu_host_for,
 };
 
-int strata_backend_cpu_open(struct strata_backend *out, int n_threads)
+int strata_backend_cpu_open(struct strata_backend *out, int n_threads, bool lazy_memory)
 {
     *out = (struct strata_backend){0};
     struct cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return STRATA_ENOMEM;
+    c->lazy = lazy_memory;
     c->k = strata_kernels();
     int rc = strata_pool_create(&c->pool, n_threads);
     if (rc) {

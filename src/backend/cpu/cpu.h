@@ -6,6 +6,6 @@
 #include "backend/backend.h"
 
 // n_threads: compute threads (0: all online CPUs); the backend owns its pool. 0 or negative.
-int strata_backend_cpu_open(struct strata_backend *out, int n_threads);
+int strata_backend_cpu_open(struct strata_backend *out, int n_threads, bool lazy_memory);
 
 #endif
