@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,6 +49,7 @@ struct cpu_ctx {
     bool lazy;                       // large buffers left uncommitted (strata_backend_params)
     struct lazy_map { void *p; size_t bytes; } maps[64];  // those buffers, for cpu_release
     int n_maps;
+    pthread_mutex_t maps_mu;         // sessions may be created from several threads (strata.h)
     struct strata_pool *pool;
     const struct strata_kernels *k;
     char *act;                       // rounded activations of one mm call
@@ -91,13 +93,14 @@ struct cpu_ctx {
 static void *cpu_alloc(void *ctx, size_t bytes, const char *what)
 {
     struct cpu_ctx *c = ctx;
-    void *p;
-    if (c->lazy && bytes >= LAZY_MIN_BYTES && c->n_maps < (int)(sizeof c->maps / sizeof c->maps[0])) {
-        p = strata_big_alloc(bytes);
-        if (p) c->maps[c->n_maps++] = (struct lazy_map){p, bytes};
-    } else {
-        p = strata_zalloc_aligned(bytes);
+    void *p = NULL;
+    if (c->lazy && bytes >= LAZY_MIN_BYTES) {
+        pthread_mutex_lock(&c->maps_mu);
+        if (c->n_maps < (int)(sizeof c->maps / sizeof c->maps[0]) && (p = strata_big_alloc(bytes)))
+            c->maps[c->n_maps++] = (struct lazy_map){p, bytes};
+        pthread_mutex_unlock(&c->maps_mu);
     }
+    if (!p) p = strata_zalloc_aligned(bytes);
     if (!p) strata_log_error("cpu backend: out of memory for %s (%zu bytes)", what, bytes);
     return p;
 }
@@ -105,13 +108,17 @@ static void *cpu_alloc(void *ctx, size_t bytes, const char *what)
 static void cpu_release(void *ctx, void *p)
 {
     struct cpu_ctx *c = ctx;
+    size_t bytes = 0;
+    pthread_mutex_lock(&c->maps_mu);
     for (int i = 0; p && i < c->n_maps; i++)
         if (c->maps[i].p == p) {
-            strata_big_free(p, c->maps[i].bytes);
+            bytes = c->maps[i].bytes;
             c->maps[i] = c->maps[--c->n_maps];
-            return;
+            break;
         }
-    free(p);
+    pthread_mutex_unlock(&c->maps_mu);
+    if (bytes) strata_big_free(p, bytes);
+    else free(p);
 }
 
 static int cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
@@ -1081,6 +1088,7 @@ static void cpu_free(void *vctx)
     free(c->idx_keys);
     free(c->idx_h);
     free(c->idx_scratch);
+    pthread_mutex_destroy(&c->maps_mu);
     free(c);
 }
 
@@ -1166,6 +1174,7 @@ int strata_backend_cpu_open(struct strata_backend *out, int n_threads, bool lazy
     struct cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return STRATA_ENOMEM;
     c->lazy = lazy_memory;
+    pthread_mutex_init(&c->maps_mu, NULL);
     c->k = strata_kernels();
     int rc = strata_pool_create(&c->pool, n_threads);
     if (rc) {
