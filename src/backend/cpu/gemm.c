@@ -443,6 +443,7 @@ struct strata_gemm {
     enum strata_gemm_level level;
     const struct gemm_kernels *k;
     int n_threads;
+    bool guided;                 // decode items claimed guided (STRATA_GEMM_GUIDED=0: one at a time, for measuring)
     uint8_t *tiles;              // activation tiles of one call
     size_t tiles_bytes;
     uint8_t **panels;            // [n_threads] unpacked weight rows
@@ -476,6 +477,8 @@ int strata_gemm_create(struct strata_gemm **out, int n_threads, enum strata_gemm
     struct strata_gemm *g = calloc(1, sizeof *g);
     if (!g) return STRATA_ENOMEM;
     g->level = level;
+    const char *guided = getenv("STRATA_GEMM_GUIDED");
+    g->guided = !(guided && guided[0] == '0');
     g->k = g_levels[level];
     g->n_threads = n_threads;
     g->panels = calloc((size_t)n_threads, sizeof *g->panels);
@@ -684,18 +687,8 @@ static void panel_worker(void *arg, int ith, int nth)
     while (strata_chunk_next(&c->next, c->n_items, 1, &i0, &i1)) panel_item(c, i0, &j, panel, out);
 }
 
-// STRATA_GEMM_GUIDED=0: a decode step's items claimed one at a time (for measuring the claims)
-static bool g_guided = true;
-static void guided_init(void)
-{
-    const char *e = getenv("STRATA_GEMM_GUIDED");
-    g_guided = !(e && e[0] == '0');
-}
-
 int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struct strata_mm_job *jobs, int n_jobs)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, guided_init);
     STRATA_ASSERT(n_jobs >= 0 && n_jobs <= STRATA_MM_MAX_JOBS);
     STRATA_ASSERT(strata_pool_size(pool) <= g->n_threads);
     if (n_jobs == 0) return 0;
@@ -703,6 +696,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
     struct job_plan *plan = g->plan;
     size_t tiles = 0, rec_max = 0;
     int n_tile_items = 0, n_items = 0, lead = -1;
+    bool all_small = true;       // a decode step: its items are claimed guided
     for (int j = 0; j < n_jobs; j++) {
         struct job_plan *p = &plan[j];
         p->f = gemm_format_of(jobs[j].w.type);
@@ -712,6 +706,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
         p->n_groups = (jobs[j].n_tok + (int)k->lanes - 1) / (int)k->lanes;
         const int min_tok = p->f->qb == 32 && k->min_tokens_b32 ? k->min_tokens_b32 : k->min_tokens;
         p->small = !k->panel || jobs[j].n_tok < min_tok;
+        all_small = all_small && p->small;
         p->owner = j;
         for (int i = 0; i < j && !p->small; i++)
             if (!plan[i].small && plan[i].owner == i && same_activations(&jobs[i], &jobs[j], &plan[i], p)) {
@@ -755,11 +750,9 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
     for (int j = 0, n = 0; j < n_jobs; j++)
         if (!plan[j].small && plan[j].owner == j)
             for (int grp = 0; grp < plan[j].n_groups; grp++) item_job[n] = j, item_group[n++] = grp;
-    bool all_small = true;
-    for (int j = 0; j < n_jobs; j++) all_small = all_small && plan[j].small;
     struct gemm_call c = {.g = g, .jobs = jobs, .plan = plan, .n_jobs = n_jobs, .n_tile_items = n_tile_items,
                           .tile_item_job = item_job, .tile_item_group = item_group, .n_items = n_items,
-                          .guided = all_small && g_guided};
+                          .guided = all_small && g->guided};
     if (n_tile_items) {
         atomic_init(&c.next, 0);
         strata_pool_run(pool, tile_worker, &c);
