@@ -142,7 +142,7 @@ static float *be_floats(struct strata_backend *be, size_t n, const char *what, i
     if (*rc) return NULL;
     float *p = be->iface->alloc(be->ctx, (n ? n : 1) * sizeof(float), what);
     if (!p) *rc = STRATA_ENOMEM;
-    else *rc = be->iface->memset(be->ctx, p, 0, (n ? n : 1) * sizeof(float));
+    else if (!be->iface->alloc_zeroed) *rc = be->iface->memset(be->ctx, p, 0, (n ? n : 1) * sizeof(float));
     return p;
 }
 
