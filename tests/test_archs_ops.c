@@ -11,6 +11,7 @@
 
 #include "model/route.h"
 #include "check.h"
+#include "route_ref.h"
 #include "backend/backend.h"
 #include "backend/cpu/attn.h"
 #include "backend/cpu/pool.h"
@@ -728,27 +729,9 @@ static void test_routing(void)
     case_result("routing: softmax, sigmoid + bias, expert groups, softmax after top-k, norm, scale", f0);
 }
 
-// strata_route_topk's picks against its selection as first written (each pick scans every
-// expert and the picks so far; the first untaken expert, replaced by a later untaken one scoring
-// more): the same ids and weight bits, with ties (logits from 4 values), NaN and infinite
-// logits, a bias, sigmoid and softmax, and an expert count past the bitset's stack size.
-static void topk_ref(const struct strata_route_params *p, const float *pr, int32_t *st, float *wt)
-{
-    const int X = (int)p->n_expert, K = (int)p->n_used;
-    for (int k = 0; k < K; k++) {
-        int best = -1;
-        float best_score = 0.0f;
-        for (int e = 0; e < X; e++) {
-            bool taken = false;
-            for (int j = 0; j < k; j++) taken |= st[j] == e;
-            const float score = p->bias ? pr[e] + p->bias[e] : pr[e];
-            if (!taken && (best < 0 || score > best_score)) best = e, best_score = score;
-        }
-        st[k] = best;
-        wt[k] = pr[best];
-    }
-}
-
+// strata_route_topk's picks against its selection as first written (route_ref.h): the same ids
+// and weight bits, with ties (logits from 4 values), NaN and infinite logits, a bias, sigmoid and
+// softmax, and an expert count past the bitset's stack size.
 static void test_route_topk(void)
 {
     const int f0 = g_failures;
@@ -771,16 +754,8 @@ static void test_route_topk(void)
             float w[8], rw[8];
             memcpy(probs, logits, X * sizeof *probs);
             strata_route_topk(&p, probs, 1, sel, w);  // probs: the probabilities after the call
-            topk_ref(&p, probs, rsel, rw);
-            float sum = 0.0f;  // the weights' normalisation, as strata_route_topk
-            for (uint32_t k = 0; k < K; k++) sum += rw[k];
-            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-            if (!p.norm) sum = 1.0f;
-            for (uint32_t k = 0; k < K; k++) {
-                rw[k] /= sum;
-                if (p.scale != 0.0f && p.scale != 1.0f) rw[k] *= p.scale;
-                bad += sel[k] != rsel[k] || memcmp(&w[k], &rw[k], sizeof w[k]) != 0;
-            }
+            route_picks_ref(probs, p.bias, (int)X, (int)K, p.norm, p.scale, rsel, rw);
+            for (uint32_t k = 0; k < K; k++) bad += sel[k] != rsel[k] || memcmp(&w[k], &rw[k], sizeof w[k]) != 0;
         }
     CHECK(bad == 0, "route_topk: %d of %d picks differ from the first selection loop", bad, runs * 8);
     case_result("route_topk: the bitset selection picks as the scan of the picks so far (ties, NaN, bias, 2000 experts)",

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "route_ref.h"
 
 #ifndef STRATA_CUDA
 int main(void)
@@ -763,26 +764,7 @@ static void host_route(const float *logits, const float *bias, int X, int K, boo
         for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
     else
         softmax_ref(p, X);
-    for (int k = 0; k < K; k++) {
-        int best = -1;
-        float best_score = 0.0f;
-        for (int e = 0; e < X; e++) {
-            bool taken = false;
-            for (int j = 0; j < k; j++) taken |= st[j] == e;
-            const float score = bias ? p[e] + bias[e] : p[e];
-            if (!taken && (best < 0 || score > best_score)) best = e, best_score = score;
-        }
-        st[k] = best;
-        wt[k] = p[best];
-    }
-    float sum = 0.0f;
-    for (int k = 0; k < K; k++) sum += wt[k];
-    if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-    if (!norm) sum = 1.0f;
-    for (int k = 0; k < K; k++) {
-        wt[k] /= sum;
-        if (scale != 0.0f && scale != 1.0f) wt[k] *= scale;
-    }
+    route_picks_ref(p, bias, X, K, norm, scale, st, wt);
     free(p);
 }
 
