@@ -50,13 +50,29 @@ for t in test_gemm test_cpu_mm; do
 done
 
 VARIANTS=${VARIANTS:-A:$A B:$B}
+# variant V: its name (which), directory (dir), environment assignment (var) and extra flags of
+# strata run (flags, from a var of -FLAGS with _ for spaces)
+variant() {
+    IFS=: read -r which dir var <<< "$1"
+    flags=()
+    [ "${var:0:1}" = - ] && read -r -a flags <<< "${var//_/ }" && var=""
+}
+# perf_for V HZ WANT: pf, the perf record prefix for variant V's run when WANT is set, PERF is given,
+# V is the last variant and no run was recorded yet; else empty
+perf_for() {
+    pf=()
+    if [ -n "$3" ] && [ -n "${PERF:-}" ] && [ -z "${perf_done:-}" ] && [ "$1" = "${VARIANTS##* }" ]; then
+        pf=("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" record -F "$2" -D "${PERF_DELAY_MS:-9000}" -o "$out/perf.data" --)
+        perf_done=1
+    fi
+}
 pattern=$(echo "$TYPES" | sed 's/ /|/g')
 for n in $GEMM_TOKENS; do
     for v in $VARIANTS "B_avx512:$B:STRATA_AMX=0"; do
-        IFS=: read -r name dir var <<< "$v"
-        [ "${var:0:1}" = - ] && continue  # flags of strata run only
+        variant "$v"
+        [ ${#flags[@]} -gt 0 ] && continue  # flags of strata run only
         env ${var:-} timeout 60 "$dir/test_gemm" --bench "$n" 8 2>&1 | grep -E "^($pattern) " |
-            sed "s/^/$name: /" | tee -a "$out/log.txt"
+            sed "s/^/$which: /" | tee -a "$out/log.txt"
     done
 done
 
@@ -69,16 +85,10 @@ for p in $PROMPTS; do
     awk -v n="$p" 'BEGIN{s=4242; for(i=0;i<n;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%150000}}' > "$work/p$p.ids"
     for r in $(seq "$REPS"); do
         for v in $VARIANTS; do
-            IFS=: read -r which dir var <<< "$v"
-            flags=()
-            [ "${var:0:1}" = - ] && read -r -a flags <<< "${var//_/ }" && var=""
+            variant "$v"
             [ "$(left)" -lt 20 ] && { log "prompt $p $which rep $r skipped (budget)"; continue; }
             f=$out/run_p${p}_${which}_$r.json
-            pf=()
-            if [ -n "${PERF:-}" ] && [ -z "${PERF_DECODE:-}" ] && [ -z "${perf_done:-}" ] && [ "$v" = "${VARIANTS##* }" ]; then
-                pf=("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" record -F 999 -D "${PERF_DELAY_MS:-9000}" -o "$out/perf.data" --)
-                perf_done=1
-            fi
+            perf_for "$v" 999 "$([ -z "${PERF_DECODE:-}" ] && echo 1)"
             env ${var:-} timeout "$(left)" "${pf[@]}" "$dir/strata" run -m "$model" --prompt-tokens "@$work/p$p.ids" -n 1 --temp 0 --json \
                 -t "$THREADS" -c $((p + 16)) --cache-type-k f16 --cache-type-v f16 "${flags[@]}" > "$f" 2> "${f%.json}.err" ||
                 { log "prompt $p $which rep $r: rc=$? $(tail -n 1 "${f%.json}.err")"; continue; }
@@ -97,16 +107,10 @@ b+=sum(k*l["triplet_bytes"] for l in j["totals"]["expert_triplets"]); print(b)')
     [ -n "$bw" ] && log "read bandwidth $bw GB/s at $THREADS threads, $bytes bytes a token: floor $(awk -v b="$bytes" -v w="$bw" 'BEGIN{printf "%.2f", w*1e9/b}') tok/s"
     for r in $(seq "$REPS"); do
         for v in $VARIANTS; do
-            IFS=: read -r which dir var <<< "$v"
-            flags=()
-            [ "${var:0:1}" = - ] && read -r -a flags <<< "${var//_/ }" && var=""
+            variant "$v"
             [ "$(left)" -lt 20 ] && { log "decode $which rep $r skipped (budget)"; continue; }
             f=$out/run_dec_${which}_$r.json
-            pf=()
-            if [ -n "${PERF:-}" ] && [ -n "${PERF_DECODE:-}" ] && [ -z "${perf_done:-}" ] && [ "$v" = "${VARIANTS##* }" ]; then
-                pf=("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf" record -F 1999 -D "${PERF_DELAY_MS:-9000}" -o "$out/perf.data" --)
-                perf_done=1
-            fi
+            perf_for "$v" 1999 "${PERF_DECODE:-}"
             env ${var:-} timeout "$(left)" "${pf[@]}" "$dir/strata" run -m "$model" --prompt-tokens "@$work/p4.ids" -n "$DECODE" --temp 0 \
                 --ignore-eos --json -t "$THREADS" -c $((DECODE + 32)) --cache-type-k f16 --cache-type-v f16 "${flags[@]}" > "$f" 2> "${f%.json}.err" ||
                 { log "decode $which rep $r: rc=$? $(tail -n 1 "${f%.json}.err")"; continue; }
