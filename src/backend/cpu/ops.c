@@ -127,7 +127,7 @@ void strata_act_quantize(const struct strata_kernels *k, uint32_t wtype, const f
 
 // ggml's mean of squares: the float squares added in double in one chain, in order, the quotient
 // rounded to float.
-static float mean_sq_chain(const float *x, uint32_t n)
+float strata_mean_sq_chain(const float *x, uint32_t n)
 {
     double sum = 0.0;
     for (uint32_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
@@ -140,7 +140,7 @@ static float mean_sq_chain(const float *x, uint32_t n)
 // room. Rounding (divide, then to float) keeps order, so where sum - d and sum + d give the same
 // float the chain gives it too; else (about one row in 2^15, or a NaN or an infinity) the chain
 // runs. Bit for bit the single chain's result, in about an eighth of its dependent adds.
-static float mean_sq(const float *x, uint32_t n)
+float strata_mean_sq(const float *x, uint32_t n)
 {
     double s[8] = {0};
     uint32_t i = 0;
@@ -154,12 +154,12 @@ float strata_mean_sq_decide(const float *x, uint32_t n, double sum)
 {
     const double d = sum * (double)n * 0x1p-51;
     const float lo = (float)((sum - d) / n), hi = (float)((sum + d) / n);
-    return lo == hi ? lo : mean_sq_chain(x, n);
+    return lo == hi ? lo : strata_mean_sq_chain(x, n);
 }
 
 void strata_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
 {
-    const float scale = 1.0f / sqrtf(mean_sq(x, n) + eps);
+    const float scale = 1.0f / sqrtf(strata_mean_sq(x, n) + eps);
     for (uint32_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
@@ -168,9 +168,6 @@ void strata_rmsnorm_rows(float *y, size_t y_stride, const float *x, size_t x_str
 {
     for (int r = 0; r < n_rows; r++) strata_rmsnorm(y + (size_t)r * y_stride, x + (size_t)r * x_stride, w, n, eps);
 }
-
-float strata_mean_sq_chain(const float *x, uint32_t n) { return mean_sq_chain(x, n); }
-float strata_mean_sq(const float *x, uint32_t n) { return mean_sq(x, n); }
 
 void strata_rope_cache(float *cs, uint32_t n_rot, int pos, float freq_base)
 {

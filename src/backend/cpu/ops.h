@@ -42,7 +42,7 @@ void strata_act_quantize(const struct strata_kernels *k, uint32_t wtype, const f
 // cannot decide the float).
 void strata_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps);
 // mean(x^2) as a float: ggml's one chain, and the bounded eight-chain path strata_rmsnorm takes
-// (for tests: the two must agree on every input).
+// (the two agree on every input; test_cpu_rows checks it).
 float strata_mean_sq_chain(const float *x, uint32_t n);
 float strata_mean_sq(const float *x, uint32_t n);
 // The mean from sum, the squares of x added in double in any order: its float where the bound
