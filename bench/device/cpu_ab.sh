@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Two CPU builds of strata, A and B, on the host of a lent GPU machine (16 cores with AMX), in one
-# call: B's kernel tests (the GEMM's AMX level runs only there), the GEMM's rate of one thread on
+# call: B's kernel tests (test_gemm, test_cpu_mm, test_cpu_rows where B's directory has them: the
+# GEMM's AMX level runs only there), the GEMM's rate of one thread on
 # the expert shape for both (AMX, and B at AVX-512 with STRATA_AMX=0), then prompts on the
 # 48-layer qwen3-30b-a3b Q4_K file, the two builds interleaved (A B A B ...), with each run's
 # prompt tok/s and phases.
 #
-#   here:  build A's tree and B's (make build/strata build/tests/test_gemm build/tests/test_cpu_mm),
-#          copy each's three binaries into .deps/ab/a and .deps/ab/b (strip --strip-debug), and
+#   here:  build A's tree and B's (make build/strata build/membw build/tests/test_gemm
+#          build/tests/test_cpu_mm build/tests/test_cpu_rows), copy each's binaries into .deps/ab/a
+#          and .deps/ab/b (strip --strip-debug), and
 #          bash bench/device/deps.sh once (.deps/lib: the shared libraries strata links)
 #   there: run(command="bash bench/device/cpu_ab.sh", carry=[".deps/ab", ".deps/lib"])
 #
@@ -42,7 +44,7 @@ bw=""
 if [ -n "${MIN_GBS:-}" ] && [ -n "$bw" ] && awk -v b="$bw" -v m="$MIN_GBS" 'BEGIN{exit !(b < m)}'; then
     log "read bandwidth below MIN_GBS=$MIN_GBS: a loaded host, nothing measured"; exit 3
 fi
-for t in test_gemm test_cpu_mm; do
+for t in test_gemm test_cpu_mm test_cpu_rows; do
     [ -x "$B/$t" ] && [ -z "${SKIP_TESTS:-}" ] || continue
     timeout 150 "$B/$t" > "$out/b_$t.log" 2>&1
     log "B $t: rc=$? $(head -n 1 "$out/b_$t.log" | cut -c1-60) ... $(tail -n 1 "$out/b_$t.log")"
