@@ -15,6 +15,8 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
 #include "check.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -523,6 +525,85 @@ static void test_memory_report(void)
            (huge1 - (double)huge0) / 1048576.0, mode);
 }
 
+// The bytes each phase read (strata_stats.bytes_*): five passes of one token on the tiny qwen3moe
+// (F16 KV) against the file's tensors: a pass reads every layer's q, k, v and output matrices and
+// the cache rows of positions 0..p, every router, top-k experts' gate, up and down a layer, and the
+// head where it wants logits (the last pass does not).
+static uint64_t tensor_bytes(const struct strata_gguf_file *g, const char *fmt, int l)
+{
+    char name[96];
+    snprintf(name, sizeof name, fmt, l);
+    const struct strata_gguf_tensor *t = strata_gguf_find_tensor(g, name);
+    CHECK(t != NULL, "tensor %s", name);
+    return t ? t->n_bytes : 0;
+}
+
+static void test_phase_bytes(const char *model)
+{
+    const int before = g_failures;
+    struct strata_gguf_file *g = NULL;
+    if (strata_gguf_open(&g, model)) {
+        CHECK(0, "gguf_open");
+        return;
+    }
+    uint32_t n_layer = 0, n_expert = 0, n_used = 0, n_head_kv = 0, dk = 0, dv = 0;
+    CHECK(strata_gguf_get_u32(g, "qwen3moe.block_count", &n_layer) == 0 &&
+              strata_gguf_get_u32(g, "qwen3moe.expert_count", &n_expert) == 0 &&
+              strata_gguf_get_u32(g, "qwen3moe.expert_used_count", &n_used) == 0 &&
+              strata_gguf_get_u32(g, "qwen3moe.attention.head_count_kv", &n_head_kv) == 0 &&
+              strata_gguf_get_u32(g, "qwen3moe.attention.key_length", &dk) == 0 &&
+              strata_gguf_get_u32(g, "qwen3moe.attention.value_length", &dv) == 0,
+          "hparams");
+    uint64_t attn = 0, router = 0, experts = 0;
+    for (uint32_t l = 0; l < n_layer; l++) {
+        attn += tensor_bytes(g, "blk.%d.attn_q.weight", (int)l) + tensor_bytes(g, "blk.%d.attn_k.weight", (int)l) +
+                tensor_bytes(g, "blk.%d.attn_v.weight", (int)l) + tensor_bytes(g, "blk.%d.attn_output.weight", (int)l);
+        router += tensor_bytes(g, "blk.%d.ffn_gate_inp.weight", (int)l);
+        experts += (tensor_bytes(g, "blk.%d.ffn_gate_exps.weight", (int)l) +
+                    tensor_bytes(g, "blk.%d.ffn_up_exps.weight", (int)l) +
+                    tensor_bytes(g, "blk.%d.ffn_down_exps.weight", (int)l)) / n_expert * n_used;
+    }
+    const struct strata_gguf_tensor *out = strata_gguf_find_tensor(g, "output.weight");
+    const uint64_t head = out ? out->n_bytes : tensor_bytes(g, "token_embd.weight", 0);
+    const uint64_t kv_pos = (uint64_t)n_head_kv * (strata_type_row_bytes(STRATA_TYPE_F16, dk) +
+                                                   strata_type_row_bytes(STRATA_TYPE_F16, dv));
+    strata_gguf_close(g);
+    struct strata_engine_params p = strata_engine_default_params();
+    p.model = model;
+    p.n_threads = 2;
+    p.cache_type_k = p.cache_type_v = STRATA_KV_F16;
+    struct strata_engine *e = NULL;
+    if (strata_engine_open(&e, &p)) {
+        CHECK(0, "engine_open: %s", strata_last_error());
+        return;
+    }
+    struct strata_session *s = NULL;
+    CHECK(strata_session_create(&s, e, NULL) == 0, "session");
+    const int P = 5;
+    struct strata_model_info info;
+    strata_engine_info(e, &info);
+    float *logits = malloc(info.n_vocab * sizeof(float));
+    for (int t = 0; t < P && s && logits; t++) {  // the last pass without logits: no head
+        const int32_t tok = 100 + 7 * t;
+        CHECK(strata_session_eval(s, &tok, 1, t < P - 1 ? logits : NULL, false) == 0, "eval %d", t);
+    }
+    free(logits);
+    struct strata_stats st;
+    if (s) strata_session_stats(s, &st);
+    const uint64_t kv = kv_pos * n_layer * (uint64_t)(P * (P + 1) / 2);  // positions 0..p at pass p
+    CHECK(s && st.bytes_attn == P * attn + kv, "attention %llu, expected %llu", (unsigned long long)st.bytes_attn,
+          (unsigned long long)(P * attn + kv));
+    CHECK(s && st.bytes_router == P * router && st.bytes_experts == P * experts && st.bytes_head == (P - 1) * head &&
+              st.bytes_linear_attn == 0,
+          "routing %llu / %llu, experts %llu / %llu, head %llu / %llu", (unsigned long long)st.bytes_router,
+          (unsigned long long)(P * router), (unsigned long long)st.bytes_experts, (unsigned long long)(P * experts),
+          (unsigned long long)st.bytes_head, (unsigned long long)((P - 1) * head));
+    strata_session_free(s);
+    strata_engine_close(e);
+    printf("%s phase bytes: five one-token passes read the file's attention, router, top-k expert and head bytes "
+           "(where logits are wanted) and the F16 cache rows attended\n", g_failures == before ? "ok  " : "FAIL");
+}
+
 int main(void)
 {
     test_memory_report();
@@ -541,6 +622,7 @@ int main(void)
     test_sessions(dsa, 0, "glm-dsa (indexer top-8), contexts of 64 and the engine's: concurrent and batched = alone",
                   64);
     test_generate(moe);
+    test_phase_bytes(moe);
     test_truncate(moe, next);
     test_op_check(moe, next, dsa);
     unlink(moe);

@@ -197,6 +197,12 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     cJSON_AddNumberToObject(ph, "routing", st->t_router);
     cJSON_AddNumberToObject(ph, "experts", st->t_experts);
     cJSON_AddNumberToObject(ph, "head", st->t_head);
+    cJSON *pb = cJSON_AddObjectToObject(js, "phase_bytes");  // read by each phase (strata_stats)
+    cJSON_AddNumberToObject(pb, "attention", (double)st->bytes_attn);
+    cJSON_AddNumberToObject(pb, "linear_attention", (double)st->bytes_linear_attn);
+    cJSON_AddNumberToObject(pb, "routing", (double)st->bytes_router);
+    cJSON_AddNumberToObject(pb, "experts", (double)st->bytes_experts);
+    cJSON_AddNumberToObject(pb, "head", (double)st->bytes_head);
     cJSON_AddStringToObject(js, "isa", info.isa);
     cJSON_AddStringToObject(js, "gemm", info.gemm);
     cli_kv_json(js, e, st);
@@ -207,6 +213,25 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     cJSON_Delete(root);
     if (out) printf("%s\n", out);
     free(out);
+}
+
+// What each phase read and how fast: its bytes over its time, against the machine's bandwidth.
+// Only the CPU backend (a thread pool) times its phases as they run; a GPU's are the host's.
+static void phase_rates(FILE *out, const struct strata_stats *st)
+{
+    const struct { const char *name; uint64_t bytes; double t; } ph[] = {
+        {"attention", st->bytes_attn, st->t_attn}, {"linear attention", st->bytes_linear_attn, st->t_linear_attn},
+        {"routing", st->bytes_router, st->t_router}, {"experts", st->bytes_experts, st->t_experts},
+        {"head", st->bytes_head, st->t_head},
+    };
+    fprintf(out, "read:");
+    for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++)
+        if (ph[i].bytes && st->n_threads && ph[i].t > 0)
+            fprintf(out, "%s %s %.2f GB (%.1f GB/s)", i ? "," : "", ph[i].name, ph[i].bytes / 1e9,
+                    ph[i].bytes / 1e9 / ph[i].t);
+        else if (ph[i].bytes)
+            fprintf(out, "%s %s %.2f GB", i ? "," : "", ph[i].name, ph[i].bytes / 1e9);
+    fprintf(out, "\n");
 }
 
 static void print_summary(const struct run_opts *o, struct strata_engine *e, int n_prompt,
@@ -227,6 +252,7 @@ static void print_summary(const struct run_opts *o, struct strata_engine *e, int
             r->stop == STRATA_STOP_EOG ? " (stopped at end of generation)" : "", st->t_attn, st->t_linear_attn,
             st->t_router, st->t_experts, st->t_head, peak_rss_mib(), info.dense_bytes / 1048576.0,
             info.expert_bytes / 1048576.0);
+    phase_rates(stderr, st);
     cli_kv_summary(stderr, e, st);
     cli_threads_summary(stderr, st);
     cli_memory_summary(stderr);

@@ -448,6 +448,11 @@ void strata_stats_add_pass(struct strata_stats *st, const struct strata_fwd_stat
     st->t_router += f->t_router;
     st->t_experts += f->t_experts;
     st->t_head += f->t_head;
+    st->bytes_attn += f->b_attn;
+    st->bytes_linear_attn += f->b_linear_attn;
+    st->bytes_router += f->b_router;
+    st->bytes_experts += f->b_experts;
+    st->bytes_head += f->b_head;
     if (f->n_threads) st->n_threads = f->n_threads;
     struct strata_thread_stats *th = &st->threads[f->decode];
     th->passes++;

@@ -45,6 +45,7 @@ struct strata_forward {
     void *bc;
     struct strata_expert_provider experts;
     int max_tok, max_ctx;
+    uint64_t *bytes_to;           // the phase the products' weight bytes count to (strata_fwd_stats)
     // backend scratch
     float *x, *h, *o;             // [B][E]
     float *q, *k, *v, *attn;      // [B][max_q_dim], [B][Hkv*D], [B][Hkv*Dv], [B][H*Dv]
@@ -194,6 +195,8 @@ int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_mode
     st->n_ctx = n_ctx;
     if (m->n_kv_layers) {
         const struct strata_kv_params p = kv_params(m, n_ctx, k_type, v_type);
+        st->kv_pos_bytes = (uint64_t)p.n_head_kv * (strata_type_row_bytes(k_type, p.head_dim_k) +
+                                                    (p.head_dim_v ? strata_type_row_bytes(v_type, p.head_dim_v) : 0));
         rc = m->be->iface->kv_create(m->be->ctx, &p, &st->kv);
     }
     if (m->n_rs_layers) {
@@ -520,6 +523,22 @@ int strata_forward_max_tok(const struct strata_forward *f) { return f->max_tok; 
 
 // ---- blocks -------------------------------------------------------------------------------------
 
+static uint64_t mat_bytes(const struct strata_mat *w) { return (uint64_t)w->row_bytes * w->n_out; }
+
+// The backend's mm, the call's weight bytes counted to the current phase (a matrix that several
+// ops of the call share, the head of several sequences, once).
+static int mm_call(struct strata_forward *f, const struct strata_mm_op *ops, int n)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < n; i++) {
+        bool seen = false;
+        for (int j = i - 1; j >= 0 && !seen && i - j <= 8; j--) seen = ops[j].w.data == ops[i].w.data;
+        if (!seen) b += mat_bytes(&ops[i].w);
+    }
+    if (f->bytes_to) *f->bytes_to += b;
+    return f->bi->mm(f->bc, ops, n);
+}
+
 // y_i = W_i h for the weights of one block on the same n rows (one mm call).
 static int project(struct strata_forward *f, const struct strata_mat *const *w, float *const *y, int nw,
                    const float *x, int n)
@@ -528,7 +547,7 @@ static int project(struct strata_forward *f, const struct strata_mat *const *w, 
     STRATA_ASSERT(nw <= 4);
     for (int i = 0; i < nw; i++)
         ops[i] = (struct strata_mm_op){*w[i], x, w[i]->n_in, n, NULL, n, y[i], w[i]->n_out, NULL, NULL};
-    return f->bi->mm(f->bc, ops, nw);
+    return mm_call(f, ops, nw);
 }
 
 static int attention_out(struct strata_forward *f, const struct strata_layer *L, int n, size_t qs);
@@ -604,7 +623,7 @@ static int attention_out(struct strata_forward *f, const struct strata_layer *L,
     const struct strata_mat *wo[1] = {&L->wo};
     if (f->bi->mm_add && !L->bo) {  // x += Wo attn in one product (the same sum as the add below)
         const struct strata_mm_op op = {L->wo, f->attn, L->wo.n_in, n, NULL, n, f->x, E, NULL, f->x};
-        return f->bi->mm(f->bc, &op, 1);
+        return mm_call(f, &op, 1);
     }
     TRY(project(f, wo, &f->o, 1, f->attn, n));
     if (L->bo) TRY(f->bi->add(f->bc, f->o, L->bo, 0, n, E));
@@ -677,7 +696,7 @@ static int mla_attention_block(struct strata_forward *f, const struct strata_lay
         ops[h] = (struct strata_mm_op){wk, f->mla_qb + (size_t)h * (NOPE + R), QB, n, NULL, n,
                                        f->q + (size_t)h * (KVL + R), QA, NULL, NULL};
     }
-    TRY(f->bi->mm(f->bc, ops, (int)H));
+    TRY(mm_call(f, ops, (int)H));
     TRY(f->bi->copy(f->bc, f->q + KVL, KR, f->mla_qb + NOPE, NOPE + R, n * (int)H, R));
     const struct strata_attn_op ao = {
         .batch = &f->batch, .kv_slot = (uint32_t)L->kv_slot,
@@ -693,7 +712,7 @@ static int mla_attention_block(struct strata_forward *f, const struct strata_lay
         ops[h] = (struct strata_mm_op){wv, f->attn + (size_t)h * KVL, (size_t)H * KVL, n, NULL, n,
                                        f->mla_vb + (size_t)h * VH, (size_t)H * VH, NULL, NULL};
     }
-    TRY(f->bi->mm(f->bc, ops, (int)H));
+    TRY(mm_call(f, ops, (int)H));
     const struct strata_mat *wo[1] = {&L->wo};
     TRY(project(f, wo, &f->o, 1, f->mla_vb, n));
     return f->bi->add(f->bc, f->x, f->o, E, n, E);
@@ -741,6 +760,7 @@ static int dense_ffn_block(struct strata_forward *f, const struct strata_layer *
     const uint32_t E = hp->n_embd;
     const double t0 = strata_now();
     int rc;
+    f->bytes_to = &st->b_experts;
     TRY(f->bi->rmsnorm(f->bc, f->h, E, f->x, E, L->ffn_norm, n, E, hp->rms_eps));
     TRY(swiglu_ffn(f, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n, f->o));
     TRY(f->bi->add(f->bc, f->x, f->o, E, n, E));
@@ -903,7 +923,7 @@ static int experts_compute(struct strata_forward *f, const struct strata_layer *
         ops[no++] = (struct strata_mm_op){wg, f->h, E, n, f->tok_of + first, cnt, f->gate_out + (size_t)first * F, F, NULL, NULL};
         ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL, NULL};
     }
-    rc = f->bi->mm(f->bc, ops, no);
+    rc = mm_call(f, ops, no);
     for (int j = 0; j < k && rc == 0 && L->exp_up_b; j++) {  // per-expert biases (gpt-oss)
         const uint32_t e = g->used[idx[j]];
         const size_t first = (size_t)g->first[e];
@@ -932,7 +952,7 @@ static int experts_compute(struct strata_forward *f, const struct strata_layer *
         ops[no++] = (struct strata_mm_op){wd, f->gate_out + (size_t)first * F, F, cnt, NULL, cnt,
                                           f->down_out + (size_t)first * E, E, NULL, NULL};
     }
-    if (rc == 0) rc = f->bi->mm(f->bc, ops, no);
+    if (rc == 0) rc = mm_call(f, ops, no);
     for (int j = 0; j < k && rc == 0 && L->exp_down_b; j++) {
         const uint32_t e = g->used[idx[j]];
         rc = f->bi->add(f->bc, f->down_out + (size_t)g->first[e] * E, L->exp_down_b + (size_t)e * E, 0, g->count[e], E);
@@ -1042,10 +1062,17 @@ static int device_moe(struct strata_forward *f, const struct strata_layer *L, bo
     return 0;
 }
 
-// The backend's moe op over the layer's slot table, the device routes in route_of / weight.
-static int layer_moe(struct strata_forward *f, const struct strata_layer *L, int n)
+static uint64_t expert_bytes(const struct strata_layer *L)
+{
+    return mat_bytes(&L->exp_gate) + mat_bytes(&L->exp_up) + mat_bytes(&L->exp_down);
+}
+
+// The backend's moe op over the layer's slot table, the device routes in route_of / weight; the
+// bytes of n_used experts counted to the phase.
+static int layer_moe(struct strata_forward *f, const struct strata_layer *L, int n, uint32_t n_used)
 {
     const struct strata_hparams *hp = &f->m->hp;
+    if (f->bytes_to) *f->bytes_to += n_used * expert_bytes(L);
     const uint32_t X = hp->n_expert, K = hp->n_expert_used, ml = (uint32_t)L->moe_index;
     const struct strata_moe_op op = {
         .h = f->h, .x = f->x, .ids = f->route_of, .weight = f->weight,
@@ -1074,8 +1101,10 @@ static int moe_device(struct strata_forward *f, const struct strata_layer *L, in
     TRY(f->bi->route(f->bc, &rp, f->router_logits, n, f->route_of, f->weight));
     const double t1 = strata_now();
     st->t_router += t1 - t0;
+    f->bytes_to = &st->b_experts;
     if (L->sh_down.data) TRY(shared_expert(f, L, n));
-    TRY(layer_moe(f, L, n));
+    // the routes stay on the device: at most n K experts, at most all of them
+    TRY(layer_moe(f, L, n, (uint64_t)n * K < X ? (uint32_t)n * K : X));
     st->t_experts += strata_now() - t1;
     return 0;
 }
@@ -1112,7 +1141,7 @@ static int moe_tiered(struct strata_forward *f, const struct strata_layer *L, in
     }
     if (rc == 0) rc = f->bi->upload(f->bc, f->exp_tables + (size_t)ml * 3 * X, tab, 3 * X * sizeof(void *));
     if (rc == 0 && L->sh_down.data) rc = shared_expert(f, L, n);
-    if (rc == 0) rc = layer_moe(f, L, n);
+    if (rc == 0) rc = layer_moe(f, L, n, (uint32_t)g->n_used_experts);
     // the kernels must be done with the views before they are released
     if (rc == 0) rc = f->bi->sync(f->bc);
     strata_provider_release(f->experts, ml, f->views, g->n_used_experts);
@@ -1237,6 +1266,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     const struct strata_route_groups *g = &f->g;
     const int nu = g->n_used_experts;
     const uint64_t tb = f->m->layout.layers[ml].triplet_bytes;
+    if (f->bytes_to) *f->bytes_to += (uint64_t)nu * expert_bytes(L);  // on the GPU or the CPU
     double tp = f->sp_on ? strata_now() : 0;
     int rc = strata_vram_acquire_ready(f->vram, ml, g->used, nu, f->c_views, f->c_state);
     if (rc < 0) return rc;
@@ -1369,6 +1399,7 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     bool dev;
     TRY(device_moe(f, L, &dev));
     TRY(norm_before(f, f->h, L->ffn_norm, n, &L->exp_gate));
+    f->bytes_to = &st->b_router;
     if (dev) return moe_device(f, L, n, st, t0);
     bool routed_dev;
     if (f->sp_on && f->sp_end > 0 && L->moe_index == f->sp_last_ml + 1) f->sp[SP_DENSE] += t0 - f->sp_end;
@@ -1377,6 +1408,7 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     const double t1 = strata_now();
     if (f->sp_on) f->sp[SP_ROUTE] += t1 - t0;
     st->t_router += t1 - t0;
+    f->bytes_to = &st->b_experts;
     if (routed_dev && split_ok(f, n) && moe_op_ok(f, L)) {  // more experts than VRAM slots: the CPU takes the rest
         rc = moe_split(f, L, n);
         if (rc <= 0) {
@@ -1507,11 +1539,11 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
                                                  NULL, NULL};
             row += nr;
             if (no == f->n_ops) {
-                TRY(f->bi->mm(f->bc, f->ops, no));
+                TRY(mm_call(f, f->ops, no));
                 no = row = 0;
             }
         }
-        if (no) TRY(f->bi->mm(f->bc, f->ops, no));
+        if (no) TRY(mm_call(f, f->ops, no));
         for (int s = 0; s < n_seq; s++) {
             const struct strata_fwd_seq *sq = &seqs[s];
             if (!sq->logits) continue;
@@ -1553,6 +1585,7 @@ int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
     const struct strata_hparams *hp = &m->hp;
     int n = 0, rc;
     f->want_trace = 0;
+    f->bytes_to = NULL;  // set per phase below
     for (int s = 0; s < n_seq; s++) {
         const struct strata_fwd_seq *sq = &seqs[s];
         STRATA_ASSERT(sq->n_tok > 0 && n + sq->n_tok <= f->max_tok && sq->pos0 + sq->n_tok <= sq->state->n_ctx &&
@@ -1578,6 +1611,11 @@ int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const struct strata_layer *L = &m->layers[l];
         const double ta = strata_now();
+        f->bytes_to = L->kv_slot >= 0 ? &st->b_attn : &st->b_linear_attn;
+        for (int s = 0; s < n_seq && L->kv_slot >= 0; s++) {  // the cache rows attended, once a layer
+            const uint64_t ctx = (uint64_t)seqs[s].pos0 + (uint64_t)seqs[s].n_tok;
+            st->b_attn += (L->swa && hp->n_swa && ctx > hp->n_swa ? hp->n_swa : ctx) * seqs[s].state->kv_pos_bytes;
+        }
         if (L->kv_slot >= 0) {
             TRY(L->mla ? mla_attention_block(f, L, n) : attention_block(f, L, n));
             st->t_attn += strata_now() - ta;
@@ -1595,7 +1633,10 @@ int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
                                  seqs[s].n_tok, m->layout.n_layers, hp->n_expert_used));
 
     const double th = strata_now();
-    TRY(head(f, seqs, n_seq));
+    f->bytes_to = &st->b_head;
+    rc = head(f, seqs, n_seq);
+    f->bytes_to = NULL;
+    TRY(rc);
     TRY(f->bi->sync(f->bc));
     st->t_head += strata_now() - th;
     return 0;

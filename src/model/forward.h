@@ -34,6 +34,7 @@ struct strata_seq_state {
     void *kv;                   // the backend's KV cache (kv_create), NULL without attention layers
     float *conv, *ssm;          // delta-net conv history and state (NULL without delta-net blocks)
     int n_ctx;
+    uint64_t kv_pos_bytes;      // bytes of one position of one attention layer's cache (K and V)
 };
 
 // Allocate the state of a sequence of up to n_ctx positions with a KV cache of these types (enum
@@ -73,9 +74,12 @@ struct strata_fwd_seq {
     void *route_user;
 };
 
-// Time per phase of a pass (seconds).
+// Time per phase of a pass (seconds), and the bytes each phase read: the weights of its products
+// (each matrix once a call, the experts the pass computed) and, in attention, the KV cache rows
+// of the positions attended (once a layer and sequence).
 struct strata_fwd_stats {
     double t_embed, t_attn, t_linear_attn, t_router, t_experts, t_head;
+    uint64_t b_attn, b_linear_attn, b_router, b_experts, b_head;
     // filled by the engine around the pass: its wall time and the host threads' share of it
     // (decode: one token a sequence)
     bool decode;
