@@ -1266,7 +1266,6 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     const struct strata_route_groups *g = &f->g;
     const int nu = g->n_used_experts;
     const uint64_t tb = f->m->layout.layers[ml].triplet_bytes;
-    if (f->bytes_to) *f->bytes_to += (uint64_t)nu * expert_bytes(L);  // on the GPU or the CPU
     double tp = f->sp_on ? strata_now() : 0;
     int rc = strata_vram_acquire_ready(f->vram, ml, g->used, nu, f->c_views, f->c_state);
     if (rc < 0) return rc;
@@ -1317,6 +1316,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
         }
     if (nc) f->since_cpu = 0;
     else if (np) f->since_cpu++;
+    if (f->bytes_to) *f->bytes_to += (uint64_t)nu * expert_bytes(L);  // on the GPU or the CPU
     rc = 0;  // the CPU's input rows came down with the routes
     sp_mark(f, SP_READY, &tp);
     // the router lookahead's guesses for the next layers go out (low priority: after this layer's copies)
