@@ -184,6 +184,12 @@ struct strata_stats {
     // phase's read rate, to set against the machine's bandwidth.
     double t_embed, t_attn, t_linear_attn, t_router, t_experts, t_head;
     uint64_t bytes_attn, bytes_linear_attn, bytes_router, bytes_experts, bytes_head;
+    // the same of the decode passes alone (one token a sequence): what a decode step reads and how
+    // fast, without the prompt's passes
+    struct strata_phase_stats {
+        double t_attn, t_linear_attn, t_router, t_experts, t_head;
+        uint64_t bytes_attn, bytes_linear_attn, bytes_router, bytes_experts, bytes_head;
+    } decode_phases;
     uint64_t n_tokens;             // tokens evaluated
     uint64_t n_passes;             // forward passes
     uint64_t kv_bytes;             // KV cache memory allocated now (it grows in blocks as the

@@ -525,10 +525,11 @@ static void test_memory_report(void)
            (huge1 - (double)huge0) / 1048576.0, mode);
 }
 
-// The bytes each phase read (strata_stats.bytes_*): five passes of one token on the tiny qwen3moe
-// (F16 KV) against the file's tensors: a pass reads every layer's q, k, v and output matrices and
-// the cache rows of positions 0..p, every router, top-k experts' gate, up and down a layer, and the
-// head where it wants logits (the last pass does not).
+// The bytes each phase read (strata_stats.bytes_*, decode_phases): a 3-token prompt, then five
+// passes of one token on the tiny qwen3moe (F16 KV) against the file's tensors: a decode pass
+// reads every layer's q, k, v and output matrices and the cache rows of positions 0..p, every
+// router, top-k experts' gate, up and down a layer, and the head where it wants logits (the last
+// pass does not); the totals add the prompt's pass.
 static uint64_t tensor_bytes(const struct strata_gguf_file *g, const char *fmt, int l)
 {
     char name[96];
@@ -583,6 +584,8 @@ static void test_phase_bytes(const char *model)
     struct strata_model_info info;
     strata_engine_info(e, &info);
     float *logits = malloc(info.n_vocab * sizeof(float));
+    const int32_t prompt[3] = {11, 12, 13};
+    CHECK(s && strata_session_eval(s, prompt, 3, NULL, false) == 0, "prompt");  // a prompt pass first
     for (int t = 0; t < P && s && logits; t++) {  // the last pass without logits: no head
         const int32_t tok = 100 + 7 * t;
         CHECK(strata_session_eval(s, &tok, 1, t < P - 1 ? logits : NULL, false) == 0, "eval %d", t);
@@ -590,18 +593,26 @@ static void test_phase_bytes(const char *model)
     free(logits);
     struct strata_stats st;
     if (s) strata_session_stats(s, &st);
-    const uint64_t kv = kv_pos * n_layer * (uint64_t)(P * (P + 1) / 2);  // positions 0..p at pass p
-    CHECK(s && st.bytes_attn == P * attn + kv, "attention %llu, expected %llu", (unsigned long long)st.bytes_attn,
+    const struct strata_phase_stats *d = &st.decode_phases;
+    const uint64_t kv = kv_pos * n_layer * (uint64_t)(4 + 5 + 6 + 7 + 8);  // positions 0..p at p = 3..7
+    CHECK(s && d->bytes_attn == P * attn + kv, "attention %llu, expected %llu", (unsigned long long)d->bytes_attn,
           (unsigned long long)(P * attn + kv));
-    CHECK(s && st.bytes_router == P * router && st.bytes_experts == P * experts && st.bytes_head == (P - 1) * head &&
-              st.bytes_linear_attn == 0,
-          "routing %llu / %llu, experts %llu / %llu, head %llu / %llu", (unsigned long long)st.bytes_router,
-          (unsigned long long)(P * router), (unsigned long long)st.bytes_experts, (unsigned long long)(P * experts),
-          (unsigned long long)st.bytes_head, (unsigned long long)((P - 1) * head));
+    CHECK(s && d->bytes_router == P * router && d->bytes_experts == P * experts && d->bytes_head == (P - 1) * head &&
+              d->bytes_linear_attn == 0,
+          "routing %llu / %llu, experts %llu / %llu, head %llu / %llu", (unsigned long long)d->bytes_router,
+          (unsigned long long)(P * router), (unsigned long long)d->bytes_experts, (unsigned long long)(P * experts),
+          (unsigned long long)d->bytes_head, (unsigned long long)((P - 1) * head));
+    // the totals hold the prompt's pass too: its weights once (its experts: between top-k and all
+    // of those its three tokens route to), its three cache rows, no head (no logits asked)
+    CHECK(s && st.bytes_attn == d->bytes_attn + attn + 3 * kv_pos * n_layer && st.bytes_router == d->bytes_router + router &&
+              st.bytes_experts >= d->bytes_experts + experts && st.bytes_experts <= d->bytes_experts + 3 * experts &&
+              st.bytes_head == d->bytes_head && d->t_attn <= st.t_attn && d->t_experts <= st.t_experts,
+          "totals: attention %llu, routing %llu, experts %llu, head %llu", (unsigned long long)st.bytes_attn,
+          (unsigned long long)st.bytes_router, (unsigned long long)st.bytes_experts, (unsigned long long)st.bytes_head);
     strata_session_free(s);
     strata_engine_close(e);
-    printf("%s phase bytes: five one-token passes read the file's attention, router, top-k expert and head bytes "
-           "(where logits are wanted) and the F16 cache rows attended\n", g_failures == before ? "ok  " : "FAIL");
+    printf("%s phase bytes: five one-token passes after a prompt read the file's attention, router, top-k expert and "
+           "head bytes (where logits are wanted) and the F16 cache rows attended\n", g_failures == before ? "ok  " : "FAIL");
 }
 
 int main(void)

@@ -4,8 +4,8 @@
 # GEMM's AMX level runs only there), the GEMM's rate of one thread on
 # the expert shape for both (AMX, and B at AVX-512 with STRATA_AMX=0), then prompts on the
 # 48-layer qwen3-30b-a3b Q4_K file, the two builds interleaved (A B A B ...), with each run's
-# prompt tok/s and phases (decode: each phase's read rate too, from `phase_bytes`, where the
-# build reports it).
+# prompt tok/s and phases (decode: each phase's read rate in the decode passes too, from
+# `decode_phase_bytes`, where the build reports it).
 #
 #   here:  build A's tree and B's (make build/strata build/membw build/tests/test_gemm
 #          build/tests/test_cpu_mm build/tests/test_cpu_rows), copy each's binaries into .deps/ab/a
@@ -120,7 +120,7 @@ b+=sum(k*l["triplet_bytes"] for l in j["totals"]["expert_triplets"]); print(b)')
             tg=$(field "$f" "'%.2f' % d['decode_tok_s']")
             pct=""
             [ -n "$bw" ] && pct=$(awk -v t="$tg" -v b="$bytes" -v w="$bw" 'BEGIN{printf " (%.1f%% of the floor)", 100 * t * b / (w * 1e9)}')
-            log "decode $which rep $r: $tg tok/s$pct; $(field "$f" "'phases %s; read %s; passes %.3f s, alone %.3f s, busy %.1f thread-s, utilization %.3f' % (', '.join('%s %.3f' % (k, v) for k, v in d['phase_s'].items() if v > 0.001), ', '.join('%s %.1f GB/s' % (k, b / 1e9 / d['phase_s'][k]) for k, b in d.get('phase_bytes', {}).items() if b > 0 and d['phase_s'].get(k, 0) > 0), d['threads']['decode']['pass_s'], d['threads']['decode']['serial_s'], d['threads']['decode']['busy_s'], d['threads']['decode']['utilization'])")"
+            log "decode $which rep $r: $tg tok/s$pct; $(field "$f" "'phases %s; read %s; passes %.3f s, alone %.3f s, busy %.1f thread-s, utilization %.3f' % (', '.join('%s %.3f' % (k, v) for k, v in d['phase_s'].items() if v > 0.001), ', '.join('%s %.1f GB/s' % (k, b / 1e9 / d['decode_phase_s'][k]) for k, b in d.get('decode_phase_bytes', {}).items() if b > 0 and d['decode_phase_s'].get(k, 0) > 0), d['threads']['decode']['pass_s'], d['threads']['decode']['serial_s'], d['threads']['decode']['busy_s'], d['threads']['decode']['utilization'])")"
         done
     done
 fi

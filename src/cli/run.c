@@ -203,6 +203,16 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     cJSON_AddNumberToObject(pb, "routing", (double)st->bytes_router);
     cJSON_AddNumberToObject(pb, "experts", (double)st->bytes_experts);
     cJSON_AddNumberToObject(pb, "head", (double)st->bytes_head);
+    // the decode passes alone: their phase times and bytes
+    const struct strata_phase_stats *dp = &st->decode_phases;
+    cJSON *dph = cJSON_AddObjectToObject(js, "decode_phase_s"), *dpb = cJSON_AddObjectToObject(js, "decode_phase_bytes");
+    const char *const pn[5] = {"attention", "linear_attention", "routing", "experts", "head"};
+    const double dt[5] = {dp->t_attn, dp->t_linear_attn, dp->t_router, dp->t_experts, dp->t_head};
+    const uint64_t pbv[5] = {dp->bytes_attn, dp->bytes_linear_attn, dp->bytes_router, dp->bytes_experts, dp->bytes_head};
+    for (int i = 0; i < 5; i++) {
+        cJSON_AddNumberToObject(dph, pn[i], dt[i]);
+        cJSON_AddNumberToObject(dpb, pn[i], (double)pbv[i]);
+    }
     cJSON_AddStringToObject(js, "isa", info.isa);
     cJSON_AddStringToObject(js, "gemm", info.gemm);
     cli_kv_json(js, e, st);
@@ -215,22 +225,25 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     free(out);
 }
 
-// What each phase read and how fast: its bytes over its time, against the machine's bandwidth.
-// Only the CPU backend (a thread pool) times its phases as they run; a GPU's are the host's.
+// What each phase of the decode passes read and how fast: its bytes over its time, against the
+// machine's bandwidth (a prompt's passes are the compute's). Only the CPU backend (a thread pool)
+// times its phases as they run; a GPU's are the host's, so there the bytes alone.
 static void phase_rates(FILE *out, const struct strata_stats *st)
 {
+    const struct strata_phase_stats *d = &st->decode_phases;
     const struct { const char *name; uint64_t bytes; double t; } ph[] = {
-        {"attention", st->bytes_attn, st->t_attn}, {"linear attention", st->bytes_linear_attn, st->t_linear_attn},
-        {"routing", st->bytes_router, st->t_router}, {"experts", st->bytes_experts, st->t_experts},
-        {"head", st->bytes_head, st->t_head},
+        {"attention", d->bytes_attn, d->t_attn}, {"linear attention", d->bytes_linear_attn, d->t_linear_attn},
+        {"routing", d->bytes_router, d->t_router}, {"experts", d->bytes_experts, d->t_experts},
+        {"head", d->bytes_head, d->t_head},
     };
-    fprintf(out, "read:");
-    for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++)
-        if (ph[i].bytes && st->n_threads && ph[i].t > 0)
-            fprintf(out, "%s %s %.2f GB (%.1f GB/s)", i ? "," : "", ph[i].name, ph[i].bytes / 1e9,
-                    ph[i].bytes / 1e9 / ph[i].t);
-        else if (ph[i].bytes)
-            fprintf(out, "%s %s %.2f GB", i ? "," : "", ph[i].name, ph[i].bytes / 1e9);
+    if (!d->bytes_attn && !d->bytes_linear_attn && !d->bytes_experts && !d->bytes_head) return;
+    fprintf(out, "decode read:");
+    for (size_t i = 0, first = 1; i < sizeof ph / sizeof ph[0]; i++) {
+        if (!ph[i].bytes) continue;
+        fprintf(out, "%s %s %.2f GB", first ? "" : ",", ph[i].name, ph[i].bytes / 1e9);
+        if (st->n_threads && ph[i].t > 0) fprintf(out, " (%.1f GB/s)", ph[i].bytes / 1e9 / ph[i].t);
+        first = 0;
+    }
     fprintf(out, "\n");
 }
 
