@@ -192,21 +192,24 @@ static bool attn_variant_runs(int v)
     return !(v == 2 && have < STRATA_ISA_AVX2) && !(v == 3 && have < STRATA_ISA_AVX512);
 }
 
-// Grouped heads (strata_attn_heads: the heads of a token over one latent row, read once) give each
-// head the bits of strata_attn_head alone, at every variant, g = 1..8, with and without the mask,
-// a window and sinks.
+// Grouped heads (strata_attn_heads: the heads of a token over one latent row, or over one key head's
+// key and value rows in grouped-query attention, read once) give each head the bits of
+// strata_attn_head alone, at every variant, g = 1..8, with and without the mask, a window, sinks
+// and values apart from the keys.
 static void test_attention_heads(void)
 {
     const int f0 = g_failures;
     enum { NKV = 300, D = 320, DV = 256, G = STRATA_ATTN_GROUP };
     float *kv = malloc(sizeof(float) * NKV * D), q[G][D], out[G][DV], one[DV], scores[G][NKV], sinks[G];
+    float *vals = malloc(sizeof(float) * NKV * DV);  // grouped-query attention: values apart from the keys
     uint8_t vis[NKV];
     for (int i = 0; i < NKV * D; i++) kv[i] = frand(1.0f);
+    for (int i = 0; i < NKV * DV; i++) vals[i] = frand(1.0f);
     void (*group[])(const struct strata_attn_query *, int) = {strata_attn_heads_vl8, strata_attn_heads_vl16,
                                                               strata_attn_heads_vl8_avx2, strata_attn_heads_vl16_avx512};
     for (int v = 0; v < 4; v++) {
         if (!attn_variant_runs(v)) continue;
-        for (int c = 0; c < 4; c++)  // plain, sparse, window, sinks
+        for (int c = 0; c < 5; c++)  // plain, sparse, window, sinks, the values apart (grouped-query)
             for (int g = 1; g <= G; g++)
                 for (int n_kv = 1; n_kv <= NKV; n_kv += 61) {
                     struct strata_attn_query a[G];
@@ -215,7 +218,8 @@ static void test_attention_heads(void)
                         for (int d = 0; d < D; d++) q[i][d] = frand(1.0f);
                         sinks[i] = frand(2.0f);
                         a[i] = (struct strata_attn_query){
-                            .q = q[i], .k = kv, .k_stride = D, .v = kv, .v_stride = D, .n_kv = n_kv, .D = D, .Dv = DV,
+                            .q = q[i], .k = kv, .k_stride = D, .v = c == 4 ? vals : kv, .v_stride = c == 4 ? DV : D,
+                            .n_kv = n_kv, .D = D, .Dv = DV,
                             .scale = 1.0f / sqrtf(192.0f), .scores = scores[i], .out = out[i],
                             .kv_start = c == 2 && n_kv > 40 ? n_kv - 40 : 0, .visible = c == 1 ? vis : NULL,
                             .sink = c == 3 ? &sinks[i] : NULL,
@@ -232,7 +236,8 @@ static void test_attention_heads(void)
                 }
     }
     free(kv);
-    case_result("attention, heads grouped over one latent row: the bits of each head alone", f0);
+    free(vals);
+    case_result("attention, heads grouped over one latent row or one key head's rows: the bits of each head alone", f0);
 }
 
 // Rows (strata_attn_rows: the heads of several tokens over the latent rows or one key head, as
