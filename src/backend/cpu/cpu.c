@@ -772,6 +772,7 @@ static void attn_worker(void *arg, int ith, int nth)
             };
         }
         if (g == 1) strata_attn_head(j->c->k->isa, &aq[0]);
+        else if (!op->latent_kv && !op->visible) strata_attn_rows(j->c->k->isa, aq, g);  // tiles in registers
         else strata_attn_heads(j->c->k->isa, aq, g);
     }
 }
