@@ -177,19 +177,17 @@ struct strata_thread_stats {
 };
 
 struct strata_stats {
-    // time per phase of the forward passes (seconds), and the bytes each phase read: the weights
-    // of its products (each matrix once a product call; the experts a pass computed, or n_tok
-    // times top-k of them, at most all, where the routes stay on the GPU) and, in attention, the
-    // KV cache rows of the positions attended, once a layer and sequence. bytes / time is the
-    // phase's read rate, to set against the machine's bandwidth.
+    // time per phase of the forward passes (seconds)
     double t_embed, t_attn, t_linear_attn, t_router, t_experts, t_head;
-    uint64_t bytes_attn, bytes_linear_attn, bytes_router, bytes_experts, bytes_head;
-    // the same of the decode passes alone (one token a sequence): what a decode step reads and how
-    // fast, without the prompt's passes
+    // the same phases of the prompt passes [0] and of the decode passes [1] (one token a sequence),
+    // with the bytes each read: the weights of its products (each matrix once a product call; the
+    // experts a pass computed, or n_tok times top-k of them, at most all, where the routes stay
+    // on the GPU) and, in attention, the KV cache rows of the positions attended, once a layer
+    // and sequence. bytes / time is a phase's read rate, to set against the machine's bandwidth.
     struct strata_phase_stats {
         double t_attn, t_linear_attn, t_router, t_experts, t_head;
         uint64_t bytes_attn, bytes_linear_attn, bytes_router, bytes_experts, bytes_head;
-    } decode_phases;
+    } phases[2];
     uint64_t n_tokens;             // tokens evaluated
     uint64_t n_passes;             // forward passes
     uint64_t kv_bytes;             // KV cache memory allocated now (it grows in blocks as the

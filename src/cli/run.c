@@ -163,6 +163,19 @@ static int stream_token(void *user, int32_t tok, const char *text, size_t len)
     return 0;
 }
 
+// The phases of strata_phase_stats, their names in --json and in the summary, and their values.
+#define N_PHASES 5
+static const char *const g_phase_json[N_PHASES] = {"attention", "linear_attention", "routing", "experts", "head"};
+static const char *const g_phase_name[N_PHASES] = {"attention", "linear attention", "routing", "experts", "head"};
+
+static void phase_values(const struct strata_phase_stats *p, double t[N_PHASES], uint64_t bytes[N_PHASES])
+{
+    const double tv[N_PHASES] = {p->t_attn, p->t_linear_attn, p->t_router, p->t_experts, p->t_head};
+    const uint64_t bv[N_PHASES] = {p->bytes_attn, p->bytes_linear_attn, p->bytes_router, p->bytes_experts, p->bytes_head};
+    memcpy(t, tv, sizeof tv);
+    memcpy(bytes, bv, sizeof bv);
+}
+
 static void print_json(const struct run_opts *o, struct strata_engine *e, const int32_t *prompt, int n_prompt,
                        const struct strata_generate_result *r, const struct strata_stats *st, double t_load)
 {
@@ -197,21 +210,17 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
     cJSON_AddNumberToObject(ph, "routing", st->t_router);
     cJSON_AddNumberToObject(ph, "experts", st->t_experts);
     cJSON_AddNumberToObject(ph, "head", st->t_head);
-    cJSON *pb = cJSON_AddObjectToObject(js, "phase_bytes");  // read by each phase (strata_stats)
-    cJSON_AddNumberToObject(pb, "attention", (double)st->bytes_attn);
-    cJSON_AddNumberToObject(pb, "linear_attention", (double)st->bytes_linear_attn);
-    cJSON_AddNumberToObject(pb, "routing", (double)st->bytes_router);
-    cJSON_AddNumberToObject(pb, "experts", (double)st->bytes_experts);
-    cJSON_AddNumberToObject(pb, "head", (double)st->bytes_head);
-    // the decode passes alone: their phase times and bytes
-    const struct strata_phase_stats *dp = &st->decode_phases;
-    cJSON *dph = cJSON_AddObjectToObject(js, "decode_phase_s"), *dpb = cJSON_AddObjectToObject(js, "decode_phase_bytes");
-    const char *const pn[5] = {"attention", "linear_attention", "routing", "experts", "head"};
-    const double dt[5] = {dp->t_attn, dp->t_linear_attn, dp->t_router, dp->t_experts, dp->t_head};
-    const uint64_t pbv[5] = {dp->bytes_attn, dp->bytes_linear_attn, dp->bytes_router, dp->bytes_experts, dp->bytes_head};
-    for (int i = 0; i < 5; i++) {
-        cJSON_AddNumberToObject(dph, pn[i], dt[i]);
-        cJSON_AddNumberToObject(dpb, pn[i], (double)pbv[i]);
+    // the bytes of all passes, and the decode passes' times and bytes
+    double p_t[N_PHASES], dt[N_PHASES];
+    uint64_t pbytes[N_PHASES], dbytes[N_PHASES];
+    phase_values(&st->phases[0], p_t, pbytes);
+    phase_values(&st->phases[1], dt, dbytes);
+    cJSON *pb = cJSON_AddObjectToObject(js, "phase_bytes"), *dph = cJSON_AddObjectToObject(js, "decode_phase_s");
+    cJSON *dpb = cJSON_AddObjectToObject(js, "decode_phase_bytes");
+    for (int i = 0; i < N_PHASES; i++) {
+        cJSON_AddNumberToObject(pb, g_phase_json[i], (double)(pbytes[i] + dbytes[i]));
+        cJSON_AddNumberToObject(dph, g_phase_json[i], dt[i]);
+        cJSON_AddNumberToObject(dpb, g_phase_json[i], (double)dbytes[i]);
     }
     cJSON_AddStringToObject(js, "isa", info.isa);
     cJSON_AddStringToObject(js, "gemm", info.gemm);
@@ -230,18 +239,16 @@ static void print_json(const struct run_opts *o, struct strata_engine *e, const 
 // times its phases as they run; a GPU's are the host's, so there the bytes alone.
 static void phase_rates(FILE *out, const struct strata_stats *st)
 {
-    const struct strata_phase_stats *d = &st->decode_phases;
-    const struct { const char *name; uint64_t bytes; double t; } ph[] = {
-        {"attention", d->bytes_attn, d->t_attn}, {"linear attention", d->bytes_linear_attn, d->t_linear_attn},
-        {"routing", d->bytes_router, d->t_router}, {"experts", d->bytes_experts, d->t_experts},
-        {"head", d->bytes_head, d->t_head},
-    };
-    if (!d->bytes_attn && !d->bytes_linear_attn && !d->bytes_experts && !d->bytes_head) return;
+    double t[N_PHASES];
+    uint64_t bytes[N_PHASES], any = 0;
+    phase_values(&st->phases[1], t, bytes);
+    for (int i = 0; i < N_PHASES; i++) any |= bytes[i];
+    if (!any) return;
     fprintf(out, "decode read:");
-    for (size_t i = 0, first = 1; i < sizeof ph / sizeof ph[0]; i++) {
-        if (!ph[i].bytes) continue;
-        fprintf(out, "%s %s %.2f GB", first ? "" : ",", ph[i].name, ph[i].bytes / 1e9);
-        if (st->n_threads && ph[i].t > 0) fprintf(out, " (%.1f GB/s)", ph[i].bytes / 1e9 / ph[i].t);
+    for (int i = 0, first = 1; i < N_PHASES; i++) {
+        if (!bytes[i]) continue;
+        fprintf(out, "%s %s %.2f GB", first ? "" : ",", g_phase_name[i], bytes[i] / 1e9);
+        if (st->n_threads && t[i] > 0) fprintf(out, " (%.1f GB/s)", bytes[i] / 1e9 / t[i]);
         first = 0;
     }
     fprintf(out, "\n");

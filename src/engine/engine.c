@@ -448,24 +448,17 @@ void strata_stats_add_pass(struct strata_stats *st, const struct strata_fwd_stat
     st->t_router += f->t_router;
     st->t_experts += f->t_experts;
     st->t_head += f->t_head;
-    st->bytes_attn += f->b_attn;
-    st->bytes_linear_attn += f->b_linear_attn;
-    st->bytes_router += f->b_router;
-    st->bytes_experts += f->b_experts;
-    st->bytes_head += f->b_head;
-    if (f->decode) {
-        struct strata_phase_stats *d = &st->decode_phases;
-        d->t_attn += f->t_attn;
-        d->t_linear_attn += f->t_linear_attn;
-        d->t_router += f->t_router;
-        d->t_experts += f->t_experts;
-        d->t_head += f->t_head;
-        d->bytes_attn += f->b_attn;
-        d->bytes_linear_attn += f->b_linear_attn;
-        d->bytes_router += f->b_router;
-        d->bytes_experts += f->b_experts;
-        d->bytes_head += f->b_head;
-    }
+    struct strata_phase_stats *ph = &st->phases[f->decode];
+    ph->t_attn += f->t_attn;
+    ph->t_linear_attn += f->t_linear_attn;
+    ph->t_router += f->t_router;
+    ph->t_experts += f->t_experts;
+    ph->t_head += f->t_head;
+    ph->bytes_attn += f->b_attn;
+    ph->bytes_linear_attn += f->b_linear_attn;
+    ph->bytes_router += f->b_router;
+    ph->bytes_experts += f->b_experts;
+    ph->bytes_head += f->b_head;
     if (f->n_threads) st->n_threads = f->n_threads;
     struct strata_thread_stats *th = &st->threads[f->decode];
     th->passes++;

@@ -166,12 +166,17 @@ static struct strata_kv_params kv_params(const struct strata_model *m, int n_ctx
     };
 }
 
+// Bytes of one position of one attention layer's cache: its keys and values.
+static uint64_t kv_layer_pos_bytes(const struct strata_kv_params *p)
+{
+    return (uint64_t)p->n_head_kv * (strata_type_row_bytes(p->k_type, p->head_dim_k) +
+                                     (p->head_dim_v ? strata_type_row_bytes(p->v_type, p->head_dim_v) : 0));
+}
+
 uint64_t strata_seq_kv_bytes_per_token(const struct strata_model *m, uint32_t k_type, uint32_t v_type)
 {
     const struct strata_kv_params p = kv_params(m, 1, k_type, v_type);
-    return (uint64_t)p.n_layers * p.n_head_kv *
-               (strata_type_row_bytes(k_type, p.head_dim_k) + (p.head_dim_v ? strata_type_row_bytes(v_type, p.head_dim_v) : 0)) +
-           (uint64_t)p.idx_layers * p.idx_dim * sizeof(float);
+    return (uint64_t)p.n_layers * kv_layer_pos_bytes(&p) + (uint64_t)p.idx_layers * p.idx_dim * sizeof(float);
 }
 
 uint64_t strata_seq_state_bytes(const struct strata_model *m, int n_ctx, uint32_t k_type, uint32_t v_type)
@@ -195,8 +200,7 @@ int strata_seq_state_alloc(struct strata_seq_state *st, const struct strata_mode
     st->n_ctx = n_ctx;
     if (m->n_kv_layers) {
         const struct strata_kv_params p = kv_params(m, n_ctx, k_type, v_type);
-        st->kv_pos_bytes = (uint64_t)p.n_head_kv * (strata_type_row_bytes(k_type, p.head_dim_k) +
-                                                    (p.head_dim_v ? strata_type_row_bytes(v_type, p.head_dim_v) : 0));
+        st->kv_pos_bytes = kv_layer_pos_bytes(&p);
         rc = m->be->iface->kv_create(m->be->ctx, &p, &st->kv);
     }
     if (m->n_rs_layers) {
@@ -525,16 +529,13 @@ int strata_forward_max_tok(const struct strata_forward *f) { return f->max_tok; 
 
 static uint64_t mat_bytes(const struct strata_mat *w) { return (uint64_t)w->row_bytes * w->n_out; }
 
-// The backend's mm, the call's weight bytes counted to the current phase (a matrix that several
-// ops of the call share, the head of several sequences, once).
+// The backend's mm, the call's weight bytes counted to the current phase: consecutive ops on one
+// matrix (the head of several sequences), which the backends read once for all, once.
 static int mm_call(struct strata_forward *f, const struct strata_mm_op *ops, int n)
 {
     uint64_t b = 0;
-    for (int i = 0; i < n; i++) {
-        bool seen = false;
-        for (int j = i - 1; j >= 0 && !seen && i - j <= 8; j--) seen = ops[j].w.data == ops[i].w.data;
-        if (!seen) b += mat_bytes(&ops[i].w);
-    }
+    for (int i = 0; i < n; i++)
+        if (i == 0 || ops[i - 1].w.data != ops[i].w.data) b += mat_bytes(&ops[i].w);
     if (f->bytes_to) *f->bytes_to += b;
     return f->bi->mm(f->bc, ops, n);
 }
