@@ -31,7 +31,7 @@ n_vocab=$(build/strata inspect --json "$model" | node -e 'let s="";process.stdin
  const j=JSON.parse(s); console.log(j.tensors.find(t=>t.name=="token_embd.weight").shape[1])})')
 ids=$(awk -v n="$PROMPT" -v v="$n_vocab" 'BEGIN{m=v<150000?v:150000; s=4242; for(i=0;i<n;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%m}}')
 echo "$ids" > "$BENCH_DIR/prompt.ids"
-membw=$(build/membw "$THREADS" | awk -F= -v t="$THREADS" '$0 ~ "threads="t" " {print $3}')
+membw=$(build/membw "$THREADS" | awk -F= -v t="$THREADS" '$0 ~ "threads="t" " {print $3 + 0}')
 # Bytes one decoded token reads: every dense tensor but the embedding table (one row) and the
 # nextn (MTP) blocks after the trunk (neither engine runs them), and k expert triplets per layer.
 bytes=$(build/strata inspect --json "$model" | node -e '

@@ -89,7 +89,7 @@ disk_gbs=$(dd if="$model" of=/dev/null bs=1M count=512 skip=$((size / 2097152)) 
            awk '/copied/ {print $(NF-1) * ($NF ~ /GB/ ? 1 : 0.001)}')
 if [ -n "${MEM_GBS:-}" ]; then mem_gbs=$MEM_GBS; mem_src=given
 elif [ -x build/membw ]; then
-    mem_gbs=$(for i in 1 2 3; do build/membw 2; done | awk -F= '/threads=2 / && $3 > m {m = $3} END {print m}')
+    mem_gbs=$(for i in 1 2 3; do build/membw 2; done | awk -F= '/threads=2 / && $3 + 0 > m {m = $3 + 0} END {print m}')
     mem_src="build/membw 2, best of 3"
 else mem_gbs=22; mem_src="assumed"; fi
 echo "disk ${disk_gbs} GB/s (O_DIRECT, 1 MiB), memory ${mem_gbs} GB/s (${mem_src})"

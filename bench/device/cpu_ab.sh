@@ -40,7 +40,7 @@ log "host: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | 
 # GB/s on three calls of one day): with MIN_GBS and membw in B's directory, a host below it ends
 # the call here instead of spending it on numbers that mean nothing.
 bw=""
-[ -x "$B/membw" ] && bw=$("$B/membw" "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {print $2}')
+[ -x "$B/membw" ] && bw=$("$B/membw" "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {split($2, v, " "); print v[1]}')
 [ -n "$bw" ] && log "read bandwidth $bw GB/s at $THREADS threads"
 if [ -n "${MIN_GBS:-}" ] && [ -n "$bw" ] && awk -v b="$bw" -v m="$MIN_GBS" 'BEGIN{exit !(b < m)}'; then
     log "read bandwidth below MIN_GBS=$MIN_GBS: a loaded host, nothing measured"; exit 3

@@ -102,7 +102,7 @@ for lm in "$LAYERS:$m48" "$DEPTH_LAYERS:$md"; do
     [ -f "${lm#*:}" ] || limited 120 build/strata synth --arch qwen3moe --preset $PRESET --layers "${lm%%:*}" --type $TYPE \
         -o "${lm#*:}" --no-progress >> "$OUT/synth.log" 2>&1 || { log "synth failed: $(tail -n 1 "$OUT/synth.log")"; exit 1; }
 done
-membw=$(build/membw "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {print $2}')
+membw=$(build/membw "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {split($2, v, " "); print v[1]}')
 # bytes one decoded token reads: every dense tensor but the embedding table, and k expert triplets
 # per layer (as bench_qwen3moe.sh)
 bytes=$(build/strata inspect --json "$m48" | python3 -c '
