@@ -124,6 +124,13 @@ b+=sum(k*l["triplet_bytes"] for l in j["totals"]["expert_triplets"]); print(b)')
         done
     done
 fi
+# the bandwidth again after the decode runs: the lent hosts' moves by a third within one call (other
+# tenants: 123.5 at the start of one call, 171.6 three minutes later), so a share of the floor is a
+# range between the two
+if [ -n "${DECODE:-}" ] && [ -x "$B/membw" ]; then
+    bw2=$("$B/membw" "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {split($2, v, " "); print v[1]}')
+    [ -n "$bw2" ] && log "read bandwidth after the decode runs $bw2 GB/s at $THREADS threads (before: $bw); floor $(awk -v b="$bytes" -v w="$bw2" 'BEGIN{printf "%.2f", w*1e9/b}') tok/s"
+fi
 # llama.cpp on the same file and threads in the same call (LLAMA=path of a llama-bench built for
 # this host, bench/device/llama_cpu_prebuild.sh): prompt 512 and, with DECODE, tg DECODE; F16 KV,
 # flash attention
