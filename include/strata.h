@@ -63,9 +63,13 @@ enum strata_gpu_miss { STRATA_GPU_MISS_AUTO, STRATA_GPU_MISS_COPY, STRATA_GPU_MI
 // names: f32, f16, bf16, q8_0). F16, BF16 and Q8_0 round each key and value as llama.cpp's copy
 // into its cache rounds them, and the query is rounded to the key type's dot format as llama.cpp
 // rounds it (docs/cpu.md). Architectures whose attention has a sliding window, sinks or a latent
-// (MLA) cache take F32 only.
-enum strata_kv_type { STRATA_KV_F32, STRATA_KV_F16, STRATA_KV_BF16, STRATA_KV_Q8_0, STRATA_KV_COUNT };
-// "f32", "f16", "bf16", "q8_0" ("?" out of range).
+// (MLA) cache take F32 only. AUTO (the default, 0): F16, llama.cpp's default, on the CPU backend
+// where the model's attention takes a typed cache (plain causal attention: qwen3moe, qwen3next,
+// qwen35moe, glm4moe), else F32 (those with a window, sinks or MLA, and the CUDA backend, whose
+// F16 cache has no parity cases yet for every architecture). strata_engine_info names the types in
+// use.
+enum strata_kv_type { STRATA_KV_AUTO, STRATA_KV_F32, STRATA_KV_F16, STRATA_KV_BF16, STRATA_KV_Q8_0, STRATA_KV_COUNT };
+// "auto", "f32", "f16", "bf16", "q8_0" ("?" out of range).
 const char *strata_kv_type_name(enum strata_kv_type t);
 // The type of a name above (case-insensitive). 0, or STRATA_EARG for another name.
 int strata_kv_type_parse(const char *name, enum strata_kv_type *out);
@@ -98,11 +102,12 @@ struct strata_engine_params {
                                    // most all but one token's experts
     int n_ctx;                     // default context of sessions (0: min(model's, 4096))
     int n_batch;                   // most tokens in one forward pass (0: 512)
-    enum strata_kv_type cache_type_k;  // KV cache types of sessions (default F32; llama.cpp's
-    enum strata_kv_type cache_type_v;  //   default is F16)
+    enum strata_kv_type cache_type_k;  // KV cache types of sessions (default AUTO: F16 where it
+    enum strata_kv_type cache_type_v;  //   can, as llama.cpp's default, else F32)
 };
 
-// Defaults: all cores, backend auto, full residency, io_uring, classes on, LFU, F32 KV cache.
+// Defaults: all cores, backend auto, full residency, io_uring, classes on, LFU, KV cache types
+// auto (F16 where the model and backend take it, else F32).
 struct strata_engine_params strata_engine_default_params(void);
 // Load the model and start the backend. 0 or negative; *out NULL on failure (the reason is in
 // strata_last_error()).
@@ -128,7 +133,7 @@ struct strata_model_info {
     uint64_t mem_other_bytes;      // with a memory bound: what it provisions besides the expert
                                    // cache (dense weights, sessions' KV, scratch, reserve); else 0
     int n_ctx, n_batch;            // the engine's session defaults
-    const char *cache_type_k, *cache_type_v;  // KV cache types ("f32", ...)
+    const char *cache_type_k, *cache_type_v;  // KV cache types in use ("f32", "f16", ...; never "auto")
     uint64_t kv_bytes_per_token;   // KV cache bytes per position of context (all layers, K and V)
 };
 void strata_engine_info(const struct strata_engine *e, struct strata_model_info *out);

@@ -15,6 +15,11 @@
 #     position keeps the bound ($PARITY_BOUND for q), the argmax agrees except at near ties, and
 #     greedy runs part only where llama.cpp itself is torn.
 #
+# The oracle's KV cache is F32 unless asked (tests/oracle/common.mjs), so strata's is too where it
+# is compared with it (PARITY_KV; strata's own default is F16 where the attention takes it, and
+# t_parity_kv.sh compares those caches with llama.cpp's).
+PARITY_KV=(--cache-type-k f32 --cache-type-v f32)
+#
 # Why (docs/correctness.md has the numbers). F32 differs from llama.cpp only in float summation
 # order: measured 5e-7 qwen3moe, 4e-7 glm4moe, 3e-6 qwen3next, 6e-6 over 1100 positions.
 # With rounded activations every product first rounds its input to int8 blocks (bf16 for BF16),
@@ -64,7 +69,7 @@ parity_max_rel() { sed -n 's/.*max_rel=\([^ ]*\).*/\1/p'; }
 parity_logits() {
     local m=$1 label=$2 toks=$3 tol=$4 ties=${5:-0} nv
     nv=$(parity_n_vocab "$m")
-    "$STRATA_BIN" eval -m "$m" --tokens "$toks" --logits-out "$dir/$label.strata.f32" -t 2 ||
+    "$STRATA_BIN" eval -m "$m" --tokens "$toks" --logits-out "$dir/$label.strata.f32" -t 2 "${PARITY_KV[@]}" ||
         { echo "strata eval failed"; return 1; }
     [ -f "$dir/$label.llama.f32" ] ||
         oracle_run logits.mjs --model "$m" --tokens "$toks" --out "$dir/$label.llama.f32" --threads 1 >/dev/null ||
@@ -77,7 +82,7 @@ parity_greedy() {
     local m=$1 name=$2 ties=$3
     local prompt16; prompt16=$(echo "$PARITY_TOKENS" | cut -d, -f1-16)
     local ours theirs
-    ours=$("$STRATA_BIN" run -m "$m" --prompt-tokens "$prompt16" -n 32 --temp 0 --ignore-eos --json -t 2 |
+    ours=$("$STRATA_BIN" run -m "$m" --prompt-tokens "$prompt16" -n 32 --temp 0 --ignore-eos --json -t 2 "${PARITY_KV[@]}" |
            node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s).tokens)))')
     theirs=$(oracle_run generate.mjs --model "$m" --tokens "$prompt16" -n 32 --threads 1)
     if [ "$ours" == "$theirs" ]; then echo "$name greedy: 32 tokens identical"; return; fi
@@ -127,9 +132,9 @@ PARITY_ISAS=${PARITY_ISAS:-"native avx2 scalar"}
 parity_seq_logits() {
     local m=$1 out=$2 isa=${3:-native}
     if [ "$isa" = native ]; then
-        "$STRATA_BIN" eval -m "$m" --tokens "$PARITY_SEQS" --logits-out "$out" -t 1
+        "$STRATA_BIN" eval -m "$m" --tokens "$PARITY_SEQS" --logits-out "$out" -t 1 "${PARITY_KV[@]}"
     else
-        STRATA_ISA=$isa "$STRATA_BIN" eval -m "$m" --tokens "$PARITY_SEQS" --logits-out "$out" -t 1
+        STRATA_ISA=$isa "$STRATA_BIN" eval -m "$m" --tokens "$PARITY_SEQS" --logits-out "$out" -t 1 "${PARITY_KV[@]}"
     fi
 }
 

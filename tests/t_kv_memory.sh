@@ -44,10 +44,17 @@ for kv in f32 f16; do
     cmp -s "$dir/a.f32" "$dir/b.f32" && echo "$kv: logits identical at -c 1024 and -c 32768 -b 100" ||
         { echo "FAIL: $kv: logits differ between -c 1024 and -c 32768 -b 100"; fail=1; }
 done
-# the text summary names it
+# the text summary names it, with the types auto (the default) chose: f16 for this model's plain
+# attention, f32 for gpt-oss's (sliding windows and sinks take F32 only)
 "$STRATA_BIN" eval -m "$m" --tokens "$short" -c 4096 -t 2 --logits-out "$dir/a.f32" 2>"$dir/err" >/dev/null
-grep -q "KV cache: .* in use of 32.0 MiB at the context of 4096 (f32/f32, 8192 bytes per context token)" "$dir/err" ||
-    { echo "FAIL: eval's KV line"; cat "$dir/err"; fail=1; }
+grep -q "KV cache: .* in use of 16.0 MiB at the context of 4096 (f16/f16, 4096 bytes per context token)" "$dir/err" ||
+    { echo "FAIL: eval's KV line (auto: f16)"; cat "$dir/err"; fail=1; }
+"$STRATA_BIN" synth --arch gpt-oss --preset tiny --type F32 -o "$dir/oss.gguf" --no-progress || { echo "FAIL: synth gpt-oss"; exit 1; }
+"$STRATA_BIN" eval -m "$dir/oss.gguf" --tokens 1,2,3 -c 256 -t 2 --logits-out "$dir/o.f32" 2>"$dir/err" >/dev/null &&
+    grep -q "KV cache: .*(f32/f32," "$dir/err" || { echo "FAIL: gpt-oss's KV line (auto: f32)"; cat "$dir/err"; fail=1; }
+"$STRATA_BIN" eval -m "$dir/oss.gguf" --tokens 1,2,3 -c 256 -t 2 --logits-out "$dir/o.f32" --cache-type-k f16 2>"$dir/err" >/dev/null &&
+    { echo "FAIL: gpt-oss took an f16 cache"; fail=1; }
+grep -q "plain" "$dir/err" || { echo "FAIL: gpt-oss with --cache-type-k f16: no clear error"; cat "$dir/err"; fail=1; }
 # The prompt scratch takes memory as a prompt's rows reach it too: a short prompt at the default
 # chunk (2,048 here; about 415 MiB more scratch than -b 512 on this model, all of it committed
 # before 2026-12-06) within SCRATCH_MARGIN_MIB of the same run at -b 512 (huge pages: each large

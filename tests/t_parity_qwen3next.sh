@@ -23,7 +23,7 @@ parity_full q35_q4_k && parity_check qwen35moe tiny q35_q4_k "--type Q4_K" q
 long=$(awk 'BEGIN{s=777; for(i=0;i<1100;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%1021}}')
 m="$dir/f32.gguf"
 for b in 1 7 512; do
-    "$STRATA_BIN" eval -m "$m" --tokens "$long" --logits-out "$dir/long.b$b.f32" -t 2 -b "$b" ||
+    "$STRATA_BIN" eval -m "$m" --tokens "$long" --logits-out "$dir/long.b$b.f32" -t 2 -b "$b" "${PARITY_KV[@]}" ||
         { echo "FAIL long: strata eval -b $b"; parity_fail=1; }
 done
 if cmp -s "$dir/long.b1.f32" "$dir/long.b7.f32" && cmp -s "$dir/long.b1.f32" "$dir/long.b512.f32"; then

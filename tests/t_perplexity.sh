@@ -31,7 +31,7 @@ for ty in F32 Q4_K; do
     m="$dir/$ty.gguf"
     "$STRATA_BIN" synth --arch qwen3moe --preset tiny --seed 7 --type $ty -o "$m" --no-progress || { echo "FAIL synth"; exit 1; }
     js=$("$STRATA_BIN" perplexity -m "$m" -f "$dir/text.txt" --ctx 128 --chunks 4 --json -t 2 \
-         --tokens-out "$dir/toks.txt") || { echo "FAIL $ty: strata perplexity"; fail=1; continue; }
+         --tokens-out "$dir/toks.txt" --cache-type-k f32 --cache-type-v f32) || { echo "FAIL $ty: strata perplexity"; fail=1; continue; }
     ours=$(echo "$js" | sed -n 's/.*"ppl":[^0-9]*\([0-9.e+-]*\).*/\1/p' | head -n 1)
     oracle_run logits.mjs --model "$m" --tokens "@$dir/toks.txt" --out "$dir/l.f32" --threads 1 >/dev/null ||
         { echo "FAIL $ty: oracle logits"; fail=1; continue; }

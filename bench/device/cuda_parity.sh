@@ -53,7 +53,8 @@ prep_one() {
     if [ "$tol" != 1e-4 ]; then
         oracle_run logits.mjs --model "$m" --tokens "$PARITY_TOKENS" --out "$dir/$name.llama1.f32" --threads 2 --batch 1 >/dev/null
     fi
-    "$STRATA_BIN" eval -m "$m" --tokens "$PARITY_TOKENS" --logits-out "$dir/$name.cpu.f32" -t 2 --backend cpu
+    "$STRATA_BIN" eval -m "$m" --tokens "$PARITY_TOKENS" --logits-out "$dir/$name.cpu.f32" -t 2 --backend cpu \
+        --cache-type-k f32 --cache-type-v f32
     oracle_run generate.mjs --model "$m" --tokens "$prompt16" -n 32 --threads 2 > "$dir/$name.llama.greedy"
     echo "$prompt16,$(tr -d '[] ' < "$dir/$name.llama.greedy")" > "$dir/$name.forced"
     oracle_run logits.mjs --model "$m" --tokens "$(cat "$dir/$name.forced")" --out "$dir/$name.forced.llama.f32" \

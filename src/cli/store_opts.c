@@ -45,8 +45,9 @@ const char *const cli_store_usage =
     "                        it on the CPU from the host copy, or split the misses between the two\n"
     "                        as measured rates say ends first (auto, the default)\n"
     "  --gpu N               GPU index for --backend cuda (default 0)\n"
-    "  --cache-type-k T      KV cache type of keys: f32 (default), f16, bf16, q8_0 (llama.cpp's\n"
-    "                        default is f16); a sliding window, sinks or MLA take f32 only\n"
+    "  --cache-type-k T      KV cache type of keys: auto (default), f32, f16, bf16, q8_0; auto is\n"
+    "                        f16 (llama.cpp's default) on the CPU where the model's attention takes\n"
+    "                        it, else f32; a sliding window, sinks or MLA take f32 only\n"
     "  --cache-type-v T      KV cache type of values, likewise\n";
 
 static const char *const g_io_names[STRATA_IO_COUNT] = {"pread", "uring"};
@@ -128,7 +129,7 @@ int cli_parse_store_opt(int c, const char *arg, struct strata_engine_params *p, 
     case CLI_OPT_CACHE_TYPE_K:
     case CLI_OPT_CACHE_TYPE_V:
         if (strata_kv_type_parse(arg, c == CLI_OPT_CACHE_TYPE_K ? &p->cache_type_k : &p->cache_type_v)) {
-            fprintf(stderr, "strata: %s: '%s' is not f32, f16, bf16 or q8_0\n",
+            fprintf(stderr, "strata: %s: '%s' is not auto, f32, f16, bf16 or q8_0\n",
                     c == CLI_OPT_CACHE_TYPE_K ? "--cache-type-k" : "--cache-type-v", arg);
             return 1;
         }

@@ -26,9 +26,10 @@ struct strata_engine_params strata_engine_default_params(void)
     };
 }
 
-static const char *const g_kv_type_names[STRATA_KV_COUNT] = {"f32", "f16", "bf16", "q8_0"};
-static const uint32_t g_kv_types[STRATA_KV_COUNT] = {STRATA_TYPE_F32, STRATA_TYPE_F16, STRATA_TYPE_BF16,
-                                                     STRATA_TYPE_Q8_0};
+static const char *const g_kv_type_names[STRATA_KV_COUNT] = {"auto", "f32", "f16", "bf16", "q8_0"};
+// auto's entry is never used for a cache (open_parts_on resolves it)
+static const uint32_t g_kv_types[STRATA_KV_COUNT] = {STRATA_TYPE_F32, STRATA_TYPE_F32, STRATA_TYPE_F16,
+                                                     STRATA_TYPE_BF16, STRATA_TYPE_Q8_0};
 
 const char *strata_kv_type_name(enum strata_kv_type t)
 {
@@ -42,7 +43,7 @@ int strata_kv_type_parse(const char *name, enum strata_kv_type *out)
             *out = (enum strata_kv_type)t;
             return 0;
         }
-    strata_log_error("KV cache type '%s': strata has f32, f16, bf16 and q8_0", name ? name : "(null)");
+    strata_log_error("KV cache type '%s': strata has auto, f32, f16, bf16 and q8_0", name ? name : "(null)");
     return STRATA_EARG;
 }
 
@@ -128,7 +129,7 @@ static int size_memory_bound(struct strata_engine *e, uint64_t *cache)
 {
     const struct strata_engine_params *p = &e->params;
     const uint64_t bound = p->memory_bound_bytes, dense = strata_model_dense_bytes(e->m);
-    const uint64_t kv = strata_seq_state_bytes(e->m, e->n_ctx, g_kv_types[p->cache_type_k], g_kv_types[p->cache_type_v]);
+    const uint64_t kv = strata_seq_state_bytes(e->m, e->n_ctx, g_kv_types[e->kv_k], g_kv_types[e->kv_v]);
     const uint64_t rss = anon_rss_bytes();
     e->mem_fixed = rss + (uint64_t)e->n_seq_max * kv + MEM_RESERVE_BYTES;
     const struct strata_expert_layout *lay = strata_model_expert_layout(e->m);
@@ -241,7 +242,9 @@ static int check_vram(const struct strata_engine *e)
         strata_expert_layout_plan(&lay, p->vram_cache_bytes, p->cache_classes, &vp);
         if (vp.n_slots < lay.n_expert) experts = vp.total_bytes;
     }
-    static const uint32_t elem[STRATA_KV_COUNT] = {4, 2, 2, 1};  // q8_0: 34 bytes per 32, counted as 1
+    // q8_0: 34 bytes per 32, counted as 1; auto as f32 (the model is not read yet: the check may
+    // ask for more than an f16 cache takes, never less)
+    static const uint32_t elem[STRATA_KV_COUNT] = {4, 4, 2, 2, 1};
     const uint32_t kv_elem = elem[p->cache_type_k] < elem[p->cache_type_v] ? elem[p->cache_type_k] : elem[p->cache_type_v];
     const int n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp.n_ctx_train < 4096 ? (int)hp.n_ctx_train : 4096);
     const int n_seq = p->n_seq_max > 0 ? p->n_seq_max : 1;
@@ -286,11 +289,15 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
     const enum strata_isa isa = on_cpu ? strata_isa_detect() : STRATA_ISA_SCALAR;
     e->isa = on_cpu ? strata_isa_name(isa) : "";
     e->gemm = on_cpu ? strata_gemm_level_name(strata_gemm_level_for(isa)) : "";
-    // the KV cache types: refused now, not at the first session, when the backend cannot serve
-    // this model's attention with them
+    // the KV cache types: auto is F16 (llama.cpp's default: half the memory of F32, and the CPU's
+    // long-context decode about 1.5x faster, docs/cpu.md) where the CPU backend runs attention that
+    // takes a typed cache, else F32; the types are refused now, not at the first session, when the
+    // backend cannot serve this model's attention with them
+    const enum strata_kv_type kv_auto = on_cpu && strata_seq_kv_typed(e->m) ? STRATA_KV_F16 : STRATA_KV_F32;
+    e->kv_k = p->cache_type_k == STRATA_KV_AUTO ? kv_auto : p->cache_type_k;
+    e->kv_v = p->cache_type_v == STRATA_KV_AUTO ? kv_auto : p->cache_type_v;
     struct strata_seq_state probe;
-    if ((rc = strata_seq_state_alloc(&probe, e->m, 1, g_kv_types[p->cache_type_k], g_kv_types[p->cache_type_v])))
-        return rc;
+    if ((rc = strata_seq_state_alloc(&probe, e->m, 1, g_kv_types[e->kv_k], g_kv_types[e->kv_v]))) return rc;
     strata_seq_state_free(&probe, e->m);
     // The scratch first, its provider set once the expert cache is sized: a memory bound sizes
     // the cache from what the rest takes.
@@ -431,10 +438,9 @@ void strata_engine_info(const struct strata_engine *e, struct strata_model_info 
         .mem_other_bytes = e->params.memory_bound_bytes ? e->mem_fixed : 0,
         .n_ctx = e->n_ctx,
         .n_batch = e->n_batch,
-        .cache_type_k = strata_kv_type_name(e->params.cache_type_k),
-        .cache_type_v = strata_kv_type_name(e->params.cache_type_v),
-        .kv_bytes_per_token = strata_seq_kv_bytes_per_token(e->m, g_kv_types[e->params.cache_type_k],
-                                                            g_kv_types[e->params.cache_type_v]),
+        .cache_type_k = strata_kv_type_name(e->kv_k),
+        .cache_type_v = strata_kv_type_name(e->kv_v),
+        .kv_bytes_per_token = strata_seq_kv_bytes_per_token(e->m, g_kv_types[e->kv_k], g_kv_types[e->kv_v]),
     };
 }
 

@@ -40,6 +40,7 @@ struct strata_engine {
     struct strata_forward *fwd;
     const char *chat_template;     // tokenizer.chat_template or NULL (borrowed from the file)
     const char *isa, *gemm;        // CPU kernels and GEMM level ("" on another backend)
+    enum strata_kv_type kv_k, kv_v; // the KV cache types in use (params' with auto resolved)
     int n_ctx, n_batch;            // session defaults; n_batch is the forward scratch's size
     uint64_t mem_fixed;            // with a memory bound: what it holds besides the expert cache
     int n_seq_max, n_sessions;     // sessions the bound provisions; live sessions (under pass_mu)

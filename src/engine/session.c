@@ -40,8 +40,8 @@ int strata_session_create(struct strata_session **out, struct strata_engine *e, 
     if (counted) e->n_sessions++;
     pthread_mutex_unlock(&e->pass_mu);
     if (rc == 0)
-        rc = strata_seq_state_alloc(&s->state, e->m, n_ctx, strata_engine_kv_type(e->params.cache_type_k),
-                                    strata_engine_kv_type(e->params.cache_type_v));
+        rc = strata_seq_state_alloc(&s->state, e->m, n_ctx, strata_engine_kv_type(e->kv_k),
+                                    strata_engine_kv_type(e->kv_v));
     if (rc == 0) {
         pthread_mutex_lock(&e->pass_mu);
         s->kv_bytes = strata_seq_state_kv_bytes(&s->state, e->m);

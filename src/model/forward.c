@@ -147,15 +147,20 @@ static float *be_floats(struct strata_backend *be, size_t n, const char *what, i
     return p;
 }
 
+bool strata_seq_kv_typed(const struct strata_model *m)
+{
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct strata_layer *L = &m->layers[l];
+        if (L->kv_slot >= 0 && (L->mla || L->swa || L->sinks)) return false;
+    }
+    return true;
+}
+
 // The KV cache of a sequence as the backend is asked for it: plain unless a layer's attention
 // has a window, sinks or a latent cache.
 static struct strata_kv_params kv_params(const struct strata_model *m, int n_ctx, uint32_t k_type, uint32_t v_type)
 {
-    bool plain = true;
-    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
-        const struct strata_layer *L = &m->layers[l];
-        if (L->kv_slot >= 0 && (L->mla || L->swa || L->sinks)) plain = false;
-    }
+    const bool plain = strata_seq_kv_typed(m);
     return (struct strata_kv_params){
         .n_layers = m->n_kv_layers, .n_head_kv = m->hp.n_head_kv, .head_dim_k = m->hp.head_dim_k,
         // MLA caches the latent in the key rows and reads its values there: no V cache

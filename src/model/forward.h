@@ -46,6 +46,9 @@ void strata_seq_state_free(struct strata_seq_state *st, const struct strata_mode
 // Bytes its KV cache holds now.
 uint64_t strata_seq_state_kv_bytes(const struct strata_seq_state *st, const struct strata_model *m);
 // KV cache bytes per position of context with these types (all layers, keys and values).
+// Whether every attention layer is plain causal attention (no window, sinks or latent cache): the
+// KV caches such a model's attention takes in F16, BF16 and Q8_0 as well as F32.
+bool strata_seq_kv_typed(const struct strata_model *m);
 uint64_t strata_seq_kv_bytes_per_token(const struct strata_model *m, uint32_t k_type, uint32_t v_type);
 // What a sequence of n_ctx positions takes at most (its KV cache full, the recurrent state): what
 // the memory bound provisions for it.
