@@ -3,7 +3,7 @@
 # teacher-forced logits of a tiny synthetic qwen3moe (F32 weights, so the cache is the only
 # rounding besides float order) over KV_POSITIONS positions (three 256-position KV blocks), and
 # prompt chunks of 1, 7 and 48 tokens bit-identical with a quantized cache; then F16 caches of
-# tiny qwen3next and glm4moe models the same way.
+# tiny qwen3next, qwen35moe and glm4moe models the same way.
 #
 # Which llama.cpp path is the reference: the one that rounds as strata does. Both round the
 # stored keys and values alike, rotate them by a Walsh-Hadamard matrix for a quantized type (as
@@ -86,10 +86,11 @@ else
 fi
 # the other architectures whose attention takes a typed cache (plain causal attention): an F16
 # cache against llama.cpp's, the same bounds (qwen3next: its gated full-attention layers between
-# the delta-net ones; glm4moe: partial rotary dims, a dense first layer). Measured (600 positions,
-# seed 7): qwen3next max 1.0e-4, median 1.4e-5; glm4moe max 3.3e-4, median 5.1e-5. Their F32
-# caches are their own parity tests'.
-for arch in qwen3next glm4moe; do
+# the delta-net ones; qwen35moe: the same with multi-section RoPE; glm4moe: partial rotary dims, a
+# dense first layer). Measured (600 positions, seed 7): qwen3next max 1.0e-4, median 1.4e-5;
+# qwen35moe max 1.3e-4, median 1.4e-5; glm4moe max 3.3e-4, median 5.1e-5. Their F32 caches are
+# their own parity tests'.
+for arch in qwen3next qwen35moe glm4moe; do
     m="$dir/$arch.gguf"
     "$STRATA_BIN" synth --arch "$arch" --preset tiny --seed "${PARITY_SEED:-7}" --type F32 -o "$m" --no-progress ||
         { echo "FAIL: synth $arch"; parity_fail=1; continue; }
