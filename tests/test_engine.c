@@ -494,6 +494,43 @@ static int synth(const char *arch, const char *preset, int idx_top_k, const char
     return strata_synth(&o);
 }
 
+// Which models' attention takes a typed KV cache (what the default cache type, auto, is F16 for on
+// the CPU): decided from the loaded layers (strata_seq_kv_typed, the engine's) and from the
+// hyperparameters alone (strata_hparams_kv_typed, strata plan's); both must agree, per architecture.
+static void test_kv_typed(void)
+{
+    static const struct {
+        const char *arch, *preset;
+        bool typed;
+    } cases[] = {{"qwen3moe", "tiny", true},  {"qwen3next", "tiny", true}, {"qwen35moe", "tiny", true},
+                 {"glm4moe", "tiny", true},   {"gpt-oss", "tiny", false},  {"deepseek2", "tiny", false},
+                 {"glm-dsa", "tiny-5.2", false}};
+    struct strata_backend cpu;
+    if (strata_backend_cpu_open(&cpu, 1, false)) {
+        CHECK(false, "kv typed: a CPU backend");
+        return;
+    }
+    const int before = g_failures;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/kv_%s.gguf", g_dir, cases[i].arch);
+        struct strata_model *m = NULL;
+        if (synth(cases[i].arch, cases[i].preset, 0, path) || strata_model_load(&m, path, &cpu)) {
+            CHECK(false, "kv typed: %s", cases[i].arch);
+            unlink(path);
+            continue;
+        }
+        const bool layers = strata_seq_kv_typed(m), hparams = strata_hparams_kv_typed(strata_model_hparams(m));
+        CHECK(layers == cases[i].typed && hparams == cases[i].typed,
+              "kv typed: %s: the layers say %d, the hyperparameters %d, expected %d", cases[i].arch, layers, hparams,
+              cases[i].typed);
+        strata_model_free(m);
+        unlink(path);
+    }
+    strata_backend_close(&cpu);
+    printf("%s kv typed: the layers and the hyperparameters agree on 7 architectures\n", g_failures == before ? "ok  " : "FAIL");
+}
+
 // The huge-page report of `strata run` (util/mem.h): the kernel's mode read from its bracket, and
 // the anonymous memory counted, a big buffer's bytes included once touched.
 static void test_memory_report(void)
@@ -637,6 +674,7 @@ int main(void)
     test_phase_bytes(moe);
     test_truncate(moe, next);
     test_op_check(moe, next, dsa);
+    test_kv_typed();
     unlink(moe);
     unlink(next);
     unlink(dsa);

@@ -304,6 +304,11 @@ uint64_t strata_hparams_kv_bytes_per_token(const struct strata_hparams *hp, uint
     return n * elem_bytes;
 }
 
+bool strata_hparams_kv_typed(const struct strata_hparams *hp)
+{
+    return !hp->kv_lora_rank && !hp->n_swa && hp->arch != STRATA_ARCH_GPT_OSS;  // gpt-oss: sinks
+}
+
 int strata_hparams_load(struct strata_hparams *hp, const struct strata_gguf_file *f)
 {
     memset(hp, 0, sizeof *hp);

@@ -372,7 +372,10 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     const double GiB = 1073741824.0, MiB = 1048576.0;
     const int n_ctx = o->n_ctx > 0 ? o->n_ctx : 4096;
     const double mem = o->mem_gbs > 0 ? o->mem_gbs : 12.0;
-    const uint64_t kv = strata_hparams_kv_bytes_per_token(&hp, sizeof(float)) * (uint64_t)n_ctx;
+    // the KV cache at the default type (auto): F16 on the CPU where the attention takes it, else
+    // F32 (with --gpu-mib the device's KV: F32, CUDA's auto)
+    const uint32_t kv_elem = !(o->gpu_mib > 0 || o->gpu_cache_mib) && strata_hparams_kv_typed(&hp) ? 2 : 4;
+    const uint64_t kv = strata_hparams_kv_bytes_per_token(&hp, kv_elem) * (uint64_t)n_ctx;
     // Chunk scratch of the forward pass at 512 tokens, and the runtime (roughly, rounded up).
     const uint64_t scratch = 512ull * (hp.n_embd * 8ull + (uint64_t)hp.n_expert_used * hp.n_ff_exp * 3 +
                                        hp.n_expert) * sizeof(float) + (16ull << 20);
@@ -401,7 +404,7 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
             (lay.dense_bytes + full.total_bytes) / MiB, lay.n_expert, lay.n_classes, lay.n_classes == 1 ? "" : "es");
     for (uint32_t c = 0; c < lay.n_classes && c < 64; c++) fprintf(out, " %.0f KiB", lay.class_bytes[c] / 1024.0);
     fprintf(out, ")\n");
-    fprintf(out, "  KV cache (ctx %d)      %10.1f MiB\n", n_ctx, kv / MiB);
+    fprintf(out, "  KV cache (ctx %d, %s) %10.1f MiB\n", n_ctx, kv_elem == 2 ? "f16" : "f32", kv / MiB);
     fprintf(out, "  scratch + runtime      %10.1f MiB\n", scratch / MiB);
     if (o->gpu_mib > 0 || o->gpu_cache_mib) {
         const struct gpu_plan_in in = {&hp, &lay, o->trace ? &tr : NULL, &curve, kv, scratch, dense_per_token,
