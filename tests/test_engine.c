@@ -494,9 +494,10 @@ static int synth(const char *arch, const char *preset, int idx_top_k, const char
     return strata_synth(&o);
 }
 
-// Which models' attention takes a typed KV cache (what the default cache type, auto, is F16 for on
-// the CPU): decided from the loaded layers (strata_seq_kv_typed, the engine's) and from the
-// hyperparameters alone (strata_hparams_kv_typed, strata plan's); both must agree, per architecture.
+// Which models' attention takes a typed KV cache: decided from the loaded layers
+// (strata_seq_kv_typed, what the backend is told) and from the hyperparameters alone
+// (strata_hparams_kv_typed, what auto's F16 rests on, in the engine and strata plan); both must
+// agree, per architecture.
 static void test_kv_typed(void)
 {
     static const struct {

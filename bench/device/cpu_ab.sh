@@ -39,8 +39,9 @@ log "host: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | 
 # The lent hosts differ and some are loaded (read bandwidth at 16 threads measured 149, 79 and 43
 # GB/s on three calls of one day): with MIN_GBS and membw in B's directory, a host below it ends
 # the call here instead of spending it on numbers that mean nothing.
-bw=""
-[ -x "$B/membw" ] && bw=$("$B/membw" "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {split($2, v, " "); print v[1]}')
+# read_bw: B's membw at THREADS threads, GB/s (empty without membw)
+read_bw() { [ -x "$B/membw" ] && "$B/membw" "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {split($2, v, " "); print v[1]}'; }
+bw=$(read_bw)
 [ -n "$bw" ] && log "read bandwidth $bw GB/s at $THREADS threads"
 if [ -n "${MIN_GBS:-}" ] && [ -n "$bw" ] && awk -v b="$bw" -v m="$MIN_GBS" 'BEGIN{exit !(b < m)}'; then
     log "read bandwidth below MIN_GBS=$MIN_GBS: a loaded host, nothing measured"; exit 3
@@ -127,8 +128,8 @@ fi
 # the bandwidth again after the decode runs: the lent hosts' moves by a third within one call (other
 # tenants: 123.5 at the start of one call, 171.6 three minutes later), so a share of the floor is a
 # range between the two
-if [ -n "${DECODE:-}" ] && [ -x "$B/membw" ]; then
-    bw2=$("$B/membw" "$THREADS" | awk -F'read_gbs=' -v t="$THREADS" '$0 ~ "threads="t" " {split($2, v, " "); print v[1]}')
+if [ -n "${DECODE:-}" ]; then
+    bw2=$(read_bw)
     [ -n "$bw2" ] && log "read bandwidth after the decode runs $bw2 GB/s at $THREADS threads (before: $bw); floor $(awk -v b="$bytes" -v w="$bw2" 'BEGIN{printf "%.2f", w*1e9/b}') tok/s"
 fi
 # llama.cpp on the same file and threads in the same call (LLAMA=path of a llama-bench built for

@@ -49,6 +49,11 @@ int strata_kv_type_parse(const char *name, enum strata_kv_type *out)
 
 uint32_t strata_engine_kv_type(enum strata_kv_type t) { return g_kv_types[t]; }
 
+enum strata_kv_type strata_engine_kv_auto(const struct strata_hparams *hp, bool on_cpu)
+{
+    return on_cpu && strata_hparams_kv_typed(hp) ? STRATA_KV_F16 : STRATA_KV_F32;
+}
+
 int strata_engine_fail(struct strata_engine *e, int rc)
 {
     if (!e || rc == 0) return rc;
@@ -242,8 +247,8 @@ static int check_vram(const struct strata_engine *e)
         strata_expert_layout_plan(&lay, p->vram_cache_bytes, p->cache_classes, &vp);
         if (vp.n_slots < lay.n_expert) experts = vp.total_bytes;
     }
-    // q8_0: 34 bytes per 32, counted as 1; auto as f32 (the model is not read yet: the check may
-    // ask for more than an f16 cache takes, never less)
+    // q8_0: 34 bytes per 32, counted as 1; auto as f32, what it is on a GPU backend (the only
+    // one this check runs for)
     static const uint32_t elem[STRATA_KV_COUNT] = {4, 4, 2, 2, 1};
     const uint32_t kv_elem = elem[p->cache_type_k] < elem[p->cache_type_v] ? elem[p->cache_type_k] : elem[p->cache_type_v];
     const int n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp.n_ctx_train < 4096 ? (int)hp.n_ctx_train : 4096);
@@ -293,7 +298,7 @@ static int open_parts_on(struct strata_engine *e, enum strata_backend_kind kind)
     // long-context decode about 1.5x faster, docs/cpu.md) where the CPU backend runs attention that
     // takes a typed cache, else F32; the types are refused now, not at the first session, when the
     // backend cannot serve this model's attention with them
-    const enum strata_kv_type kv_auto = on_cpu && strata_seq_kv_typed(e->m) ? STRATA_KV_F16 : STRATA_KV_F32;
+    const enum strata_kv_type kv_auto = strata_engine_kv_auto(hp, on_cpu);
     e->kv_k = p->cache_type_k == STRATA_KV_AUTO ? kv_auto : p->cache_type_k;
     e->kv_v = p->cache_type_v == STRATA_KV_AUTO ? kv_auto : p->cache_type_v;
     struct strata_seq_state probe;

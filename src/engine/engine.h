@@ -63,6 +63,10 @@ struct strata_session {
 
 // enum strata_kv_type -> enum strata_type.
 uint32_t strata_engine_kv_type(enum strata_kv_type t);
+// What STRATA_KV_AUTO means for a model of these hyperparameters on the CPU backend (on_cpu) or
+// another: F16 where the CPU runs attention that takes a typed cache, else F32 (the engine's
+// sessions and strata plan's sizing).
+enum strata_kv_type strata_engine_kv_auto(const struct strata_hparams *hp, bool on_cpu);
 // Keep the calling thread's last error line as the engine's; returns rc.
 int strata_engine_fail(struct strata_engine *e, int rc);
 // The expert counters of every tier into st->experts.

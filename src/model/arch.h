@@ -94,8 +94,8 @@ static inline bool strata_hparams_bit(const uint64_t *bits, uint32_t l) { return
 uint64_t strata_hparams_kv_bytes_per_token(const struct strata_hparams *hp, uint32_t elem_bytes);
 // Whether the model's attention takes a typed (F16, BF16, Q8_0) KV cache: no latent cache (MLA),
 // sliding window or sinks, from the hyperparameters alone (strata_seq_kv_typed decides the same
-// from the loaded layers; test_engine checks they agree). What the CPU's default cache type (auto)
-// is F16 for.
+// from the loaded layers for the backend; test_engine checks they agree). What the CPU's default
+// cache type (auto, strata_engine_kv_auto) is F16 for.
 bool strata_hparams_kv_typed(const struct strata_hparams *hp);
 
 #define STRATA_GATING_SOFTMAX 1u

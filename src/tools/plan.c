@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/engine.h"
 #include "experts/layout.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
@@ -372,9 +373,9 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     const double GiB = 1073741824.0, MiB = 1048576.0;
     const int n_ctx = o->n_ctx > 0 ? o->n_ctx : 4096;
     const double mem = o->mem_gbs > 0 ? o->mem_gbs : 12.0;
-    // the KV cache at the default type (auto): F16 on the CPU where the attention takes it, else
-    // F32 (with --gpu-mib the device's KV: F32, CUDA's auto)
-    const uint32_t kv_elem = !(o->gpu_mib > 0 || o->gpu_cache_mib) && strata_hparams_kv_typed(&hp) ? 2 : 4;
+    // the KV cache at the default type, auto's, on the CPU or (a GPU plan) the device
+    const bool gpu_plan = o->gpu_mib > 0 || o->gpu_cache_mib;
+    const uint32_t kv_elem = strata_engine_kv_auto(&hp, !gpu_plan) == STRATA_KV_F16 ? 2 : 4;
     const uint64_t kv = strata_hparams_kv_bytes_per_token(&hp, kv_elem) * (uint64_t)n_ctx;
     // Chunk scratch of the forward pass at 512 tokens, and the runtime (roughly, rounded up).
     const uint64_t scratch = 512ull * (hp.n_embd * 8ull + (uint64_t)hp.n_expert_used * hp.n_ff_exp * 3 +
@@ -406,7 +407,7 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     fprintf(out, ")\n");
     fprintf(out, "  KV cache (ctx %d, %s) %10.1f MiB\n", n_ctx, kv_elem == 2 ? "f16" : "f32", kv / MiB);
     fprintf(out, "  scratch + runtime      %10.1f MiB\n", scratch / MiB);
-    if (o->gpu_mib > 0 || o->gpu_cache_mib) {
+    if (gpu_plan) {
         const struct gpu_plan_in in = {&hp, &lay, o->trace ? &tr : NULL, &curve, kv, scratch, dense_per_token,
                                        sum_triplet};
         rc = plan_gpu(o, &in, out);
