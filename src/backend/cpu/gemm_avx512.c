@@ -651,6 +651,88 @@ static inline __attribute__((always_inline)) void dot_b32_rows(int64_t n, float 
     for (int r = 0; r < R; r++) s[r] = out[r];
 }
 
+// dot_k4_k5's one-row arithmetic for GEMM_DOT_ROWS rows of one token (decode's products): a
+// block's activation is loaded once for the rows, the rows' S1 and S2 of two blocks reduce
+// together (one strata_reduce16_epi32), and the rows' fmaf chains run in the lanes of one register,
+// lane r the operations of dot_k4_k5 on row r alone, block after block (the same bits; test_gemm).
+static inline __attribute__((always_inline)) void dot_k4_k5_rows(int64_t n, float *s, const void *w, size_t row_bytes,
+                                                                 const void *act, size_t block_bytes, bool five)
+{
+    enum { R = GEMM_DOT_ROWS };
+    _Static_assert(GEMM_DOT_ROWS == 4, "two blocks of 4 rows fill the 16 sums of one reduction");
+    const uint8_t *x[R];
+    for (int r = 0; r < R; r++) x[r] = (const uint8_t *)w + (size_t)r * row_bytes;
+    const struct block_q8_k *y = act;
+    const __m512i idx0 = scale_index(0, 16), idx1 = scale_index(2, 16), idx2 = scale_index(4, 16), idx3 = scale_index(6, 16);
+    const __m256i dup_mins = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i sel0 = five ? q5_select(0) : zero, sel1 = five ? q5_select(1) : zero;
+    const __m512i sel2 = five ? q5_select(2) : zero, sel3 = five ? q5_select(3) : zero;
+    const int64_t nb = n / QK_K;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 2) {
+        __m512i sums[16];  // block b0 + i: S1 of rows 0..3 in 8i..8i+3, S2 in 8i+4..8i+7
+        float f1[2][R], f2[2][R];
+        _Pragma("GCC unroll 2")
+        for (int i = 0; i < 2; i++) {
+            const int64_t b = b0 + i;
+            if (b >= nb) {  // past the row's end: zero sums, no fmaf
+                for (int r = 0; r < 2 * R; r++) sums[8 * i + r] = zero;
+                continue;
+            }
+            const struct block_q8_k *yb = y + b;
+            const __m512i a0 = _mm512_loadu_si512(yb->qs), a1 = _mm512_loadu_si512(yb->qs + 64);
+            const __m512i a2 = _mm512_loadu_si512(yb->qs + 128), a3 = _mm512_loadu_si512(yb->qs + 192);
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)yb->bsums);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) {
+                const uint8_t *blk = x[r] + (size_t)b * block_bytes;
+                // the same block R rows on: the next group of rows (decode's items run on through
+                // consecutive rows), whole, while this one computes; a prefetch a fixed number of
+                // bytes ahead of each row would reach only into the next group's first row
+                const char *pf = (const char *)blk + (size_t)R * row_bytes;
+                for (int off = 0; off < (int)block_bytes; off += 64) __builtin_prefetch(pf + off, 0, 3);
+                const struct block_q4_k *head = (const struct block_q4_k *)blk;
+                const uint8_t *qs = five ? ((const struct block_q5_k *)blk)->qs : head->qs;
+                __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)blk)->qh)) : zero;
+                const __m512i *qh_p = five ? &qh : NULL;
+                const __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(head->scales));
+                const __m512i scales = _mm512_castsi256_si512(sm16);
+                __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(k_chunk_quants(qs, qh_p, sel0), a0),
+                                                    _mm512_permutexvar_epi16(idx0, scales));
+                __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(k_chunk_quants(qs + 32, qh_p, sel1), a1),
+                                                    _mm512_permutexvar_epi16(idx1, scales));
+                isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(k_chunk_quants(qs + 64, qh_p, sel2), a2),
+                                            _mm512_permutexvar_epi16(idx2, scales));
+                isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(k_chunk_quants(qs + 96, qh_p, sel3), a3),
+                                            _mm512_permutexvar_epi16(idx3, scales));
+                sums[8 * i + r] = _mm512_add_epi32(isum0, isum1);
+                sums[8 * i + R + r] = _mm512_zextsi256_si512(_mm256_madd_epi16(bsums, _mm256_permutexvar_epi16(dup_mins, sm16)));
+                f1[i][r] = _cvtsh_ss(head->d) * yb->d;
+                f2[i][r] = -_cvtsh_ss(head->dmin) * yb->d;
+            }
+        }
+        const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));
+        acc = _mm_fmadd_ps(_mm_loadu_ps(f1[0]), _mm512_castps512_ps128(st), acc);
+        acc = _mm_fmadd_ps(_mm_loadu_ps(f2[0]), _mm512_extractf32x4_ps(st, 1), acc);
+        if (b0 + 1 < nb) {
+            acc = _mm_fmadd_ps(_mm_loadu_ps(f1[1]), _mm512_extractf32x4_ps(st, 2), acc);
+            acc = _mm_fmadd_ps(_mm_loadu_ps(f2[1]), _mm512_extractf32x4_ps(st, 3), acc);
+        }
+    }
+    _mm_storeu_ps(s, acc);
+}
+
+static void rows_q4_k(int64_t n, float *s, const void *w, size_t rb, const void *a)
+{
+    dot_k4_k5_rows(n, s, w, rb, a, sizeof(struct block_q4_k), false);
+}
+
+static void rows_q5_k(int64_t n, float *s, const void *w, size_t rb, const void *a)
+{
+    dot_k4_k5_rows(n, s, w, rb, a, sizeof(struct block_q5_k), true);
+}
+
 static void rows_q8_0(int64_t n, float *s, const void *w, size_t rb, const void *a) { dot_b32_rows(n, s, w, rb, a, STRATA_TYPE_Q8_0); }
 static void rows_mxfp4(int64_t n, float *s, const void *w, size_t rb, const void *a) { dot_b32_rows(n, s, w, rb, a, STRATA_TYPE_MXFP4); }
 static void rows_q4_0(int64_t n, float *s, const void *w, size_t rb, const void *a) { dot_b32_rows(n, s, w, rb, a, STRATA_TYPE_Q4_0); }
@@ -693,5 +775,7 @@ const struct gemm_kernels gemm_kernels_avx512 = {
         [STRATA_TYPE_Q8_0] = rows_q8_0,
         [STRATA_TYPE_MXFP4] = rows_mxfp4,
         [STRATA_TYPE_Q4_0] = rows_q4_0,
+        [STRATA_TYPE_Q4_K] = rows_q4_k,
+        [STRATA_TYPE_Q5_K] = rows_q5_k,
     },
 };
