@@ -66,7 +66,7 @@ enum strata_gpu_miss { STRATA_GPU_MISS_AUTO, STRATA_GPU_MISS_COPY, STRATA_GPU_MI
 // (MLA) cache take F32 only. AUTO (the default, 0): F16, llama.cpp's default, on the CPU backend
 // where the model's attention takes a typed cache (plain causal attention: qwen3moe, qwen3next,
 // qwen35moe, glm4moe), else F32 (those with a window, sinks or MLA, and the CUDA backend, where
-// F16 matches llama.cpp's too but its speed is not measured yet, docs/cuda.md). strata_engine_info
+// F16 matches llama.cpp's too but is no faster than F32, docs/cuda.md). strata_engine_info
 // names the types in use.
 enum strata_kv_type { STRATA_KV_AUTO, STRATA_KV_F32, STRATA_KV_F16, STRATA_KV_BF16, STRATA_KV_Q8_0, STRATA_KV_COUNT };
 // "auto", "f32", "f16", "bf16", "q8_0" ("?" out of range).

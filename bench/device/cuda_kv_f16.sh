@@ -9,8 +9,8 @@
 #   F16 and F32 caches, logits to $OUT/logits/ARCH.KV.f32, and prompt chunks of 1, 7 and 512 compared;
 #   here: tests/compare_logits.mjs against the oracle's logits with the same cache type
 #   (tests/oracle logits.mjs --cache-type-k f16 --cache-type-v f16), bounds of tests/t_parity_kv.sh.
-# speed: a 16-layer qwen3-30b-a3b Q4_K file, 128 tokens decoded after prompts of 512 and 4,096,
-#   F32 against F16, two rounds interleaved.
+# speed: a 16-layer qwen3-30b-a3b Q4_K file, 128 tokens decoded after prompts of 512 and 4,096
+#   (PROMPTS="..." for others), F32 against F16, two rounds interleaved.
 set -u
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -41,10 +41,10 @@ for phase in "$@"; do
     speed)
         "$S" synth --arch qwen3moe --preset qwen3-30b-a3b --layers 16 --type Q4_K -o "$W/m.gguf" --no-progress > /dev/null 2>&1 ||
             { echo "synth failed"; continue; }
-        for p in 512 4096; do
+        for p in ${PROMPTS:-512 4096}; do
             awk -v n=$p 'BEGIN{s=4242; for(i=0;i<n;i++){s=(s*1103515245+12345)%2147483648; printf "%s%d", (i?",":""), s%150000}}' > "$W/p$p.ids"
         done
-        for r in 1 2; do for p in 512 4096; do for kv in f32 f16; do
+        for r in 1 2; do for p in ${PROMPTS:-512 4096}; do for kv in f32 f16; do
             "$S" run -m "$W/m.gguf" --prompt-tokens "@$W/p$p.ids" -n 128 --temp 0 --ignore-eos --json --backend cuda \
                 -c $((p + 200)) --cache-type-k $kv --cache-type-v $kv 2> /dev/null |
                 python3 -c "import json,sys; d=json.load(sys.stdin)['stats']; print('rep $r prompt $p $kv: prompt %.1f decode %.2f tok/s' % (d['prompt_tok_s'], d['decode_tok_s']))"
