@@ -608,7 +608,10 @@ static inline __attribute__((always_inline)) void dot_b32_rows(int64_t n, float 
     __m128 acc = _mm_setzero_ps();
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
-        for (int r = 0; r < R; r++) strata_prefetch_ahead(x[r] + b * bb, 4 * (int)bb);
+        // the same 4 blocks R rows on: the next group (as dot_k4_k5_rows)
+        for (int r = 0; r < R; r++)
+            for (int off = 0; off < 4 * (int)bb; off += 64)
+                __builtin_prefetch((const char *)x[r] + (size_t)R * row_bytes + (size_t)b * bb + off, 0, 3);
         __m512i v[2 * R];
         for (int i = 0; i < 2; i++) {
             const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[b + 2 * i].qs)),
