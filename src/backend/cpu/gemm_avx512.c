@@ -327,14 +327,74 @@ void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layou
     }
 }
 
+// A Q4_K / Q5_K block decoded for the canonical dots (dot_k4_k5 and its four-row form): the 256
+// quants as 4 zmm in element order, each chunk's int16 scales matching maddubs' pairs, the mins
+// doubled to meet the bsums pairs, d and -dmin. The constants are made once per dot (k45_consts).
+struct k45_consts {
+    __m512i idx[4], sel[4];
+    __m256i dup_mins;
+};
+
+struct k45_block {
+    __m512i q[4], sc[4];
+    __m256i mins;
+    float dw, ndmin;
+};
+
+static inline __attribute__((always_inline)) struct k45_consts k45_consts(bool five)
+{
+    struct k45_consts c;
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        c.idx[j] = scale_index(2 * j, 16);
+        c.sel[j] = five ? q5_select(j) : _mm512_setzero_si512();
+    }
+    c.dup_mins = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    return c;
+}
+
+static inline __attribute__((always_inline)) struct k45_block k45_decode(const uint8_t *w, const struct k45_consts *c,
+                                                                          bool five)
+{
+    // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
+    const struct block_q4_k *head = (const struct block_q4_k *)w;
+    const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
+    __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh))
+                      : _mm512_setzero_si512();
+    const __m512i *qh_p = five ? &qh : NULL;
+    const __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(head->scales));
+    const __m512i scales = _mm512_castsi256_si512(sm16);
+    struct k45_block k;
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        k.q[j] = k_chunk_quants(qs + 32 * j, qh_p, c->sel[j]);
+        k.sc[j] = _mm512_permutexvar_epi16(c->idx[j], scales);
+    }
+    k.mins = _mm256_permutexvar_epi16(c->dup_mins, sm16);
+    k.dw = _cvtsh_ss(head->d);
+    k.ndmin = -_cvtsh_ss(head->dmin);
+    return k;
+}
+
+// A decoded block against activation block y: S1, the 16 int32 lanes of sc * q * a (exact), and
+// S2, the 8 int32 lanes of the mins times y's bsums.
+static inline __attribute__((always_inline)) void k45_sums(const struct k45_block *k, const struct block_q8_k *y,
+                                                           __m512i *s1, __m256i *s2)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    *s2 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), k->mins);
+    __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(k->q[0], _mm512_loadu_si512(y->qs)), k->sc[0]);
+    __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(k->q[1], _mm512_loadu_si512(y->qs + 64)), k->sc[1]);
+    isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(k->q[2], _mm512_loadu_si512(y->qs + 128)), k->sc[2]);
+    isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(k->q[3], _mm512_loadu_si512(y->qs + 192)), k->sc[3]);
+    *s1 = _mm512_add_epi32(isum0, isum1);
+}
+
 static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s, const uint8_t *w, size_t block_bytes,
                                                             const void *const *act, int nt, bool five)
 {
-    const __m512i idx0 = scale_index(0, 16), idx1 = scale_index(2, 16), idx2 = scale_index(4, 16), idx3 = scale_index(6, 16);
-    const __m256i dup_mins = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    const struct k45_consts kc = k45_consts(five);
     const __m512i zero = _mm512_setzero_si512();
-    const __m512i sel0 = five ? q5_select(0) : zero, sel1 = five ? q5_select(1) : zero;
-    const __m512i sel2 = five ? q5_select(2) : zero, sel3 = five ? q5_select(3) : zero;
     float acc1 = 0.0f;                  // one row
     __m256 accv = _mm256_setzero_ps();  // several rows, one per lane
     const __m512i rows = strata_row_addresses(act, nt);
@@ -356,35 +416,22 @@ static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s,
                 continue;
             }
             strata_prefetch_ahead(w, (int)block_bytes);
-            const struct block_q4_k *head = (const struct block_q4_k *)w;
-            const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
-            __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)w)->qh)) : zero;
-            const __m512i *qh_p = five ? &qh : NULL;
-            __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(head->scales));
-            __m256i mins = _mm256_permutexvar_epi16(dup_mins, sm16);
-            __m512i scales = _mm512_castsi256_si512(sm16);
-            __m512i q0 = k_chunk_quants(qs, qh_p, sel0), q1 = k_chunk_quants(qs + 32, qh_p, sel1);
-            __m512i q2 = k_chunk_quants(qs + 64, qh_p, sel2), q3 = k_chunk_quants(qs + 96, qh_p, sel3);
-            __m512i sc0 = _mm512_permutexvar_epi16(idx0, scales), sc1 = _mm512_permutexvar_epi16(idx1, scales);
-            __m512i sc2 = _mm512_permutexvar_epi16(idx2, scales), sc3 = _mm512_permutexvar_epi16(idx3, scales);
-            const float dw = _cvtsh_ss(head->d), ndmin = -_cvtsh_ss(head->dmin);
+            const struct k45_block kb = k45_decode(w, &kc, five);
+            const float dw = kb.dw, ndmin = kb.ndmin;
             __m512i sums[16];
             _Pragma("GCC unroll 8")
             for (int t = 0; t < nt; t++) {
                 const struct block_q8_k *y = (const struct block_q8_k *)act[t] + b;
-                __m256i mins_dot = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins);
-                __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs)), sc0);
-                __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 64)), sc1);
-                isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(y->qs + 128)), sc2);
-                isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(y->qs + 192)), sc3);
+                __m512i s1;
+                __m256i mins_dot;
+                k45_sums(&kb, y, &s1, &mins_dot);
                 if (nt == 1) {  // one row: its two sums into the pairs of the group
-                    const __m512i s1 = _mm512_add_epi32(isum0, isum1);
                     if (i % 2 == 0) s1_prev = s1, s2_prev = mins_dot;
                     else s1_pair[i / 2] = strata_pair_epi32(s1_prev, s1), s2_pair[i / 2] = strata_pair256_epi32(s2_prev, mins_dot);
                     f1[i] = dw * y->d;
                     f2[i] = ndmin * y->d;
                 } else {
-                    sums[t] = _mm512_add_epi32(isum0, isum1);
+                    sums[t] = s1;
                     sums[8 + t] = _mm512_zextsi256_si512(mins_dot);
                 }
             }
@@ -609,9 +656,7 @@ static inline __attribute__((always_inline)) void dot_b32_rows(int64_t n, float 
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
         // the same 4 blocks R rows on: the next group (as dot_k4_k5_rows)
-        for (int r = 0; r < R; r++)
-            for (int off = 0; off < 4 * (int)bb; off += 64)
-                __builtin_prefetch((const char *)x[r] + (size_t)R * row_bytes + (size_t)b * bb + off, 0, 3);
+        for (int r = 0; r < R; r++) strata_prefetch_bytes(x[r] + (size_t)R * row_bytes + (size_t)b * bb, 4 * (int)bb);
         __m512i v[2 * R];
         for (int i = 0; i < 2; i++) {
             const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[b + 2 * i].qs)),
@@ -666,11 +711,8 @@ static inline __attribute__((always_inline)) void dot_k4_k5_rows(int64_t n, floa
     const uint8_t *x[R];
     for (int r = 0; r < R; r++) x[r] = (const uint8_t *)w + (size_t)r * row_bytes;
     const struct block_q8_k *y = act;
-    const __m512i idx0 = scale_index(0, 16), idx1 = scale_index(2, 16), idx2 = scale_index(4, 16), idx3 = scale_index(6, 16);
-    const __m256i dup_mins = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    const struct k45_consts kc = k45_consts(five);
     const __m512i zero = _mm512_setzero_si512();
-    const __m512i sel0 = five ? q5_select(0) : zero, sel1 = five ? q5_select(1) : zero;
-    const __m512i sel2 = five ? q5_select(2) : zero, sel3 = five ? q5_select(3) : zero;
     const int64_t nb = n / QK_K;
     __m128 acc = _mm_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 2) {
@@ -683,36 +725,19 @@ static inline __attribute__((always_inline)) void dot_k4_k5_rows(int64_t n, floa
                 for (int r = 0; r < 2 * R; r++) sums[8 * i + r] = zero;
                 continue;
             }
-            const struct block_q8_k *yb = y + b;
-            const __m512i a0 = _mm512_loadu_si512(yb->qs), a1 = _mm512_loadu_si512(yb->qs + 64);
-            const __m512i a2 = _mm512_loadu_si512(yb->qs + 128), a3 = _mm512_loadu_si512(yb->qs + 192);
-            const __m256i bsums = _mm256_loadu_si256((const __m256i *)yb->bsums);
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) {
                 const uint8_t *blk = x[r] + (size_t)b * block_bytes;
                 // the same block R rows on: the next group of rows (decode's items run on through
                 // consecutive rows), whole, while this one computes; a prefetch a fixed number of
                 // bytes ahead of each row would reach only into the next group's first row
-                const char *pf = (const char *)blk + (size_t)R * row_bytes;
-                for (int off = 0; off < (int)block_bytes; off += 64) __builtin_prefetch(pf + off, 0, 3);
-                const struct block_q4_k *head = (const struct block_q4_k *)blk;
-                const uint8_t *qs = five ? ((const struct block_q5_k *)blk)->qs : head->qs;
-                __m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)blk)->qh)) : zero;
-                const __m512i *qh_p = five ? &qh : NULL;
-                const __m256i sm16 = _mm256_cvtepu8_epi16(strata_k_scales_sse(head->scales));
-                const __m512i scales = _mm512_castsi256_si512(sm16);
-                __m512i isum0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(k_chunk_quants(qs, qh_p, sel0), a0),
-                                                    _mm512_permutexvar_epi16(idx0, scales));
-                __m512i isum1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(k_chunk_quants(qs + 32, qh_p, sel1), a1),
-                                                    _mm512_permutexvar_epi16(idx1, scales));
-                isum0 = _mm512_dpwssd_epi32(isum0, _mm512_maddubs_epi16(k_chunk_quants(qs + 64, qh_p, sel2), a2),
-                                            _mm512_permutexvar_epi16(idx2, scales));
-                isum1 = _mm512_dpwssd_epi32(isum1, _mm512_maddubs_epi16(k_chunk_quants(qs + 96, qh_p, sel3), a3),
-                                            _mm512_permutexvar_epi16(idx3, scales));
-                sums[8 * i + r] = _mm512_add_epi32(isum0, isum1);
-                sums[8 * i + R + r] = _mm512_zextsi256_si512(_mm256_madd_epi16(bsums, _mm256_permutexvar_epi16(dup_mins, sm16)));
-                f1[i][r] = _cvtsh_ss(head->d) * yb->d;
-                f2[i][r] = -_cvtsh_ss(head->dmin) * yb->d;
+                strata_prefetch_bytes(blk + (size_t)R * row_bytes, (int)block_bytes);
+                const struct k45_block kb = k45_decode(blk, &kc, five);
+                __m256i s2;
+                k45_sums(&kb, y + b, &sums[8 * i + r], &s2);
+                sums[8 * i + R + r] = _mm512_zextsi256_si512(s2);
+                f1[i][r] = kb.dw * y[b].d;
+                f2[i][r] = kb.ndmin * y[b].d;
             }
         }
         const __m512 st = _mm512_cvtepi32_ps(strata_reduce16_epi32(sums));

@@ -20,13 +20,18 @@
 #define STRATA_PREFETCH_AHEAD 2048
 #endif
 
-// Prefetch AHEAD bytes past the `bytes` bytes at p, one request per 64 bytes: called for each
-// block of a contiguous row, successive requests are at most 64 bytes apart, so every line is
-// requested; once inlined with a constant size there is no loop or branch.
+// Prefetch the `bytes` bytes at p, one request per 64 bytes (every line of a block when called for
+// each block of a contiguous run); once inlined with a constant size there is no loop or branch.
+static inline void strata_prefetch_bytes(const void *p, int bytes)
+{
+    for (int off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 3);
+}
+
+// Prefetch AHEAD bytes past the `bytes` bytes at p: called for each block of a contiguous row,
+// successive requests are at most 64 bytes apart, so every line is requested.
 static inline void strata_prefetch_ahead(const void *p, int bytes)
 {
-    const char *c = (const char *)p + STRATA_PREFETCH_AHEAD;
-    for (int off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
+    strata_prefetch_bytes((const char *)p + STRATA_PREFETCH_AHEAD, bytes);
 }
 
 #ifdef __AVX2__
