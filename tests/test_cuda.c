@@ -31,6 +31,7 @@
 //   test_cuda [--seed N]        exit 77 (skip) without a GPU or a CUDA build
 //   test_cuda --backend         the end-to-end backend checks only
 //   test_cuda --attention       the attention cases only (the kernel's and the op's options)
+//   test_cuda --merge           the attention merges compared bit for bit only
 //   test_cuda --self-check      the end-to-end and attention-option harnesses with the CPU in the
 //                               GPU's place (no GPU needed)
 //   test_cuda --bench           decode GB/s per type, GEMM TOPS, attention and delta-net timings
@@ -1774,22 +1775,32 @@ static int attn_bench_run(void *arg) { return strata_cuda_attention(g_cu, &((str
 static void bench_attention(void)
 {
     const uint32_t H = 32, Hkv = 4, D = 128;
-    const int n_ctx = 4096;
+    const int n_ctx = 16384;
     const size_t kvw = (size_t)Hkv * D;
     float *kc = dev_floats((size_t)n_ctx * kvw, 1.0f), *vc = dev_floats((size_t)n_ctx * kvw, 1.0f);
+    // the same values as halves, for the F16 cache
+    uint16_t *hk = xmalloc((size_t)n_ctx * kvw * 2);
+    for (size_t i = 0; i < (size_t)n_ctx * kvw; i++) hk[i] = strata_fp32_to_fp16((float)((int)(i * 2654435761u % 2001) - 1000) / 1000.0f);
+    void *kh = dev_from(hk, (size_t)n_ctx * kvw * 2), *vh = dev_from(hk, (size_t)n_ctx * kvw * 2);
+    free(hk);
     float *q = dev_floats((size_t)512 * H * D, 1.0f), *out = dev((size_t)512 * H * D * 4);
     float *scr = dev(strata_cuda_attn_scratch_floats(512, n_ctx, H, D) * 4);
     int32_t *pos = xmalloc(n_ctx * 4);
     for (int i = 0; i < n_ctx; i++) pos[i] = i;
     int32_t *dpos = dev_from(pos, n_ctx * 4);
-    printf("\nattention, 32 heads / 4 KV heads of 128, F32 cache (us per call, median of 50)\n");
-    const int at[] = {128, 640, 2048, 4000};
-    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
-        struct attn_bench b = {{.q = q, .q_stride = H * D, .k = kc, .v = vc, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D,
-                                .Dv = D, .scale = 0.088f, .pos = dpos + at[i], .n_tok = 1, .max_pos = at[i], .out = out,
-                                .out_stride = H * D, .scratch = scr}};
-        printf("  decode at position %4d: %8.1f us\n", at[i], 1000.0f * time_ms(attn_bench_run, &b, 50));
-    }
+    printf("\nattention, 32 heads / 4 KV heads of 128 (us per call, median of 50; the layer's K and V bytes at the\n"
+           "position over the time: GB/s)\n");
+    const int at[] = {128, 640, 2048, 4000, 8192, 16000};
+    for (int f16 = 0; f16 < 2; f16++)
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+            struct attn_bench b = {{.q = q, .q_stride = H * D, .k = f16 ? kh : (void *)kc, .v = f16 ? vh : (void *)vc,
+                                    .kv_f16 = f16, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D, .Dv = D, .scale = 0.088f,
+                                    .pos = dpos + at[i], .n_tok = 1, .max_pos = at[i], .out = out, .out_stride = H * D,
+                                    .scratch = scr}};
+            const float us = 1000.0f * time_ms(attn_bench_run, &b, 50);
+            printf("  %s decode at position %5d: %8.1f us (%.0f GB/s)\n", f16 ? "F16" : "F32", at[i], us,
+                   2.0 * (at[i] + 1) * kvw * (f16 ? 2 : 4) / us / 1e3);
+        }
     struct attn_bench b = {{.q = q, .q_stride = H * D, .k = kc, .v = vc, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D,
                             .Dv = D, .scale = 0.088f, .pos = dpos, .n_tok = 512, .max_pos = 511, .out = out,
                             .out_stride = H * D, .scratch = scr}};
@@ -1892,7 +1903,9 @@ static char g_dir[] = "/tmp/strata-test-cuda-XXXXXX";
 // The backend under test: CUDA, or the CPU against itself (--self-check: the harness without a GPU).
 static enum strata_backend_kind g_e2e_kind = STRATA_BACKEND_CUDA;
 
-// The end-to-end cases' engine parameters: 4 threads, 128 positions, passes of up to 64.
+// The end-to-end cases' engine parameters: 4 threads, 128 positions, passes of up to 64, F32 KV
+// caches on both backends (auto picks F16 on the CPU and F32 on CUDA, and the F16 cache's rounding
+// alone moved every position of the F32 cases past 1e-4).
 static struct strata_engine_params e2e_params(const char *path, enum strata_backend_kind kind)
 {
     struct strata_engine_params ep = strata_engine_default_params();
@@ -1901,6 +1914,8 @@ static struct strata_engine_params e2e_params(const char *path, enum strata_back
     ep.n_threads = 4;
     ep.n_ctx = 128;
     ep.n_batch = 64;
+    ep.cache_type_k = STRATA_KV_F32;
+    ep.cache_type_v = STRATA_KV_F32;
     return ep;
 }
 
@@ -2490,6 +2505,76 @@ static void test_graphs(const char *arch, const char *type_name, int min_replays
     case_result(name, f0);
 }
 
+// An engine opened with STRATA_CUDA_MERGE_OLD=old and, unless NULL, STRATA_CUDA_MERGE_WTS=wts
+// (both read at open and unset after it).
+static struct strata_engine *e2e_open_merge(const char *path, const char *old, const char *wts)
+{
+    setenv("STRATA_CUDA_MERGE_OLD", old, 1);
+    if (wts) setenv("STRATA_CUDA_MERGE_WTS", wts, 1);
+    struct strata_engine *e = e2e_open(path, STRATA_BACKEND_CUDA);
+    unsetenv("STRATA_CUDA_MERGE_OLD");
+    unsetenv("STRATA_CUDA_MERGE_WTS");
+    return e;
+}
+
+// The attention's merge a block a (token, head) (k_attn_merge_heads) gives the bits of the merge
+// a block a token (STRATA_CUDA_MERGE_OLD=1): 120 positions (4 chunks of 32) in one prompt (two
+// passes of the attention: the tickets are reset and reused), one token a pass too, and with 2
+// chunk weights kept in shared memory (STRATA_CUDA_MERGE_WTS=2: the recomputed weights' path).
+static void test_merge(const char *arch, const char *type_name)
+{
+    const int f0 = g_failures;
+    enum { N = 120 };
+    char name[160], path[256];
+    snprintf(name, sizeof name, "attention merge a block a head, %s tiny %s: the bits of a block a token", arch, type_name);
+    snprintf(path, sizeof path, "%s/m.gguf", g_dir);
+    const struct strata_synth_opts so = {.arch = arch, .preset = "tiny", .out_path = path, .seed = 9,
+                                         .type = strata_type_from_name(type_name)};
+    CHECK(strata_synth(&so) == 0, "%s: synth", name);
+    struct strata_engine *e[3] = {NULL, NULL, NULL};
+    if (g_failures == f0) {
+        e[0] = e2e_open_merge(path, "1", NULL);
+        e[1] = e2e_open_merge(path, "0", NULL);
+        e[2] = e2e_open_merge(path, "0", "2");
+    }
+    CHECK(e[0] && e[1] && e[2], "%s: open", name);
+    if (e[0] && e[1] && e[2]) {
+        struct strata_model_info info;
+        strata_engine_info(e[0], &info);
+        const int nv = (int)info.n_vocab;
+        int32_t tok[N];
+        uint64_t r = 4242;
+        for (int i = 0; i < N; i++) tok[i] = (int32_t)(strata_rng_next(&r) % (uint64_t)nv);
+        float *l[4];
+        for (int k = 0; k < 4; k++) l[k] = xmalloc((size_t)N * nv * 4);
+        const bool ok = e2e_eval(e[0], tok, N, N, l[0]) == 0 && e2e_eval(e[1], tok, N, N, l[1]) == 0 &&
+                        e2e_eval(e[2], tok, N, N, l[2]) == 0 && e2e_eval(e[1], tok, N, 1, l[3]) == 0;
+        CHECK(ok, "%s: eval: %s", name, strata_last_error());
+        static const char *const what[4] = {"", "a block a head", "2 weights kept", "a block a head, a token a pass"};
+        for (int k = 1; ok && k < 4; k++) {
+            int differ = -1;
+            for (int t = 0; t < N && differ < 0; t++)
+                if (memcmp(l[0] + (size_t)t * nv, l[k] + (size_t)t * nv, (size_t)nv * 4)) differ = t;
+            CHECK(differ < 0, "%s: %s: position %d differs (max diff %.3g)", name, what[k], differ,
+                  differ < 0 ? 0.0 : max_abs_diff(l[0] + (size_t)differ * nv, l[k] + (size_t)differ * nv, nv));
+        }
+        for (int k = 0; k < 4; k++) free(l[k]);
+    }
+    for (int k = 0; k < 3; k++) strata_engine_close(e[k]);
+    unlink(path);
+    case_result(name, f0);
+}
+
+// The merge's cases: its quantized rows (Q8_K, Q8_0), the gate (qwen3next), sinks and windows
+// (gpt-oss), MLA's values.
+static void test_merges(void)
+{
+    test_merge("qwen3moe", "Q4_K");
+    test_merge("qwen3next", "Q8_0");
+    test_merge("gpt-oss", "MXFP4");
+    test_merge("deepseek2", "Q4_K");
+}
+
 static void test_backend(void)
 {
     if (!mkdtemp(g_dir)) {
@@ -2533,6 +2618,7 @@ static void test_backend(void)
         test_graphs("gpt-oss", "MXFP4", 0);
         test_graphs("deepseek2", "Q4_K", 0);
         test_graphs("glm-dsa", "F32", 0);
+        test_merges();
     }
     rmdir(g_dir);
 }
@@ -2546,7 +2632,7 @@ static int summary(void)
 
 int main(int argc, char **argv)
 {
-    bool do_bench = false, only_backend = false, bench_attn = false, only_attn = false, only_mm = false;
+    bool do_bench = false, only_backend = false, bench_attn = false, only_attn = false, only_mm = false, only_merge = false;
     g_rng = (uint64_t)time(NULL);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 10);
@@ -2555,6 +2641,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--bench-attn") == 0) bench_attn = true;
         else if (strcmp(argv[i], "--attention") == 0) only_attn = true;
         else if (strcmp(argv[i], "--mm") == 0) only_mm = true;  // the rounding and plain products only
+        else if (strcmp(argv[i], "--merge") == 0) only_merge = true;  // the attention merges' cases only
     }
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--self-check") == 0) {  // the end-to-end harness, the CPU against itself
@@ -2583,6 +2670,13 @@ int main(int argc, char **argv)
         bench();
         strata_cuda_close(g_cu);
         return 0;
+    }
+    if (only_merge) {
+        strata_cuda_close(g_cu);
+        if (!mkdtemp(g_dir)) return 1;
+        test_merges();
+        rmdir(g_dir);
+        return summary();
     }
     if (only_attn) {
         test_attention(false, false);

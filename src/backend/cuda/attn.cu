@@ -138,6 +138,10 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
     const int p1 = min(p0 + ATTN_CHUNK, last + 1);
     const int ntk = min(NT, n_tok - tg);
     const uint32_t qh = a.q_head_stride ? a.q_head_stride : D;
+    // the first sub-chunk's keys and values in flight while the queries are staged (one memory
+    // latency for both: a decode block's life is a few of them)
+    kv_regs r;
+    kv_fetch(a, D, Dv, kvh, p0, min(ATTN_SUB, p1 - p0), r);
     for (uint32_t i = threadIdx.x; i < (uint32_t)ntk * G * D; i += blockDim.x) {
         const uint32_t tt = i / (G * D), hh = (i / D) % G, dd = i % D;
         sq[i] = a.q[(size_t)(t_begin + tg + tt) * a.q_stride + (size_t)(kvh * G + hh) * qh + dd];
@@ -145,7 +149,6 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
     // per (token, head) of this warp: running max, sum, output dims lane + 32 j
     constexpr int MAXJ = ATTN_DMAX / 32;
     const int nh = ((int)G + ATTN_WARPS - 1) / ATTN_WARPS;  // heads per warp
-    kv_regs r;
     for (int hp = 0; hp < nh; hp++) {
         const int hh = warp + ATTN_WARPS * hp;  // head within the group (uniform per warp)
         float m[NT], l[NT], o[NT][MAXJ];
@@ -156,7 +159,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
 #pragma unroll
             for (int j = 0; j < MAXJ; j++) o[i][j] = 0.0f;
         }
-        kv_fetch(a, D, Dv, kvh, p0, min(ATTN_SUB, p1 - p0), r);
+        if (hp > 0) kv_fetch(a, D, Dv, kvh, p0, min(ATTN_SUB, p1 - p0), r);
         for (int s0 = p0; s0 < p1; s0 += ATTN_SUB) {
             const int ns = min(ATTN_SUB, p1 - s0);
             __syncthreads();  // the previous sub-chunk (and the queries' staging) done
@@ -549,12 +552,116 @@ __global__ void __launch_bounds__(1024) k_attn_merge(const struct strata_cuda_at
     }
 }
 
+// The same merge with a block per (token, head) (grid tokens x heads), for long contexts: the
+// one-warp-a-head merge above ran a decode token's 32 heads in one block on one SM, each lane's
+// output dims a chain of loads over every chunk (512 at 16,384 positions). Here a thread takes an
+// output dim (a warp reads 128 contiguous bytes of a chunk's row), the chunks' weights are
+// computed once into shared memory by the first warp, which adds L as the one-warp merge's lanes
+// did (lane l the chunks l, l + 32, ... then the same butterfly), and every dim sums the chunks in
+// chunk order, loading MERGE_BATCH chunks' values before adding them (a loop whose next load
+// waited on the previous product took a memory latency a chunk: 204 us at 16,000 positions on an
+// H100, 34 now): each (token, head) gets the operations, so the bits, of k_attn_merge. The rounding
+// for the projection needs the token's whole row: the token's last head to finish (a ticket after
+// a fence, `done` made zeroed at open and reset by that block) rounds it from the output.
+#define MERGE_THREADS 128
+#define MERGE_WTS 2048   // chunk weights kept in shared memory (more: recomputed; fewer with
+                         // STRATA_CUDA_MERGE_WTS, read at open, so that tests reach that path)
+#define MERGE_BATCH 16   // chunk values a thread loads before adding them
+#define MERGE_TOK_CHUNKS 32  // passes of many tokens over at most this many chunks merge a block a token
+
+__global__ void __launch_bounds__(MERGE_THREADS) k_attn_merge_heads(const struct strata_cuda_attn a, int t_begin,
+                                                                    int n_chunks, int chunk_len,
+                                                                    struct strata_cuda_act act, int quantize,
+                                                                    uint32_t *done, int wts_cap)
+{
+    __shared__ float wts[MERGE_WTS];
+    __shared__ float red[MERGE_THREADS / 32];
+    __shared__ float s_m, s_inv;
+    __shared__ uint32_t s_ticket;
+    pdl_enter();
+    const int t = blockIdx.x, h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t tt = (size_t)(t_begin + t);
+    const int c_lo = attn_lo(a.pos[tt], a.n_swa) / chunk_len, nc = a.pos[tt] / chunk_len + 1 - c_lo;
+    const uint32_t ghs = a.gate_head_stride ? a.gate_head_stride : a.Dv;
+    const size_t cs = PART_STRIDE(a.Dv);
+    const float *part = a.scratch + (((size_t)t * a.H + h) * n_chunks + c_lo) * cs;
+    float M = -INFINITY;  // the largest chunk maximum: the same in any order
+    for (int c = threadIdx.x; c < nc; c += MERGE_THREADS) M = fmaxf(M, part[(size_t)c * cs + a.Dv]);
+    M = warp_max(M);
+    if (lane == 0) red[warp] = M;
+    __syncthreads();
+    if (warp == 0) {
+        M = lane < MERGE_THREADS / 32 ? red[lane] : -INFINITY;
+        M = warp_max(M);
+        if (a.sinks) M = fmaxf(M, a.sinks[h]);
+        float L = 0.0f;
+        for (int c0 = lane; c0 < nc; c0 += 32 * 8) {  // lane l: chunks l, l + 32, ... in order, 8 loaded at once
+            float mk[8], lk[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const int c = c0 + 32 * k;
+                mk[k] = c < nc ? __ldg(part + (size_t)c * cs + a.Dv) : -INFINITY;
+                lk[k] = c < nc ? __ldg(part + (size_t)c * cs + a.Dv + 1) : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const int c = c0 + 32 * k;
+                if (c >= nc) break;
+                const float e = chunk_weight(mk[k], M);
+                if (c < wts_cap) wts[c] = e;
+                L = __fadd_rn(L, __fmul_rn(lk[k], e));
+            }
+        }
+        L = warp_sum(L);
+        if (a.sinks) L = __fadd_rn(L, expf(__fsub_rn(a.sinks[h], M)));
+        if (lane == 0) s_m = M, s_inv = L > 0.0f ? __fdiv_rn(1.0f, L) : 0.0f;
+    }
+    __syncthreads();
+    M = s_m;
+    const float inv = s_inv;
+    const int nk = min(nc, wts_cap);  // chunks whose weights are in shared memory
+    for (uint32_t d = threadIdx.x; d < a.Dv; d += MERGE_THREADS) {
+        // MERGE_BATCH chunks' values loaded before their products are added (in chunk order): a
+        // loop whose loads wait on the previous product took one memory latency a chunk
+        float acc = 0.0f;
+        const float *pd = part + d;
+        int c = 0;
+        for (; c + MERGE_BATCH <= nk; c += MERGE_BATCH) {
+            float p[MERGE_BATCH];
+#pragma unroll
+            for (int k = 0; k < MERGE_BATCH; k++) p[k] = __ldg(pd + (size_t)(c + k) * cs);
+#pragma unroll
+            for (int k = 0; k < MERGE_BATCH; k++) acc = __fmaf_rn(p[k], wts[c + k], acc);
+        }
+        for (; c < nk; c++) acc = __fmaf_rn(__ldg(pd + (size_t)c * cs), wts[c], acc);
+        for (; c < nc; c++) acc = __fmaf_rn(part[(size_t)c * cs + d], chunk_weight(part[(size_t)c * cs + a.Dv], M), acc);
+        float v = __fmul_rn(acc, inv);
+        if (a.gate) {
+            const float g = a.gate[tt * a.gate_stride + (size_t)h * ghs + d];
+            v = __fmul_rn(v, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
+        }
+        a.out[tt * a.out_stride + (size_t)h * a.Dv + d] = v;
+    }
+    if (!quantize) return;
+    __threadfence();  // this block's outputs visible to the device before its ticket
+    __syncthreads();
+    if (threadIdx.x == 0) s_ticket = atomicAdd(&done[t], 1u);
+    __syncthreads();
+    if (s_ticket != a.H - 1) return;
+    __threadfence();  // the other heads' outputs, after their tickets
+    quantize_row(a.out + tt * a.out_stride, act, (int)tt);
+    if (threadIdx.x == 0) done[t] = 0;
+}
+
 #define EXT_VJ_MAX 16      // k_attn_part_ext's output dims per lane at most: Dv <= 512
 #define EXT_PAIRS_DECODE 16 // (token, head) pairs per block of k_attn_part_ext: decode (more blocks)
 #define EXT_PAIRS 64        // prompts (each staged chunk shared by more)
 
-int strata_cuda_attn_init(void)
+int strata_cuda_attn_init(struct strata_cuda *cu)
 {
+    cu->attn_done = (uint32_t *)strata_cuda_alloc(cu, ATTN_PASS * sizeof(uint32_t), "attention merge tickets");
+    if (!cu->attn_done) return STRATA_ENOMEM;
+    CU_TRY(cudaMemsetAsync(cu->attn_done, 0, ATTN_PASS * sizeof(uint32_t), cu->stream));
 #define SET_SMEM(NT, DK) CU_TRY(cudaFuncSetAttribute(k_attn_part<NT, DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX))
     SET_SMEM(1, 0); SET_SMEM(1, 64); SET_SMEM(1, 128); SET_SMEM(1, 256);
     SET_SMEM(ATTN_TOK, 0); SET_SMEM(ATTN_TOK, 64); SET_SMEM(ATTN_TOK, 128); SET_SMEM(ATTN_TOK, 256);
@@ -721,9 +828,18 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
             PART(2); PART(4); PART(8); PART(EXT_VJ_MAX);
 #undef PART
         }
-        const unsigned mt = a->H >= 32 ? 1024 : 32 * a->H;  // a warp per head
-        CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, k, t0, n_chunks,
-                  chunk_len, act, quantize);
+        // The two merges give the same bits; a block a token is ~3% faster in prompts over few
+        // chunks (512 tokens from 0: one block a token and no tickets), a block a head everywhere else
+        const bool merge_tok = cu->merge_old > 0 || (cu->merge_old < 0 && n >= ATTN_TOK && n_chunks <= MERGE_TOK_CHUNKS);
+        if (merge_tok) {
+            const unsigned mt = a->H >= 32 ? 1024 : 32 * a->H;  // a warp per head
+            CU_LAUNCH("k_attn_merge", k_attn_merge, n, mt, quantize ? (size_t)a->H * a->Dv * 4 : 0, k, t0, n_chunks,
+                      chunk_len, act, quantize);
+        } else {
+            CU_LAUNCH("k_attn_merge_heads", k_attn_merge_heads, dim3(n, a->H), MERGE_THREADS, 0, k, t0, n_chunks,
+                      chunk_len, act, quantize, cu->attn_done,
+                      cu->merge_wts > 0 && cu->merge_wts < MERGE_WTS ? cu->merge_wts : MERGE_WTS);
+        }
     }
     return 0;
 }

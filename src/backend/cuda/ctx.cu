@@ -202,6 +202,10 @@ int strata_cuda_open(struct strata_cuda **out, int device)
     cu->pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
     const char *mla_old = getenv("STRATA_CUDA_MLA_OLD");
     cu->mla_old = mla_old && strcmp(mla_old, "1") == 0;
+    const char *merge_old = getenv("STRATA_CUDA_MERGE_OLD");
+    cu->merge_old = merge_old && (strcmp(merge_old, "1") == 0 || strcmp(merge_old, "0") == 0) ? merge_old[0] - '0' : -1;
+    const char *merge_wts = getenv("STRATA_CUDA_MERGE_WTS");
+    cu->merge_wts = merge_wts ? atoi(merge_wts) : 0;
     const char *mmq_opts = getenv("STRATA_CUDA_MMQ_OPTS");
     cu->mmq_opts = mmq_opts && mmq_opts[0] >= '0' && mmq_opts[0] <= '1' && !mmq_opts[1] ? mmq_opts[0] - '0' : 1;
     int rc = 0;
@@ -214,7 +218,7 @@ int strata_cuda_open(struct strata_cuda **out, int device)
     if (rc == 0) rc = strata_cuda_tables_mv();
     if (rc == 0) rc = strata_cuda_tables_mmq();
     if (rc == 0) rc = strata_cuda_mmq_init();
-    if (rc == 0) rc = strata_cuda_attn_init();
+    if (rc == 0) rc = strata_cuda_attn_init(cu);
     if (rc == 0) rc = strata_cuda_select_init(cu);
     // the tables went by cudaMemcpyToSymbol from pageable memory, on the legacy stream, which the
     // context's non-blocking stream does not wait for: landed before any kernel reads them

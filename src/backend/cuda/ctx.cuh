@@ -73,6 +73,10 @@ struct strata_cuda {
     int mm_path;                     // 0 auto, 1 mat-vec only, 2 GEMM where it applies
     int pdl;                         // programmatic dependent launch on (sm_90, not STRATA_CUDA_PDL=0)
     int mla_old;                     // MLA's attention through k_attn_part_ext (STRATA_CUDA_MLA_OLD=1; A/B)
+    int merge_old;                   // attention's merge a block a token: 1 always, 0 never, -1 (unset)
+                                     //   for passes of many tokens over few chunks (STRATA_CUDA_MERGE_OLD)
+    int merge_wts;                   // chunk weights the merge keeps (STRATA_CUDA_MERGE_WTS, tests; 0: all it can)
+    uint32_t *attn_done;             // the merge's tickets, a token of a pass each (attn.cu), made zeroed at open
     int mmq_opts;                    // GEMM options (mmq.cu MMQ_*; STRATA_CUDA_MMQ_OPTS, default all; A/B)
     int32_t *rows_dev;               // host row lists copied here for get_rows
     size_t rows_cap;
@@ -89,8 +93,8 @@ void strata_cuda_prof_mark(struct strata_cuda *cu, const char *what);
 int strata_cuda_tables_quant(void);
 int strata_cuda_tables_mv(void);
 int strata_cuda_tables_mmq(void);
-// attn.cu: the attention kernel's shared-memory limit raised once.
-int strata_cuda_attn_init(void);
+// attn.cu: the attention kernels' shared-memory limit raised once, the merge's tickets made.
+int strata_cuda_attn_init(struct strata_cuda *cu);
 // select.cu: the selections' scratch, made and zeroed.
 int strata_cuda_select_init(struct strata_cuda *cu);
 
