@@ -14,7 +14,7 @@
 #   there: run(command="bash bench/device/cpu_ab.sh", carry=[".deps/ab", ".deps/lib"])
 #
 # THREADS (16), LAYERS (48), PROMPTS ("512 8192"; empty: none), REPS (runs per build and prompt; 2), GEMM_TOKENS
-# ("16 32 64"), TYPES (the GEMM bench's rows, "Q4_K Q5_K Q6_K Q8_0"), BUDGET_S (500: later steps
+# ("16 32 64"), TYPES (the GEMM bench's rows, "Q4_K Q5_K Q6_K Q8_0"), MTYPE (the model's type, Q4_K), BUDGET_S (500: later steps
 # are skipped, and say so, past it). VARIANTS ("A:$A B:$B"): NAME:DIR[:VAR=VALUE | :-FLAGS] per
 # variant, a build with an optional environment variable or extra `strata run` flags (`_` for a
 # space: B2k:$B:-b_2048), for the GEMM bench and the prompts (the bench also runs B at AVX-512). SKIP_TESTS=1: no kernel tests; MIN_GBS=N: stop at once on a host whose read bandwidth (B's membw) is below N GB/s; DECODE=N: N tokens decoded after a 4-token prompt per variant and rep (with the byte floor where B's directory has membw); PERF_DECODE=1: perf records that decode instead of a prompt; LLAMA=llama-bench: llama.cpp's prompt 512 (and decode) on the same file in the same call; WORK: where the model is written (kept
@@ -27,6 +27,7 @@ export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 A=${A:-.deps/ab/a} B=${B:-.deps/ab/b}
 THREADS=${THREADS:-16} LAYERS=${LAYERS:-48} PROMPTS=${PROMPTS-512 8192} REPS=${REPS:-2}
 GEMM_TOKENS=${GEMM_TOKENS-16 32 64} TYPES=${TYPES:-Q4_K Q5_K Q6_K Q8_0} BUDGET_S=${BUDGET_S:-500}
+MTYPE=${MTYPE:-Q4_K}
 out=${OUT:-/tmp/cpu_ab}
 mkdir -p "$out"
 work=${WORK:-$(mktemp -d)}  # a WORK kept between calls of one session keeps the model
@@ -80,9 +81,9 @@ for n in $GEMM_TOKENS; do
     done
 done
 
-model=$work/qwen3-30b-a3b-L$LAYERS-Q4_K.gguf
-[ -f "$model" ] || log "synth $LAYERS layers"
-[ -f "$model" ] || timeout 180 "$B/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$LAYERS" --type Q4_K -o "$model" \
+model=$work/qwen3-30b-a3b-L$LAYERS-$MTYPE.gguf
+[ -f "$model" ] || log "synth $LAYERS layers of $MTYPE"
+[ -f "$model" ] || timeout 180 "$B/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$LAYERS" --type "$MTYPE" -o "$model" \
     --no-progress > "$out/synth.log" 2>&1 || { log "synth failed: $(tail -n 1 "$out/synth.log")"; exit 1; }
 field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["stats"]; print(eval(sys.argv[2]))' "$@" 2>/dev/null; }
 for p in $PROMPTS; do
