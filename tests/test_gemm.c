@@ -11,9 +11,10 @@
 //     thread counts;
 //   - integer extremes (largest quants, scales and activations) stay exact.
 //   test_gemm [--seed N]          the tests
-//   test_gemm --bench [T [E]]     GMAC/s of one thread: quant multi-dot, canonical multi-dot and
+//   test_gemm --bench [T [E [TYPE]]]  GMAC/s of one thread: quant multi-dot, canonical multi-dot and
 //                                 the GEMM, on E (default 8; 128 and more stream from RAM)
-//                                 expert-shaped products of T tokens (default 8, 32)
+//                                 expert-shaped products of T tokens (default 8, 32), of
+//                                 every type or of TYPE alone (Q4_K, ...)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -400,7 +401,9 @@ int main(int argc, char **argv)
         const int experts = argc >= 4 ? atoi(argv[3]) : 8;
         if (experts < 1 || experts > 256) return 2;
         for (size_t k = 0; k < N_TYPES; k++)
-            for (int i = 0; i < (argc >= 3 ? 1 : 2) && strata_gemm_supports(lv, g_types[k]); i++)
+            for (int i = 0; i < (argc >= 3 ? 1 : 2) && strata_gemm_supports(lv, g_types[k]) &&
+                            (argc < 5 || strcmp(argv[4], strata_type_name(g_types[k])) == 0);
+                 i++)
                 bench_type(g_types[k], toks[i], experts, lv);
         return 0;
     }

@@ -489,7 +489,8 @@ int strata_gemm_create(struct strata_gemm **out, int n_threads, enum strata_gemm
         return STRATA_ENOMEM;
     }
     for (int i = 0; i < n_threads; i++) {
-        const size_t out_bytes = (size_t)g->k->rows_per_panel * (size_t)g->k->max_tiles * g->k->lanes * sizeof(float);
+        const int call_tiles = g->k->fused_tiles > g->k->max_tiles ? g->k->fused_tiles : g->k->max_tiles;
+        const size_t out_bytes = (size_t)g->k->rows_per_panel * (size_t)call_tiles * g->k->lanes * sizeof(float);
         void *o = NULL;
         if (posix_memalign(&o, 64, out_bytes)) {
             strata_gemm_free(g);
@@ -648,14 +649,19 @@ static void panel_item(const struct gemm_call *c, int i0, int *jp, uint8_t *pane
         return;
     }
     const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
-    for (int r = 0; r < nr; r++)
-        k->unpack(p->f, &p->L, (const char *)job->w.data + (size_t)(r0 + r) * job->w.row_bytes, panel + (size_t)r * p->L.bytes);
+    const uint8_t *rows = (const uint8_t *)job->w.data + (size_t)r0 * job->w.row_bytes;
+    // few tiles: the level's fused kernel where it has one, all of them in one call (no records)
+    const bool fused = k->fused && k->fuses(p->f) && p->n_groups <= k->fused_tiles;
+    for (int r = 0; r < nr && !fused; r++)
+        k->unpack(p->f, &p->L, rows + (size_t)r * job->w.row_bytes, panel + (size_t)r * p->L.bytes);
     const struct job_plan *owner = &c->plan[p->owner];
-    for (int grp = 0; grp < p->n_groups; grp += k->max_tiles) {
-        const int n_tiles = p->n_groups - grp < k->max_tiles ? p->n_groups - grp : k->max_tiles;
-        const uint8_t *tiles[4];
+    const int per_call = fused ? p->n_groups : k->max_tiles;
+    for (int grp = 0; grp < p->n_groups; grp += per_call) {
+        const int n_tiles = p->n_groups - grp < per_call ? p->n_groups - grp : per_call;
+        const uint8_t *tiles[GEMM_CALL_TILES];
         for (int i = 0; i < n_tiles; i++) tiles[i] = g->tiles + owner->tile_off + (size_t)(grp + i) * owner->T.bytes;
-        k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
+        if (fused) k->fused(p->f, &p->L, &p->T, rows, job->w.row_bytes, nr, tiles, n_tiles, out);
+        else k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
         for (int i = 0; i < n_tiles; i++) {
             const int t0 = (grp + i) * lanes, n_act = job->n_tok - t0 < lanes ? job->n_tok - t0 : lanes;
             float *y[GEMM_MAX_LANES];

@@ -288,7 +288,7 @@ void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layou
         for (uint32_t b = 0; b < L->nb; b++) {
             const uint8_t *qs;
             __m512i qh;
-            const __m128i sm = gemm_k45_block(L, row, b, five, rec, &qs, &qh);  // 8 scales, 8 mins
+            const __m128i sm = gemm_k45_block(L, row, b, five, rec, &qs, &qh, STRATA_PREFETCH_AHEAD);  // 8 scales, 8 mins
             _mm256_storeu_si256((__m256i *)(sc + b * 8), _mm256_cvtepu8_epi32(sm));
             for (int c = 0; c < 4; c++)
                 _mm512_storeu_si512(w + (size_t)b * QK_K + 64 * c, k_chunk_quants(qs + 32 * c, five ? &qh : NULL, five ? q5_select(c) : zero));

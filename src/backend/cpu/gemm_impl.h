@@ -39,6 +39,7 @@
 #include "backend/cpu/kernels_impl.h"
 
 #define GEMM_MAX_LANES 16
+#define GEMM_CALL_TILES 4  // the most tiles one panel or fused call takes (max_tiles, fused_tiles)
 
 struct gemm_format {
     uint32_t wtype;     // weight type
@@ -98,6 +99,14 @@ struct gemm_kernels {
     gemm_unpack_fn unpack;  // gemm_unpack_row, or the level's own (the same bytes but corr where
                             // the level's kernel does not read it)
     gemm_panel_fn panel;    // NULL: every job takes the multi-token dot
+    // Optional, for the formats `fuses` names: n_rows (1..rows_per_panel) rows of packed
+    // weights (row_bytes apart) times n_tiles (<= fused_tiles) tiles into out as panel() does,
+    // unpacking as it goes instead of into records (for jobs of few tiles: a prompt's experts).
+    bool (*fuses)(const struct gemm_format *f);
+    int fused_tiles;        // <= GEMM_CALL_TILES
+    void (*fused)(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
+                  const uint8_t *rows, size_t row_bytes, int n_rows, const uint8_t *const *tiles, int n_tiles,
+                  float *out);
     // Tile i of a panel call's results to its tokens' output rows: y[l][r] = out[(r * n_tiles + i)
     // * lanes + l] for l < n_act, r < n_rows (out has rows_per_panel rows, those past n_rows
     // unwritten but allocated); NULL: a scalar loop.
@@ -195,14 +204,16 @@ static inline __attribute__((always_inline)) size_t gemm_b32_bytes(uint32_t type
 
 // Block b of a Q4_K / Q5_K row for the unpacking: writes the record's mins (mp), dw and ndmin of
 // the block, and gives its quants, its high bits (Q5_K; zero for Q4_K, where `five` is false) and
-// its scales and mins (strata_k_scales_sse: bytes 0..7 the scales, 8..15 the mins).
+// its scales and mins (strata_k_scales_sse: bytes 0..7 the scales, 8..15 the mins). Prefetches a
+// block's bytes `ahead` bytes past it (STRATA_PREFETCH_AHEAD where rows are read one after the
+// other).
 static inline __attribute__((always_inline)) __m128i gemm_k45_block(const struct gemm_rec_layout *L, const void *row,
                                                                      uint32_t b, bool five, uint8_t *rec,
-                                                                     const uint8_t **qs, __m512i *qh)
+                                                                     const uint8_t **qs, __m512i *qh, long ahead)
 {
     const size_t bb = five ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
     const uint8_t *blk = (const uint8_t *)row + b * bb;
-    strata_prefetch_ahead(blk, (int)bb);
+    strata_prefetch_bytes(blk + ahead, (int)bb);
     const struct block_q4_k *head = (const struct block_q4_k *)blk;
     *qs = five ? ((const struct block_q5_k *)blk)->qs : head->qs;
     *qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)blk)->qh))
