@@ -45,7 +45,9 @@ let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);
 best() { sort -g | tail -n 1; }
 s_dec=(); s_pp=(); l_dec=(); l_pp=()
 for r in $(seq "$REPS"); do
-  out=$(build/strata run -m "$model" --prompt-tokens "$ids" -n "$GEN" --temp 0 --ignore-eos --json -t "$THREADS")
+  # the context llama_bench.mjs gives llama.cpp (strata's default, 4,096, would refuse longer prompts)
+  out=$(build/strata run -m "$model" --prompt-tokens "$ids" -n "$GEN" --temp 0 --ignore-eos --json -t "$THREADS" \
+        -c $((PROMPT + GEN + 8)))
   s_pp+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).stats.prompt_tok_s))')")
   s_dec+=("$(echo "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).stats.decode_tok_s))')")
   # Shares of strata's forward time in full attention and in linear attention (delta-net).
