@@ -43,7 +43,7 @@ LDLIBS  := -lm -pthread -luring -lcjson -lmicrohttpd $(EXTRA_LDLIBS)
 # the dispatcher picks one at start-up from CPU detection, so the rest stays baseline x86-64.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
-AMX_FLAGS    := $(AVX512_FLAGS) -mavx512vbmi -mamx-tile -mamx-int8
+AMX_FLAGS    := $(AVX512_FLAGS) -mavx512vbmi -mamx-tile -mamx-int8 -mamx-bf16
 
 LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' ! -path 'src/cli/*' ! -path 'src/server/*'))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)

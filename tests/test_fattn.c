@@ -216,6 +216,8 @@ static void fixture_init(struct fixture *f, uint32_t type, uint32_t Hkv, uint32_
     free(k), free(v);
     f->q = xmalloc((size_t)n * Hkv * G * dk * 4);
     random_fill(rng, f->q, (size_t)n * Hkv * G * dk, 1.5f);
+    if (type == STRATA_TYPE_F16)  // the CPU backend rounds the queries to the key type's dot format
+        for (size_t i = 0; i < (size_t)n * Hkv * G * dk; i++) f->q[i] = strata_fp16_to_fp32(strata_fp32_to_fp16(f->q[i]));
     f->pos = xmalloc((size_t)n * 4);
     for (int p = 0; p < n; p++) f->pos[p] = p;
     f->kc = xmalloc((size_t)n * Hkv * dk * 4), f->vc = xmalloc((size_t)n * Hkv * dv * 4);
@@ -300,12 +302,32 @@ static void test_calls(uint32_t type, uint32_t Hkv, uint32_t G, uint32_t dk, uin
         t += m;
     }
     CHECK(!memcmp(all, mixed, out_floats * 4), "random chunks differ from one chunk");
+    // The ISAs give the same bits; the AMX scores (F16 keys) are checked against them by a bound.
+    struct strata_fattn_ctx *probe = NULL;
+    bool amx = false;
+    if (strata_fattn_create(&probe, 1, best, dk, dv, G) == 0) amx = strata_fattn_amx(probe, type, type);
+    strata_fattn_free(probe);
+    float *plain = all;
+    if (amx) {
+        plain = xmalloc(out_floats * 4);
+        setenv("STRATA_AMX", "0", 1);
+        run_chunks(&f, 0, n, n, best, 2, plain);
+        unsetenv("STRATA_AMX");
+        // the weights keep 16 of their bits on the tiles (2^-17 relative each), so an output,
+        // a convex combination of values, moves by at most 2^-17 of the largest value; twice that
+        // leaves the scores' rounding (a few eps) room
+        double d = 0, vmax = 0;
+        for (size_t i = 0; i < out_floats; i++) d = fmax(d, fabs(all[i] - plain[i]));
+        for (size_t i = 0; i < (size_t)n * Hkv * dv; i++) vmax = fmax(vmax, fabs(f.vc[i]));
+        CHECK(d < 0x1p-16 * vmax, "AMX differs from %s by %.3g (values up to %.3g)", strata_isa_name(best), d, vmax);
+    }
     for (int isa = 0; isa < STRATA_ISA_COUNT; isa++) {
         if ((enum strata_isa)isa == best || !strata_kernels_for((enum strata_isa)isa)) continue;
         run_chunks(&f, 0, n, n, (enum strata_isa)isa, 2, mixed);
-        CHECK(!memcmp(all, mixed, out_floats * 4), "ISA %s differs from %s", strata_isa_name((enum strata_isa)isa),
+        CHECK(!memcmp(plain, mixed, out_floats * 4), "ISA %s differs from %s", strata_isa_name((enum strata_isa)isa),
               strata_isa_name(best));
     }
+    if (plain != all) free(plain);
     // against float64, on a sample of tokens and heads: each output element is a convex
     // combination of values, so its error is a few eps of the values' magnitude
     double worst = 0, ref[512];
@@ -335,8 +357,8 @@ static void test_calls(uint32_t type, uint32_t Hkv, uint32_t G, uint32_t dk, uin
         free(scores);
     }
     char name[128];
-    snprintf(name, sizeof name, "attention %s Hkv=%u group=%u dk=%u dv=%u ctx=%d (error %.2g)", strata_type_name(type), Hkv, G, dk,
-             dv, n, worst);
+    snprintf(name, sizeof name, "attention %s%s Hkv=%u group=%u dk=%u dv=%u ctx=%d (error %.2g)", strata_type_name(type),
+             amx ? " [amx]" : "", Hkv, G, dk, dv, n, worst);
     case_result(name, before);
     free(all), free(one), free(mixed);
     fixture_free(&f);

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/amx.h"
+#include "backend/cpu/fattn_amx.h"
 #include "backend/cpu/fattn_impl.h"
 #include "util/log.h"
 
@@ -36,11 +38,16 @@ struct thread_scratch {
     float *v;        // [B][dv] values converted to float
     float *m, *l;    // [FATTN_MAX_ROWS]
     int *n_valid;    // [FATTN_MAX_ROWS]
+    uint16_t *qh, *ql;  // AMX: [FATTN_MAX_TILES][FATTN_MAX_ROWS][dk] the unit's queries as bf16 hi, lo
+    uint16_t *kh, *kl;  // AMX: [dk / 2][B][2] the segment's keys as bf16 hi, lo
+    uint16_t *vh, *vl;  // AMX: [B / 2][dv][2] its values
+    uint16_t *ph, *pl;  // AMX: [FATTN_MAX_ROWS][B] a tile's softmax weights
 };
 
 struct strata_fattn_ctx {
     const struct fattn_kernels *k;
     const struct strata_kernels *qk;   // dequantisation of the cache types
+    bool amx;                          // the scores of an F16 key cache on AMX bf16 tiles
     int n_threads;
     uint32_t dk, dv, group;
     struct thread_scratch *th;
@@ -70,8 +77,11 @@ int strata_fattn_create(struct strata_fattn_ctx **out, int n_threads, enum strat
         free(c);
         return STRATA_ENOMEM;
     }
+    c->amx = isa == STRATA_ISA_AVX512 && dk % 32 == 0 && dv % 16 == 0 && strata_amx_bf16_runs();
     const size_t R = FATTN_MAX_ROWS, T = FATTN_MAX_TILES, B = STRATA_KV_BLOCK;
-    const size_t floats = T * R * dk + R * B + R * dv + T * R * (dv + 2) + B * dk + B * dv + 2 * R;
+    // AMX: the split queries and keys, two bf16 a float
+    const size_t amx_floats = c->amx ? T * R * dk + B * dk + B * dv + R * B : 0;
+    const size_t floats = T * R * dk + R * B + R * dv + T * R * (dv + 2) + B * dk + B * dv + 2 * R + amx_floats;
     for (int i = 0; i < n_threads; i++) {
         struct thread_scratch *t = &c->th[i];
         void *p = NULL;
@@ -89,6 +99,12 @@ int strata_fattn_create(struct strata_fattn_ctx **out, int n_threads, enum strat
         t->v = f, f += B * dv;
         t->m = f, f += R;
         t->l = f, f += R;
+        if (c->amx) {
+            t->qh = (uint16_t *)f, t->ql = t->qh + T * R * dk, f += T * R * dk;
+            t->kh = (uint16_t *)f, t->kl = t->kh + B * dk, f += B * dk;
+            t->vh = (uint16_t *)f, t->vl = t->vh + B * dv, f += B * dv;
+            t->ph = (uint16_t *)f, t->pl = t->ph + R * B, f += R * B;
+        }
         t->n_valid = (int *)f;
         c->scratch_bytes += floats * sizeof(float) + R * sizeof(int);
     }
@@ -103,6 +119,11 @@ void strata_fattn_free(struct strata_fattn_ctx *c)
     free(c->th);
     free(c->partials);
     free(c);
+}
+
+bool strata_fattn_amx(const struct strata_fattn_ctx *c, uint32_t k_type, uint32_t v_type)
+{
+    return c->amx && (k_type == STRATA_TYPE_F16 || v_type == STRATA_TYPE_F16);
 }
 
 size_t strata_fattn_scratch_bytes(const struct strata_fattn_ctx *c)
@@ -121,6 +142,8 @@ struct call {
     int tiles_per_unit;  // tiles of one KV head that tile_worker takes together, 1..FATTN_MAX_TILES
     int max_segs;        // segments of the longest context in the call
     bool split;
+    bool amx;            // scores on AMX tiles (an F16 key cache on a context that has them)
+    bool amx_pv;         // the weighted values too (an F16 value cache)
     atomic_int next;
 };
 
@@ -174,14 +197,20 @@ static void segment_floats(const struct call *cl, uint32_t kvh, int seg, int nk,
     const uint8_t *keys = strata_kv_keys(kv, cl->a->layer, kvh, (uint32_t)seg);
     const uint8_t *vals = strata_kv_values(kv, cl->a->layer, kvh, (uint32_t)seg);
     *kt = (const float *)keys, *v = (const float *)vals;
-    if (kv->k_type == STRATA_TYPE_Q8_0) {
+    if (cl->amx) {
+        fattn_amx_keys_f16(keys, groups, c->dk, t->kh, t->kl);
+        *kt = NULL;
+    } else if (kv->k_type == STRATA_TYPE_Q8_0) {
         c->k->keys_q8_0(keys, groups, c->dk, t->kt);
         *kt = t->kt;
     } else if (kv->k_type != STRATA_TYPE_F32) {
         c->qk->dequant[kv->k_type](keys, t->kt, (int64_t)groups * 16 * c->dk);
         *kt = t->kt;
     }
-    if (kv->v_type != STRATA_TYPE_F32) {
+    if (cl->amx_pv) {
+        fattn_amx_values_f16(vals, nk, c->dv, t->vh, t->vl);
+        *v = NULL;
+    } else if (kv->v_type != STRATA_TYPE_F32) {
         c->qk->dequant[kv->v_type](vals, t->v, (int64_t)nk * c->dv);
         *v = t->v;
     }
@@ -196,16 +225,25 @@ static void prefetch_part(const uint8_t *p, size_t bytes, int part, int parts)
     for (size_t b = b0 & ~(size_t)63; b < b1; b += 64) __builtin_prefetch(p + b, 0, 2);
 }
 
-// The partial (m, l, o) of a segment for the query rows q, row r seeing n_valid[r] of the nk keys
-// kt and values v: into t->m, t->l, t->o.
-static void segment_rows(const struct call *cl, const float *q, int rows, const int *n_valid, int nk, const float *kt,
-                         const float *v, struct thread_scratch *t)
+// The partial (m, l, o) of a segment for the query rows of tile k of the unit (q; AMX: t->qh, t->ql
+// at tile k), row r seeing n_valid[r] of the nk keys kt (AMX: t->kh, t->kl) and values v: into
+// t->m, t->l, t->o.
+static void segment_rows(const struct call *cl, int k, const float *q, int rows, const int *n_valid, int nk,
+                         const float *kt, const float *v, struct thread_scratch *t)
 {
     const struct strata_fattn_ctx *c = cl->c;
-    const size_t B = STRATA_KV_BLOCK;
-    c->k->scores(q, rows, kt, (nk + 15) / 16, c->dk, cl->a->scale, t->s, B);
+    const size_t B = STRATA_KV_BLOCK, at = (size_t)k * FATTN_MAX_ROWS * c->dk;
+    if (cl->amx)
+        fattn_amx_scores(t->qh + at, t->ql + at, rows, t->kh, t->kl, (nk + 15) / 16, c->dk, cl->a->scale, t->s, B);
+    else
+        c->k->scores(q, rows, kt, (nk + 15) / 16, c->dk, cl->a->scale, t->s, B);
     c->k->softmax(t->s, B, rows, n_valid, nk, t->m, t->l);
-    c->k->pv(t->s, B, rows, nk, v, c->dv, t->o);
+    if (cl->amx_pv) {
+        fattn_amx_split_weights(t->s, B, rows, nk, t->ph, t->pl);
+        fattn_amx_pv(t->ph, t->pl, rows, nk, t->vh, t->vl, c->dv, t->o);
+    } else {
+        c->k->pv(t->s, B, rows, nk, v, c->dv, t->o);
+    }
 }
 
 // The output row of row r (state: M, L, O[dv]).
@@ -242,6 +280,9 @@ static void tile_worker(void *arg, int ith, int nth)
         int max_pos[FATTN_MAX_TILES], unit_max = 0;
         for (int k = 0; k < n_tiles; k++) {
             max_pos[k] = load_queries(cl, kvh, (tile0 + k) * FATTN_MAX_ROWS, tile_rows(cl, tile0 + k), t->q + k * R * dk);
+            if (cl->amx)
+                fattn_amx_split_queries(t->q + k * R * dk, tile_rows(cl, tile0 + k), (uint32_t)dk, t->qh + k * R * dk,
+                                        t->ql + k * R * dk);
             if (max_pos[k] > unit_max) unit_max = max_pos[k];
         }
         for (int seg = 0; seg <= unit_max / B; seg++) {
@@ -253,7 +294,7 @@ static void tile_worker(void *arg, int ith, int nth)
                 if (seg > max_pos[k] / B) continue;
                 const int i0 = (tile0 + k) * FATTN_MAX_ROWS, rows = tile_rows(cl, tile0 + k);
                 const int nk = segment_keys(cl, i0, rows, seg, t->n_valid);
-                segment_rows(cl, t->q + k * R * dk, rows, t->n_valid, nk, kt, v, t);
+                segment_rows(cl, k, t->q + k * R * dk, rows, t->n_valid, nk, kt, v, t);
                 for (int r = 0; r < rows; r++) {
                     if (t->n_valid[r] == 0) continue;
                     float *st = t->state + (k * R + (size_t)r) * (dv + 2);
@@ -289,10 +330,11 @@ static void split_worker(void *arg, int ith, int nth)
         const int i0 = (tile % cl->tiles_per_head) * FATTN_MAX_ROWS, rows = tile_rows(cl, tile % cl->tiles_per_head);
         const int max_pos = load_queries(cl, kvh, i0, rows, t->q);
         if (seg > max_pos / STRATA_KV_BLOCK) continue;
+        if (cl->amx) fattn_amx_split_queries(t->q, rows, c->dk, t->qh, t->ql);
         const int nk = segment_keys(cl, i0, rows, seg, t->n_valid);
         const float *kt, *v;
         segment_floats(cl, kvh, seg, nk, t, &kt, &v);
-        segment_rows(cl, t->q, rows, t->n_valid, nk, kt, v, t);
+        segment_rows(cl, 0, t->q, rows, t->n_valid, nk, kt, v, t);
         for (int r = 0; r < rows; r++) {
             float *p = partial_at(cl, tile, seg, r);
             p[0] = t->m[r], p[1] = t->l[r];
@@ -330,7 +372,8 @@ int strata_fattn_run(struct strata_fattn_ctx *c, struct strata_pool *pool, const
     STRATA_ASSERT(kv->dk == c->dk && kv->dv == c->dv && a->n_head == kv->n_head_kv * c->group);
     STRATA_ASSERT(strata_pool_size(pool) <= c->n_threads);
     if (a->n_tok <= 0) return 0;
-    struct call cl = {.c = c, .a = a, .n_rows = a->n_tok * (int)c->group};
+    struct call cl = {.c = c, .a = a, .n_rows = a->n_tok * (int)c->group, .amx = c->amx && kv->k_type == STRATA_TYPE_F16,
+                      .amx_pv = c->amx && kv->v_type == STRATA_TYPE_F16};
     cl.tiles_per_head = (cl.n_rows + FATTN_MAX_ROWS - 1) / FATTN_MAX_ROWS;
     cl.tile_rows = cl.n_rows < FATTN_MAX_ROWS ? cl.n_rows : FATTN_MAX_ROWS;
     int max_pos = 0;

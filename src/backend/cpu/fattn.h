@@ -15,7 +15,15 @@
 //                 L = fmaf(L, a, l * c), O[e] = fmaf(O[e], a, o[e] * c), M = M'
 //   out[e] = O[e] * (1 / L).
 // Keys and values are converted to float exactly (F16, BF16, Q8_0 scale times int8); the query
-// stays float (llama.cpp rounds it to the cache type for the product: strata does not).
+// is taken as given (the CPU backend rounds it to the key type's dot format, as llama.cpp does).
+//
+// AMX (fattn_amx.c; an F16 cache on a CPU with AMX-BF16, STRATA_AMX=0 turns it off): the scores
+// and the weighted values on bf16 tiles, each F16 key, value and query split exactly into two
+// bf16 values and the softmax weights into two (16 of their bits), four tile products a step,
+// summed in the tile unit's order. That replaces the fmaf orders above for s_j and o[e] (a few
+// eps of difference, test_fattn bounds it against the other levels and float64); everything
+// else holds, the independence of the batch included (every row and key is computed alike in
+// any tile).
 //
 // This is not llama.cpp's order (its non-flash path takes one softmax over the whole row, its
 // flash path one key at a time), so strata's attention output differs from llama.cpp's in the
@@ -23,6 +31,7 @@
 #ifndef STRATA_BACKEND_CPU_FATTN_H
 #define STRATA_BACKEND_CPU_FATTN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend/cpu/kv.h"
@@ -51,6 +60,12 @@ int strata_fattn_create(struct strata_fattn_ctx **out, int n_threads, enum strat
                         uint32_t group);
 void strata_fattn_free(struct strata_fattn_ctx *c);
 size_t strata_fattn_scratch_bytes(const struct strata_fattn_ctx *c);
+
+// True if calls on a cache of these key and value types take AMX tiles (fattn_amx.c: the scores
+// where the keys are F16, the weighted values where the values are, on an AVX-512 context of a
+// CPU with AMX-BF16, unless STRATA_AMX=0 at creation). Their outputs differ from the other
+// levels' in the last bits (test_fattn bounds them); every other property above holds.
+bool strata_fattn_amx(const struct strata_fattn_ctx *c, uint32_t k_type, uint32_t v_type);
 
 // Run one call on the pool. 0, or STRATA_ENOMEM when the split's partials cannot grow.
 int strata_fattn_run(struct strata_fattn_ctx *c, struct strata_pool *pool, const struct strata_fattn *a);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/amx.h"
 #include "backend/cpu/gemm_impl.h"
 #include "quant/fp16.h"
 #include "quant/iq_grids.h"
@@ -386,6 +387,14 @@ bool strata_gemm_level_runs(enum strata_gemm_level level)
         return g_amx_ok;
     default: return false;
     }
+}
+
+bool strata_amx_bf16_runs(void)
+{
+    const char *env = getenv("STRATA_AMX");
+    if (env && strcmp(env, "0") == 0) return false;
+    unsigned a, b, c, d;
+    return strata_gemm_level_runs(STRATA_GEMM_AMX) && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 22) & 1);
 }
 
 enum strata_gemm_level strata_gemm_level_for(enum strata_isa isa)

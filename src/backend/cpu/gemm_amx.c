@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backend/cpu/amx.h"
 #include "backend/cpu/gemm_impl.h"
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -54,13 +55,17 @@ struct tile_config {
 
 static __thread bool g_configured;
 
-static void configure(void)
+void strata_amx_configure(void)
 {
     if (g_configured) return;
     struct tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = 0; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
+    // gcc 12 does not see ldtilecfg read the struct: without the barrier it dropped the rows and
+    // column widths as dead stores once this function was no longer static (a #GP on the
+    // all-zero palette)
+    __asm__ volatile("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
     g_configured = true;
 }
@@ -274,7 +279,7 @@ static void fused_amx(const struct gemm_format *f, const struct gemm_rec_layout 
                       const uint8_t *rows, size_t row_bytes, int n_rows, const uint8_t *const *tiles, int n_tiles,
                       float *out)
 {
-    configure();
+    strata_amx_configure();
     fused_split(f, T, rows, row_bytes, n_rows, L->nb, tiles, n_tiles, out);
 }
 
@@ -285,7 +290,7 @@ static void panel_amx(const struct gemm_format *f, const struct gemm_rec_layout 
         gemm_panel_avx512(f, L, T, recs, n_rows, tiles, n_tiles, out);
         return;
     }
-    configure();
+    strata_amx_configure();
     if (n_tiles == 2) panel_split(L, T, recs, n_rows, tiles, out, 2);
     else panel_split(L, T, recs, n_rows, tiles, out, 1);
 }
