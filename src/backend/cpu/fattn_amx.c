@@ -1,5 +1,6 @@
-// The attention's scores on AMX bf16 tiles (fattn.h, "AMX"), for an F16 key cache: 16 query rows
-// x 16 keys a C tile, TDPBF16PS over the dimensions 32 at a time.
+// The attention's scores and weighted values on AMX bf16 tiles (fattn.h, "AMX"), for an F16
+// cache: 16 query rows x 16 keys (16 value elements) a C tile, TDPBF16PS over the dimensions
+// (the keys) 32 at a time. The weighted values' part is below, after the scores.
 //
 // Exact products. An F16 value has 11 significant bits; its top 8 (the float's bits truncated to
 // bf16) and the other 3 are two bf16 values that sum to it exactly. The keys are F16 and the
