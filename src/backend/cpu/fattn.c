@@ -47,7 +47,7 @@ struct thread_scratch {
 struct strata_fattn_ctx {
     const struct fattn_kernels *k;
     const struct strata_kernels *qk;   // dequantisation of the cache types
-    bool amx;                          // the scores of an F16 key cache on AMX bf16 tiles
+    bool amx;                          // F16 caches on AMX bf16 tiles (strata_fattn_amx)
     int n_threads;
     uint32_t dk, dv, group;
     struct thread_scratch *th;
@@ -79,7 +79,7 @@ int strata_fattn_create(struct strata_fattn_ctx **out, int n_threads, enum strat
     }
     c->amx = isa == STRATA_ISA_AVX512 && dk % 32 == 0 && dv % 16 == 0 && strata_amx_bf16_runs();
     const size_t R = FATTN_MAX_ROWS, T = FATTN_MAX_TILES, B = STRATA_KV_BLOCK;
-    // AMX: the split queries and keys, two bf16 a float
+    // AMX: the split queries, keys, values and weights, two bf16 a float
     const size_t amx_floats = c->amx ? T * R * dk + B * dk + B * dv + R * B : 0;
     const size_t floats = T * R * dk + R * B + R * dv + T * R * (dv + 2) + B * dk + B * dv + 2 * R + amx_floats;
     for (int i = 0; i < n_threads; i++) {
@@ -142,8 +142,8 @@ struct call {
     int tiles_per_unit;  // tiles of one KV head that tile_worker takes together, 1..FATTN_MAX_TILES
     int max_segs;        // segments of the longest context in the call
     bool split;
-    bool amx;            // scores on AMX tiles (an F16 key cache on a context that has them)
-    bool amx_pv;         // the weighted values too (an F16 value cache)
+    bool amx;            // the scores on AMX tiles (an F16 key cache on a context that has them)
+    bool amx_pv;         // the weighted values on AMX tiles (an F16 value cache)
     atomic_int next;
 };
 

@@ -389,19 +389,24 @@ bool strata_gemm_level_runs(enum strata_gemm_level level)
     }
 }
 
-bool strata_amx_bf16_runs(void)
+// STRATA_AMX=0 keeps every kernel off the tiles (the GEMM and the attention alike).
+static bool amx_wanted(void)
 {
     const char *env = getenv("STRATA_AMX");
-    if (env && strcmp(env, "0") == 0) return false;
+    return !(env && strcmp(env, "0") == 0);
+}
+
+bool strata_amx_bf16_runs(void)
+{
     unsigned a, b, c, d;
-    return strata_gemm_level_runs(STRATA_GEMM_AMX) && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 22) & 1);
+    return amx_wanted() && strata_gemm_level_runs(STRATA_GEMM_AMX) && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+           ((d >> 22) & 1);
 }
 
 enum strata_gemm_level strata_gemm_level_for(enum strata_isa isa)
 {
     if (isa == STRATA_ISA_AVX512) {
-        const char *env = getenv("STRATA_AMX");
-        if (!(env && strcmp(env, "0") == 0) && strata_gemm_level_runs(STRATA_GEMM_AMX)) return STRATA_GEMM_AMX;
+        if (amx_wanted() && strata_gemm_level_runs(STRATA_GEMM_AMX)) return STRATA_GEMM_AMX;
         return STRATA_GEMM_AVX512;
     }
     return isa == STRATA_ISA_AVX2 ? STRATA_GEMM_AVX2 : STRATA_GEMM_SCALAR;

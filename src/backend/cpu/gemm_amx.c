@@ -92,23 +92,30 @@ static inline __m512i times_pieces(__m512i q, int p0, int p1)
     return _mm512_mullo_epi16(q, _mm512_load_si512(g_pieces[8 * p0 + p1]));
 }
 
+// Block b of a Q4_K / Q5_K row as split values into w and w2 (QK_K bytes each) and the block's
+// record fields (gemm_k45_block, which prefetches `ahead` bytes past the block).
+static inline __attribute__((always_inline)) void split_block(const struct gemm_rec_layout *L, const void *row,
+                                                               uint32_t b, bool five, uint8_t *rec, uint8_t *w,
+                                                               uint8_t *w2, long ahead)
+{
+    const uint8_t *qs;
+    __m512i qh;
+    uint8_t sc[16];  // 8 scales (0..63), 8 mins
+    _mm_storeu_si128((__m128i *)sc, gemm_k45_block(L, row, b, five, rec, &qs, &qh, ahead));
+    for (int c = 0; c < 4; c++) {
+        const __m512i q = k_chunk_quants(qs + 32 * c, five ? &qh : NULL, five ? q5_select(c) : _mm512_setzero_si512());
+        const int s0 = sc[2 * c], s1 = sc[2 * c + 1];
+        _mm512_storeu_si512(w + 64 * c, times_pieces(q, s0 & 7, s1 & 7));
+        _mm512_storeu_si512(w2 + 64 * c, times_pieces(q, s0 >> 3, s1 >> 3));
+    }
+}
+
 static void unpack_split(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec)
 {
-    uint8_t *w = rec, *w2 = rec + L->off_w2;
     const bool five = f->wtype == STRATA_TYPE_Q5_K;
-    const __m512i zero = _mm512_setzero_si512();
-    for (uint32_t b = 0; b < L->nb; b++) {
-        const uint8_t *qs;
-        __m512i qh;
-        uint8_t sc[16];  // 8 scales (0..63), 8 mins
-        _mm_storeu_si128((__m128i *)sc, gemm_k45_block(L, row, b, five, rec, &qs, &qh, STRATA_PREFETCH_AHEAD));
-        for (int c = 0; c < 4; c++) {
-            const __m512i q = k_chunk_quants(qs + 32 * c, five ? &qh : NULL, five ? q5_select(c) : zero);
-            const int s0 = sc[2 * c], s1 = sc[2 * c + 1];
-            _mm512_storeu_si512(w + (size_t)b * QK_K + 64 * c, times_pieces(q, s0 & 7, s1 & 7));
-            _mm512_storeu_si512(w2 + (size_t)b * QK_K + 64 * c, times_pieces(q, s0 >> 3, s1 >> 3));
-        }
-    }
+    for (uint32_t b = 0; b < L->nb; b++)
+        split_block(L, row, b, five, rec, rec + (size_t)b * QK_K, rec + L->off_w2 + (size_t)b * QK_K,
+                    STRATA_PREFETCH_AHEAD);
 }
 
 static bool split_amx(const struct gemm_format *f)
@@ -123,10 +130,10 @@ static void unpack_amx(const struct gemm_format *f, const struct gemm_rec_layout
 }
 
 // Block b's float part for the 16 rows and G tiles (the records' block rb), from its C tiles in
-// c, into out's tiles i0 .. i0 + G - 1 of ot a row: S1 = C + 8 C2, then the VNNI kernel's operations (the same bits). The tile's four
-// activation sums stay in registers over the rows and the rows' factors are broadcast from
-// memory (a quarter fewer instructions than loading both per row: this part took as long as the
-// tile products and the two do not overlap, see panel_split).
+// c, into out's tiles i0 .. i0 + G - 1 of ot a row: S1 = C + 8 C2, then the VNNI kernel's
+// operations (the same bits). The tile's four activation sums stay in registers over the rows and
+// the rows' factors are broadcast from memory (a quarter fewer instructions than loading both per
+// row: this part took as long as the tile products and the two do not overlap, see panel_split).
 static inline __attribute__((always_inline)) void block_floats(const struct gemm_rec_layout *L,
                                                                 const struct gemm_tile_layout *T, const uint8_t *recs,
                                                                 int n_rows, const uint8_t *const *tiles, float *out,
@@ -232,7 +239,6 @@ static inline __attribute__((always_inline)) void fused_split(const struct gemm_
     const size_t bb = five ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
     const struct gemm_rec_layout M = {.n = QK_K, .nb = 1, .nsub = QK_K / 32, .off_w2 = 256, .off_mp = 512,
                                       .off_dw = 528, .off_ndmin = 532, .bytes = FUSED_REC};
-    const __m512i zero = _mm512_setzero_si512();
     memset(out, 0, sizeof(float) * 16 * (size_t)n_tiles * 16);
     for (uint32_t b = 0; b < nb; b++) {
         // each row prefetches its next block; the last block, the first of the row 16 rows on
@@ -241,17 +247,9 @@ static inline __attribute__((always_inline)) void fused_split(const struct gemm_
         // values) were slower than unpack + panel
         const long ahead = b + 1 < nb ? (long)bb : 16 * (long)row_bytes - (long)(b * bb);
         for (int r = 0; r < 16; r++) {
-            const uint8_t *row = rows + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes + (size_t)b * bb, *qs;
+            const uint8_t *row = rows + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes + (size_t)b * bb;
             uint8_t *rec = buf + (size_t)r * FUSED_REC;
-            __m512i qh;
-            uint8_t sc[16];  // 8 scales (0..63), 8 mins
-            _mm_storeu_si128((__m128i *)sc, gemm_k45_block(&M, row, 0, five, rec, &qs, &qh, ahead));
-            for (int k = 0; k < 4; k++) {
-                const __m512i q = k_chunk_quants(qs + 32 * k, five ? &qh : NULL, five ? q5_select(k) : zero);
-                const int s0 = sc[2 * k], s1 = sc[2 * k + 1];
-                _mm512_store_si512(rec + 64 * k, times_pieces(q, s0 & 7, s1 & 7));
-                _mm512_store_si512(rec + 256 + 64 * k, times_pieces(q, s0 >> 3, s1 >> 3));
-            }
+            split_block(&M, row, 0, five, rec, rec, rec + 256, ahead);
         }
         int i = 0;
         for (; i + 2 <= n_tiles; i += 2) {
