@@ -655,8 +655,8 @@ static inline __attribute__((always_inline)) void dot_b32_rows(int64_t n, float 
     __m128 acc = _mm_setzero_ps();
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
-        // the same 4 blocks R rows on: the next group (as dot_k4_k5_rows)
-        for (int r = 0; r < R; r++) strata_prefetch_bytes(x[r] + (size_t)R * row_bytes + (size_t)b * bb, 4 * (int)bb);
+        // the same 4 blocks 2 R rows on, into L2 (as dot_k4_k5_rows)
+        for (int r = 0; r < R; r++) strata_prefetch_l2(x[r] + (size_t)(2 * R) * row_bytes + (size_t)b * bb, 4 * (int)bb);
         __m512i v[2 * R];
         for (int i = 0; i < 2; i++) {
             const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[b + 2 * i].qs)),
@@ -728,10 +728,11 @@ static inline __attribute__((always_inline)) void dot_k4_k5_rows(int64_t n, floa
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) {
                 const uint8_t *blk = x[r] + (size_t)b * block_bytes;
-                // the same block R rows on: the next group of rows (decode's items run on through
-                // consecutive rows), whole, while this one computes; a prefetch a fixed number of
-                // bytes ahead of each row would reach only into the next group's first row
-                strata_prefetch_bytes(blk + (size_t)R * row_bytes, (int)block_bytes);
+                // the same block 2 R rows on: the group after the next (decode's items run on
+                // through consecutive rows), into L2 (strata_prefetch_stream: 2 R rows of Q4_K are
+                // 9 KiB), while this one computes; a prefetch a fixed number of bytes ahead of each
+                // row would reach only into the next group's first row
+                strata_prefetch_l2(blk + (size_t)(2 * R) * row_bytes, (int)block_bytes);
                 const struct k45_block kb = k45_decode(blk, &kc, five);
                 __m256i s2;
                 k45_sums(&kb, y + b, &sums[8 * i + r], &s2);

@@ -213,7 +213,7 @@ static inline __attribute__((always_inline)) float dot_floats(int64_t n, const v
     __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        strata_prefetch_ahead((const char *)x + i * elem_bytes, 32 * (int)elem_bytes);
+        strata_prefetch_stream((const char *)x + i * elem_bytes, 32 * (int)elem_bytes);
         acc0 = _mm256_fmadd_ps(load(x, i), load(y, i), acc0);
         acc1 = _mm256_fmadd_ps(load(x, i + 8), load(y, i + 8), acc1);
         acc2 = _mm256_fmadd_ps(load(x, i + 16), load(y, i + 16), acc2);
@@ -273,7 +273,7 @@ static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s,
     __m256 acc[STRATA_DOT_TOKENS], acc_min[STRATA_DOT_TOKENS];
     for (int t = 0; t < nt; t++) acc[t] = acc_min[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
-        strata_prefetch_ahead(w, (int)block_bytes);
+        strata_prefetch_stream(w, (int)block_bytes);
         // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
         const struct block_q4_k *head = (const struct block_q4_k *)w;
         const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
@@ -330,7 +330,7 @@ static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, 
     __m256 acc[STRATA_DOT_TOKENS];
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
-        strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
+        strata_prefetch_stream(x + b, sizeof(struct block_q6_k));
         __m128i sc8 = _mm_loadu_si128((const __m128i *)x[b].scales);
         const struct block_q8_k *y[STRATA_DOT_TOKENS];
         __m256i isum[STRATA_DOT_TOKENS];

@@ -200,7 +200,7 @@ static inline __attribute__((always_inline)) void dot_floats(int64_t n, float *s
     for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = acc2[t] = acc3[t] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
-        strata_prefetch_ahead((const char *)x + i * elem_bytes, 64 * (int)elem_bytes);
+        strata_prefetch_stream((const char *)x + i * elem_bytes, 64 * (int)elem_bytes);
         __m512 w0 = load(x, i, all), w1 = load(x, i + 16, all), w2 = load(x, i + 32, all), w3 = load(x, i + 48, all);
         for (int t = 0; t < nt; t++) {
             acc0[t] = _mm512_fmadd_ps(w0, load(y[t], i, all), acc0[t]);
@@ -249,7 +249,7 @@ static inline __attribute__((always_inline)) void dot_k4_k5(int64_t n, float *s,
     __m256 acc_min[STRATA_DOT_TOKENS];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps(), acc_min[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++, w += block_bytes) {
-        strata_prefetch_ahead(w, (int)block_bytes);
+        strata_prefetch_stream(w, (int)block_bytes);
         // Q4_K and Q5_K share d, dmin and scales; qh and qs follow (blocks.h)
         const struct block_q4_k *head = (const struct block_q4_k *)w;
         const uint8_t *qs = five ? ((const struct block_q5_k *)w)->qs : head->qs;
@@ -307,7 +307,7 @@ static inline __attribute__((always_inline)) void dot_q6_k(int64_t n, float *s, 
     __m512 acc[STRATA_DOT_TOKENS];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
-        strata_prefetch_ahead(x + b, sizeof(struct block_q6_k));
+        strata_prefetch_stream(x + b, sizeof(struct block_q6_k));
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
         __m512i scales = _mm512_castsi256_si512(sc16);
         __m512i q0, q1, q2, q3;
