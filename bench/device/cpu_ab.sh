@@ -17,7 +17,7 @@
 # ("16 32 64"), TYPES (the GEMM bench's rows, "Q4_K Q5_K Q6_K Q8_0"), MTYPE (the model's type, Q4_K), BUDGET_S (500: later steps
 # are skipped, and say so, past it). VARIANTS ("A:$A B:$B"): NAME:DIR[:VAR=VALUE | :-FLAGS] per
 # variant, a build with an optional environment variable or extra `strata run` flags (`_` for a
-# space: B2k:$B:-b_2048), for the GEMM bench and the prompts (the bench also runs B at AVX-512). SKIP_TESTS=1: no kernel tests; MIN_GBS=N: stop at once on a host whose read bandwidth (B's membw) is below N GB/s; DECODE=N: N tokens decoded after a 4-token prompt per variant and rep (with the byte floor where B's directory has membw); PERF_DECODE=1: perf records that decode instead of a prompt; LLAMA=llama-bench: llama.cpp's prompt 512 (and decode) on the same file in the same call; WORK: where the model is written (kept
+# space: B2k:$B:-b_2048), for the GEMM bench and the prompts (the bench also runs B at AVX-512). SKIP_TESTS=1: no kernel tests; MIN_GBS=N: stop at once on a host whose read bandwidth (B's membw) is below N GB/s; DECODE=N: N tokens decoded after a 4-token prompt per variant and rep (with the byte floor where B's directory has membw); PERF_DECODE=1: perf records that decode instead of a prompt; LLAMA=llama-bench: llama.cpp's prompt 512 (LLAMA_PROMPTS, LLAMA_REPS) (and decode) on the same file in the same call; WORK: where the model is written (kept
 # there for a second call in the same command). PERF=DIR (with perf and its libraries, ld-linux-x86-64.so.2 among them):
 # `perf record` of the last variant's first prompt after PERF_DELAY_MS (9000: past the load), its
 # report in $OUT/perf.txt.
@@ -134,10 +134,10 @@ if [ -n "${DECODE:-}" ]; then
     [ -n "$bw2" ] && log "read bandwidth after the decode runs $bw2 GB/s at $THREADS threads (before: $bw); floor $(awk -v b="$bytes" -v w="$bw2" 'BEGIN{printf "%.2f", w*1e9/b}') tok/s"
 fi
 # llama.cpp on the same file and threads in the same call (LLAMA=path of a llama-bench built for
-# this host, bench/device/llama_cpu_prebuild.sh): prompt 512 and, with DECODE, tg DECODE; F16 KV,
-# flash attention
+# this host, bench/device/llama_cpu_prebuild.sh): prompt 512 (LLAMA_PROMPTS: a comma list, such as
+# 512,8192) and, with DECODE, tg DECODE, LLAMA_REPS runs each (REPS); F16 KV, flash attention
 if [ -n "${LLAMA:-}" ] && [ "$(left)" -gt 40 ]; then
-    timeout "$(left)" "$LLAMA" -m "$model" -t "$THREADS" -p 512 -n "${DECODE:-0}" -r "$REPS" -fa 1 -o json > "$out/llama.json" 2> "$out/llama.err" ||
+    timeout "$(left)" "$LLAMA" -m "$model" -t "$THREADS" -p "${LLAMA_PROMPTS:-512}" -n "${DECODE:-0}" -r "${LLAMA_REPS:-$REPS}" -fa 1 -ctk f16 -ctv f16 -o json > "$out/llama.json" 2> "$out/llama.err" ||
         log "llama-bench: rc=$? $(tail -n 2 "$out/llama.err" | head -n 1)"
     python3 -c 'import json,sys
 for r in json.load(open(sys.argv[1])): print("llama.cpp %s: %.2f tok/s (%s)" % ("prompt %d" % r["n_prompt"] if r["n_prompt"] else "decode %d" % r["n_gen"], r["avg_ts"], ", ".join("%.2f" % x for x in r["samples_ts"])))' \
