@@ -11,8 +11,11 @@
 set -u
 cd "$(dirname "$0")/../../.."
 export WORK=/tmp/w LD_LIBRARY_PATH=$PWD/.deps/lib:$PWD/.deps/llama-cpu/lib
-MIN_GBS=${MIN_GBS:-60} SKIP_TESTS=1 REPS=${REPS:-1} GEMM_TOKENS= VARIANTS='A:.deps/ab/a B:.deps/ab/b' \
+# LEAN=1: B alone on the prompts and one decode each (about 4 minutes)
+prompt_variants='A:.deps/ab/a B:.deps/ab/b' dreps=2
+[ -n "${LEAN:-}" ] && prompt_variants='B:.deps/ab/b' dreps=1
+MIN_GBS=${MIN_GBS:-60} SKIP_TESTS=1 REPS=${REPS:-1} GEMM_TOKENS= VARIANTS="$prompt_variants" \
     LLAMA=.deps/llama-cpu/b/bin/llama-bench LLAMA_PROMPTS=512,8192 LLAMA_REPS=1 BUDGET_S=380 OUT=/tmp/o1 \
     bash bench/device/cpu_ab.sh 2>&1 | grep '^\['
-SKIP_TESTS=1 REPS=2 PROMPTS= GEMM_TOKENS= DECODE=100 A=.deps/ab/b B=.deps/ab/c VARIANTS='B:.deps/ab/b C:.deps/ab/c' \
+SKIP_TESTS=1 REPS=$dreps PROMPTS= GEMM_TOKENS= DECODE=100 A=.deps/ab/b B=.deps/ab/c VARIANTS='B:.deps/ab/b C:.deps/ab/c' \
     BUDGET_S=150 OUT=/tmp/o2 bash bench/device/cpu_ab.sh 2>&1 | grep '^\['
