@@ -4,7 +4,7 @@
 // rows (backend.h, "Determinism"). Each call has the shapes the forward pass makes: two matrices
 // on the same activations (gate and up), a gathered and scattered subset of the tokens (an
 // expert) on the second matrix again (consecutive jobs on one matrix, as the output head of
-// several sequences) and a matrix of another type beside them, marked the output head. The types with a canonical integer form
+// several sequences) and a matrix of another type beside them. The types with a canonical integer form
 // (gemm.h) go through the GEMM driver, whose tile kernel takes the larger calls and the
 // canonical dots the smaller ones; the others through the quant kernels' dots. Q8_0, the K-quants,
 // MXFP4 and Q4_0 must take the GEMM at every level (gpt-oss's experts are MXFP4): a type that
@@ -38,8 +38,7 @@ static int run_call(const struct strata_backend *be, const struct mats *m, const
     for (int t = 0; t < n; t++)
         if ((t0 + t) % 3 != 1) rows[n_sub++] = t;
     for (int o = 0; o < N_OPS; o++) {
-        // op 3 is marked the output head: the CPU backend keeps it on the quant dots
-        const struct strata_mat w = {m->w[o], m->type[o], N_IN, N_OUT, strata_type_row_bytes(m->type[o], N_IN), o == 3};
+        const struct strata_mat w = {m->w[o], m->type[o], N_IN, N_OUT, strata_type_row_bytes(m->type[o], N_IN)};
         float *y = y_all + (size_t)o * N_TOK * N_OUT + (size_t)t0 * N_OUT;
         ops[o] = (struct strata_mm_op){.w = w, .x = x + (size_t)t0 * N_IN, .x_stride = N_IN, .x_n = n, .n_tok = n,
                                        .y = y, .y_stride = N_OUT};

@@ -201,7 +201,7 @@ static void test_gemm_case(uint32_t type, int64_t n, int n_out, const int *n_tok
     int first = 0;
     for (int j = 0; j < n_jobs; j++) {
         const int share = (j % 2 == 1 && n_tok[j] == n_tok[j - 1]) ? first - n_tok[j - 1] : first;
-        jobs[j] = (struct strata_mm_job){{w + rb * (size_t)n_out * j, type, (uint32_t)n, (uint32_t)n_out, rb, false},
+        jobs[j] = (struct strata_mm_job){{w + rb * (size_t)n_out * j, type, (uint32_t)n, (uint32_t)n_out, rb},
                                          a, ab, xr + share, n_tok[j], y, (size_t)n_out, yr + first};
         first += n_tok[j];
     }
@@ -307,7 +307,7 @@ static void test_extremes(uint32_t type, uint64_t *rng)
         struct strata_gemm *g;
         if (strata_pool_create(&pool, 1) || strata_gemm_create(&g, 1, (enum strata_gemm_level)lv)) continue;
         float y[16];
-        struct strata_mm_job job = {{w, type, (uint32_t)n, 1, rb, false}, a, ab, NULL, 16, y, 1, NULL};
+        struct strata_mm_job job = {{w, type, (uint32_t)n, 1, rb}, a, ab, NULL, 16, y, 1, NULL};
         CHECK(strata_gemm_run(g, pool, &job, 1) == 0, "gemm_run");
         for (int t = 0; t < 16; t++) {
             float want;
@@ -357,7 +357,7 @@ static void bench_type(uint32_t type, int n_tok, int experts, enum strata_gemm_l
     if (strata_pool_create(&pool, 1) || strata_gemm_create(&g, 1, lv)) return;
     struct strata_mm_job jobs[256];
     for (int e = 0; e < experts; e++)
-        jobs[e] = (struct strata_mm_job){{w + rb * n_out * e, type, (uint32_t)n, (uint32_t)n_out, rb, false}, a, ab, NULL, n_tok, y,
+        jobs[e] = (struct strata_mm_job){{w + rb * n_out * e, type, (uint32_t)n, (uint32_t)n_out, rb}, a, ab, NULL, n_tok, y,
                                          (size_t)n_out, NULL};
     strata_vec_dot_multi_fn multis[2] = {strata_kernels()->vec_dot_multi[type], strata_gemm_vec_dot_multi(lv, type)};
     for (int rep = 0; rep < 5; rep++) {

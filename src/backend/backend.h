@@ -42,9 +42,6 @@ struct strata_mat {
     uint32_t n_in;      // GGUF ne[0]
     uint32_t n_out;     // GGUF ne[1]
     uint64_t row_bytes;
-    bool head;          // the output head: prompts multiply it by one token per sequence (but
-                        // full-logit evaluation), so a backend may keep its fastest one-token
-                        // kernels for it instead of a prompt GEMM's order (CPU, "Determinism")
 };
 
 // One product of an mm call: y[y_row(t)][0..w.n_out) = W · x[x_row(t)] for t in 0..n_tok, where

@@ -78,7 +78,7 @@ static int load_view(struct strata_model *m, const struct strata_gguf_tensor *t,
     int rc = read_tensor(m, t, &data);
     if (rc) return rc;
     const struct strata_mat host = {data, t->type, (uint32_t)n_in, (uint32_t)n_out,
-                                    strata_type_row_bytes(t->type, n_in), false};
+                                    strata_type_row_bytes(t->type, n_in)};
     return make_view(m, &host, out);
 }
 
@@ -193,7 +193,7 @@ int strata_model_load_transposed(struct strata_model *m, const char *name, const
     m->n_owned--;
     own_drop_last(m);
     m->owned[m->n_owned++] = last;
-    const struct strata_mat host = {tr, STRATA_TYPE_F32, (uint32_t)n_out, (uint32_t)n_in, n_out * sizeof(float), false};
+    const struct strata_mat host = {tr, STRATA_TYPE_F32, (uint32_t)n_out, (uint32_t)n_in, n_out * sizeof(float)};
     struct strata_mat view;
     if ((rc = make_view(m, &host, &view))) return rc;
     *out = view.data;
@@ -229,7 +229,6 @@ int strata_model_load_io(struct strata_model *m)
         (rc = strata_model_load_mat(m, "output.weight", &m->output)))
         return rc;
     if (!m->output.data) m->output = m->tok_embd;  // tied embeddings
-    m->output.head = true;
     return 0;
 }
 

@@ -70,7 +70,7 @@ int strata_model_check_experts(struct strata_model *m, uint32_t l)
         }
         // the provider's views fill in data
         *mats[p] = (struct strata_mat){NULL, t->type, (uint32_t)sp->ne[0], (uint32_t)sp->ne[1],
-                                       strata_type_row_bytes(t->type, sp->ne[0]), false};
+                                       strata_type_row_bytes(t->type, sp->ne[0])};
     }
     if (hp->n_ff_exp > m->max_act_dim) m->max_act_dim = hp->n_ff_exp;
     return 0;

@@ -10,9 +10,9 @@
 // Q4_0 and the K-quants everywhere, the IQ formats and Q2_K/Q3_K at AVX-512) run through the GEMM driver: the
 // tile kernel where a job has enough tokens, the canonical multi-token or one-token dot below
 // that, all of them the same float order, so a token's result is the same bits in a call of 1
-// or 128 tokens (backend.h, "Determinism"). The other types, and the output head (prompts give
-// it one token per sequence; its one-token canonical dot would cost decode about 20% of the
-// head's time), keep the quant kernels' dots (ops.c), whose multi-token dot rounds as their
+// or 128 tokens (backend.h, "Determinism"). The output head too: decode's 4-row canonical dot
+// reads it faster than the quant kernels' one-row dot. The other types keep the quant kernels'
+// dots (ops.c), whose multi-token dot rounds as their
 // one-token dot. Which path a matrix takes depends only on the matrix. STRATA_CPU_GEMM=0 keeps
 // every matrix on the quant kernels (a diagnostic: other bits, the same within the process).
 #include "backend/cpu/cpu.h"
@@ -231,7 +231,7 @@ static int cpu_batch_begin(void *vctx, const struct strata_batch *b)
 
 static bool uses_gemm(const struct cpu_ctx *c, const struct strata_mat *w)
 {
-    return c->gemm && !w->head && strata_gemm_supports(strata_gemm_level(c->gemm), w->type);
+    return c->gemm && strata_gemm_supports(strata_gemm_level(c->gemm), w->type);
 }
 
 // The elementwise ops and the activation rounding are per row (per token, per element range):
