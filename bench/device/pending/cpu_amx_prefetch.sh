@@ -2,9 +2,9 @@
 # The host A/B of 2026-12-07, one call (about 7 minutes), 48-layer qwen3-30b-a3b Q4_K, 16 threads:
 #   prompts 512 and 8,192: A = 7607c9e (before the AMX fused expert kernel and the AMX attention),
 #     B = 499613f (both), with llama.cpp's prompts 512 and 8,192 on the same file (one run each);
-#   decode 100 after 4 tokens: B against C = 78eec3d (decode's weights prefetched into L2, 8 KiB
-#     ahead), with the read bandwidth before and after.
-#   here:  build 7607c9e, 499613f and 78eec3d (make build/strata build/membw build/tests/test_gemm)
+#   decode 100 after 4 tokens: B against C = e6981d4 (decode's weights prefetched into L2, 8 KiB
+#     ahead, and the output head on the GEMM's 4-row dot), with the read bandwidth before and after.
+#   here:  build 7607c9e, 499613f and e6981d4 (make build/strata build/membw build/tests/test_gemm)
 #          into .deps/ab/a, .deps/ab/b, .deps/ab/c (strip --strip-debug); bash bench/device/deps.sh;
 #          bash bench/device/llama_cpu_prebuild.sh
 #   there: run(command="bash bench/device/pending/cpu_amx_prefetch.sh", carry=[".deps/ab", ".deps/lib", ".deps/llama-cpu"])
