@@ -729,9 +729,9 @@ static inline __attribute__((always_inline)) void dot_k4_k5_rows(int64_t n, floa
             for (int r = 0; r < R; r++) {
                 const uint8_t *blk = x[r] + (size_t)b * block_bytes;
                 // the same block 2 R rows on: the group after the next (decode's items run on
-                // through consecutive rows), into L2 (strata_prefetch_stream: 2 R rows of Q4_K are
-                // 9 KiB), while this one computes; a prefetch a fixed number of bytes ahead of each
-                // row would reach only into the next group's first row
+                // through consecutive rows), into L2 while this one computes (2 R rows of Q4_K are
+                // 9 KiB, about the one-token dots' STRATA_PREFETCH_STREAM); a prefetch a fixed
+                // number of bytes ahead of each row would reach only into the next group's first row
                 strata_prefetch_l2(blk + (size_t)(2 * R) * row_bytes, (int)block_bytes);
                 const struct k45_block kb = k45_decode(blk, &kc, five);
                 __m256i s2;
