@@ -457,7 +457,7 @@ struct strata_gemm {
     enum strata_gemm_level level;
     const struct gemm_kernels *k;
     int n_threads;
-    bool guided;                 // decode items claimed guided (STRATA_GEMM_GUIDED=0: one at a time, for measuring)
+    bool guided;                 // items claimed guided (STRATA_GEMM_GUIDED=0: one at a time, for measuring)
     uint8_t *tiles;              // activation tiles of one call
     size_t tiles_bytes;
     uint8_t **panels;            // [n_threads] unpacked weight rows
@@ -476,7 +476,7 @@ struct gemm_call {
     int n_tile_items;            // phase 1: (owner job, group) pairs
     int *tile_item_job, *tile_item_group;
     int n_items;                 // phase 2: (job, panel) pairs
-    bool guided;                 // phase 2 all small items (decode): claimed several at a time
+    bool guided;                 // items claimed several at a time (strata_chunk_next_guided)
     atomic_int next;
 };
 
@@ -590,22 +590,28 @@ static bool same_activations(const struct strata_mm_job *a, const struct strata_
            pa->f == pb->f && a->w.n_in == b->w.n_in;
 }
 
+// Phase 1, item i: one activation tile of a job.
+static void tile_item(const struct gemm_call *c, int i)
+{
+    const struct gemm_kernels *k = c->g->k;
+    const int j = c->tile_item_job[i], grp = c->tile_item_group[i];
+    const struct strata_mm_job *job = &c->jobs[j];
+    const struct job_plan *p = &c->plan[j];
+    const int t0 = grp * (int)k->lanes;
+    const int n_act = job->n_tok - t0 < (int)k->lanes ? job->n_tok - t0 : (int)k->lanes;
+    const void *act[GEMM_MAX_LANES];
+    for (int t = 0; t < n_act; t++) act[t] = act_row(job, t0 + t);
+    gemm_build_tile(p->f, &p->T, act, n_act, k->plus128 && !p->f->wu8, c->g->tiles + p->tile_off + (size_t)grp * p->T.bytes);
+}
+
 static void tile_worker(void *arg, int ith, int nth)
 {
-    (void)ith, (void)nth;
+    (void)ith;
     struct gemm_call *c = arg;
-    const struct gemm_kernels *k = c->g->k;
     int i0, i1;
-    while (strata_chunk_next(&c->next, c->n_tile_items, 1, &i0, &i1)) {
-        const int j = c->tile_item_job[i0], grp = c->tile_item_group[i0];
-        const struct strata_mm_job *job = &c->jobs[j];
-        const struct job_plan *p = &c->plan[j];
-        const int t0 = grp * (int)k->lanes;
-        const int n_act = job->n_tok - t0 < (int)k->lanes ? job->n_tok - t0 : (int)k->lanes;
-        const void *act[GEMM_MAX_LANES];
-        for (int t = 0; t < n_act; t++) act[t] = act_row(job, t0 + t);
-        gemm_build_tile(p->f, &p->T, act, n_act, k->plus128 && !p->f->wu8, c->g->tiles + p->tile_off + (size_t)grp * p->T.bytes);
-    }
+    while (c->guided ? strata_chunk_next_guided(&c->next, c->n_tile_items, nth, &i0, &i1)
+                     : strata_chunk_next(&c->next, c->n_tile_items, 1, &i0, &i1))
+        for (int i = i0; i < i1; i++) tile_item(c, i);
 }
 
 // Few tokens: the canonical multi-token dot on the packed rows (the same results, no tiles), for
@@ -642,18 +648,37 @@ static void small_job_rows(enum strata_gemm_level level, const struct strata_mm_
     }
 }
 
-// Item i0 of phase 2: a small job's rows through the canonical dots, or a panel of a job's rows
-// unpacked and multiplied by its tiles. *j: the job of the thread's previous item (items are
-// claimed in increasing order).
-static void panel_item(const struct gemm_call *c, int i0, int *jp, uint8_t *panel, float *out)
+// The job of phase-2 item i0, from *jp, the job of the thread's previous item (items are claimed
+// in increasing order).
+static int job_of_item(const struct gemm_call *c, int i0, int *jp)
 {
-    struct strata_gemm *g = c->g;
-    const struct gemm_kernels *k = g->k;
-    const int rpp = k->rows_per_panel, lanes = (int)k->lanes;
     int j = *jp;
     while (j + 1 < c->n_jobs && c->plan[j + 1].item0 <= i0) j++;
     while (c->plan[j].item0 > i0) j--;
-    *jp = j;
+    return *jp = j;
+}
+
+// The packed weight rows item i0 reads (*bytes of them from the return), NULL for a small job's.
+static const uint8_t *item_rows(const struct gemm_call *c, int i0, int j, size_t *bytes)
+{
+    const struct strata_mm_job *job = &c->jobs[j];
+    const struct job_plan *p = &c->plan[j];
+    if (p->small) return NULL;
+    const int r0 = (i0 - p->item0) * p->item_rows;
+    const int nr = (int)job->w.n_out - r0 < p->item_rows ? (int)job->w.n_out - r0 : p->item_rows;
+    *bytes = (size_t)nr * job->w.row_bytes;
+    return (const uint8_t *)job->w.data + (size_t)r0 * job->w.row_bytes;
+}
+
+// Item i0 of phase 2 (of job j): a small job's rows through the canonical dots, or a panel of a
+// job's rows unpacked and multiplied by its tiles. next, next_bytes: the rows of the thread's next
+// item (NULL if not known), asked for into L2 while this one computes.
+static void panel_item(const struct gemm_call *c, int i0, int j, uint8_t *panel, float *out, const uint8_t *next,
+                       size_t next_bytes)
+{
+    struct strata_gemm *g = c->g;
+    const struct gemm_kernels *k = g->k;
+    const int lanes = (int)k->lanes;
     const struct strata_mm_job *job = &c->jobs[j];
     const struct job_plan *p = &c->plan[j];
     const int r0 = (i0 - p->item0) * p->item_rows;
@@ -662,20 +687,30 @@ static void panel_item(const struct gemm_call *c, int i0, int *jp, uint8_t *pane
         small_job_rows(g->level, job, p->n_unit, r0, r1);
         return;
     }
-    const int nr = (int)job->w.n_out - r0 < rpp ? (int)job->w.n_out - r0 : rpp;
-    const uint8_t *rows = (const uint8_t *)job->w.data + (size_t)r0 * job->w.row_bytes;
+    size_t bytes;
+    const uint8_t *rows = item_rows(c, i0, j, &bytes);
+    const int nr = (int)(bytes / job->w.row_bytes);
     // few tiles: the level's fused kernel where it has one, all of them in one call (no records)
     const bool fused = k->fused && k->fuses(p->f) && p->n_groups <= k->fused_tiles;
     for (int r = 0; r < nr && !fused; r++)
         k->unpack(p->f, &p->L, rows + (size_t)r * job->w.row_bytes, panel + (size_t)r * p->L.bytes);
     const struct job_plan *owner = &c->plan[p->owner];
     const int per_call = fused ? p->n_groups : k->max_tiles;
+    const int n_calls = (p->n_groups + per_call - 1) / per_call;
     for (int grp = 0; grp < p->n_groups; grp += per_call) {
         const int n_tiles = p->n_groups - grp < per_call ? p->n_groups - grp : per_call;
         const uint8_t *tiles[GEMM_CALL_TILES];
         for (int i = 0; i < n_tiles; i++) tiles[i] = g->tiles + owner->tile_off + (size_t)(grp + i) * owner->T.bytes;
-        if (fused) k->fused(p->f, &p->L, &p->T, rows, job->w.row_bytes, nr, tiles, n_tiles, out);
-        else k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
+        if (fused) {
+            k->fused(p->f, &p->L, &p->T, rows, job->w.row_bytes, nr, tiles, n_tiles, out, next, next_bytes);
+        } else {
+            if (next) {  // a slice of the next item's rows a call
+                const int call = grp / per_call;
+                const size_t s0 = next_bytes * (size_t)call / (size_t)n_calls;
+                strata_prefetch_l2(next + s0, (int)(next_bytes * (size_t)(call + 1) / (size_t)n_calls - s0));
+            }
+            k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
+        }
         for (int i = 0; i < n_tiles; i++) {
             const int t0 = (grp + i) * lanes, n_act = job->n_tok - t0 < lanes ? job->n_tok - t0 : lanes;
             float *y[GEMM_MAX_LANES];
@@ -691,6 +726,9 @@ static void panel_item(const struct gemm_call *c, int i0, int *jp, uint8_t *pane
     }
 }
 
+// Items are claimed guided (a share of what is left: contiguous runs of panels, few claims of the
+// shared counter), so a thread knows its next item while it computes this one and asks for its
+// rows ahead. STRATA_GEMM_GUIDED=0: one item a claim, for measuring.
 static void panel_worker(void *arg, int ith, int nth)
 {
     struct gemm_call *c = arg;
@@ -699,12 +737,21 @@ static void panel_worker(void *arg, int ith, int nth)
     float *out = c->g->outs[ith];
     if (k->thread_prepare && k->thread_prepare() != 0) STRATA_ASSERT(!"gemm: tile state lost");
     int i0, i1, j = 0;
-    if (c->guided) {
-        while (strata_chunk_next_guided(&c->next, c->n_items, nth, &i0, &i1))
-            for (int i = i0; i < i1; i++) panel_item(c, i, &j, panel, out);
-        return;
+    while (c->guided ? strata_chunk_next_guided(&c->next, c->n_items, nth, &i0, &i1)
+                     : strata_chunk_next(&c->next, c->n_items, 1, &i0, &i1)) {
+        int jn = job_of_item(c, i0, &j);
+        for (int i = i0; i < i1; i++) {
+            const int ji = jn;
+            size_t next_bytes = 0;
+            const uint8_t *next = NULL;
+            if (i + 1 < i1) {
+                jn = job_of_item(c, i + 1, &jn);
+                next = item_rows(c, i + 1, jn, &next_bytes);
+            }
+            panel_item(c, i, ji, panel, out, next, next_bytes);
+        }
+        j = jn;
     }
-    while (strata_chunk_next(&c->next, c->n_items, 1, &i0, &i1)) panel_item(c, i0, &j, panel, out);
 }
 
 int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struct strata_mm_job *jobs, int n_jobs)
@@ -716,7 +763,6 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
     struct job_plan *plan = g->plan;
     size_t tiles = 0, rec_max = 0;
     int n_tile_items = 0, n_items = 0, lead = -1;
-    bool all_small = true;       // a decode step: its items are claimed guided
     for (int j = 0; j < n_jobs; j++) {
         struct job_plan *p = &plan[j];
         p->f = gemm_format_of(jobs[j].w.type);
@@ -726,7 +772,6 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
         p->n_groups = (jobs[j].n_tok + (int)k->lanes - 1) / (int)k->lanes;
         const int min_tok = p->f->qb == 32 && k->min_tokens_b32 ? k->min_tokens_b32 : k->min_tokens;
         p->small = !k->panel || jobs[j].n_tok < min_tok;
-        all_small = all_small && p->small;
         p->owner = j;
         for (int i = 0; i < j && !p->small; i++)
             if (!plan[i].small && plan[i].owner == i && same_activations(&jobs[i], &jobs[j], &plan[i], p)) {
@@ -772,7 +817,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
             for (int grp = 0; grp < plan[j].n_groups; grp++) item_job[n] = j, item_group[n++] = grp;
     struct gemm_call c = {.g = g, .jobs = jobs, .plan = plan, .n_jobs = n_jobs, .n_tile_items = n_tile_items,
                           .tile_item_job = item_job, .tile_item_group = item_group, .n_items = n_items,
-                          .guided = all_small && g->guided};
+                          .guided = g->guided};
     if (n_tile_items) {
         atomic_init(&c.next, 0);
         strata_pool_run(pool, tile_worker, &c);

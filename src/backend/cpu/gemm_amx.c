@@ -10,7 +10,8 @@
 // block's float part (dw * da, the mins by vpdpwssd) is the VNNI kernel's, the same bits.
 // A Q4_K job whose tokens fit one panel call (a prompt's experts: ~32 tokens each) takes the
 // fused kernel instead, which unpacks the panel's rows a block at a time into a buffer that
-// stays in L1 and multiplies it at once (fused_split).
+// stays in L1 and multiplies it at once (fused_split), asking for the thread's next panel into L2
+// as it goes.
 //
 // The other types take the AVX-512 level's unpacking and tile kernel: on the one AMX host measured
 // (test_gemm --bench, one thread, 768 x 2048 experts) the AMX kernel that extracted C per
@@ -231,7 +232,8 @@ static inline __attribute__((always_inline)) void panel_split(const struct gemm_
 static inline __attribute__((always_inline)) void fused_split(const struct gemm_format *f,
                                                                const struct gemm_tile_layout *T, const uint8_t *rows,
                                                                size_t row_bytes, int n_rows, uint32_t nb,
-                                                               const uint8_t *const *tiles, int n_tiles, float *out)
+                                                               const uint8_t *const *tiles, int n_tiles, float *out,
+                                                               const uint8_t *next, size_t next_bytes)
 {
     uint8_t buf[16 * FUSED_REC] __attribute__((aligned(64)));
     int32_t c[4][16][16] __attribute__((aligned(64)));
@@ -250,6 +252,10 @@ static inline __attribute__((always_inline)) void fused_split(const struct gemm_
             const uint8_t *row = rows + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes + (size_t)b * bb;
             uint8_t *rec = buf + (size_t)r * FUSED_REC;
             split_block(&M, row, 0, five, rec, rec, rec + 256, ahead);
+            if (next) {  // piece 16 b + r of the next panel's rows into L2, spread over the unpacking
+                const size_t s0 = next_bytes * (16 * b + r) / (16 * nb), s1 = next_bytes * (16 * b + r + 1) / (16 * nb);
+                strata_prefetch_l2(next + s0, (int)(s1 - s0));
+            }
         }
         int i = 0;
         for (; i + 2 <= n_tiles; i += 2) {
@@ -275,10 +281,10 @@ static bool fuses_amx(const struct gemm_format *f)
 
 static void fused_amx(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
                       const uint8_t *rows, size_t row_bytes, int n_rows, const uint8_t *const *tiles, int n_tiles,
-                      float *out)
+                      float *out, const uint8_t *next, size_t next_bytes)
 {
     strata_amx_configure();
-    fused_split(f, T, rows, row_bytes, n_rows, L->nb, tiles, n_tiles, out);
+    fused_split(f, T, rows, row_bytes, n_rows, L->nb, tiles, n_tiles, out, next, next_bytes);
 }
 
 static void panel_amx(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,

@@ -101,12 +101,14 @@ struct gemm_kernels {
     gemm_panel_fn panel;    // NULL: every job takes the multi-token dot
     // Optional, for the formats `fuses` names: n_rows (1..rows_per_panel) rows of packed
     // weights (row_bytes apart) times n_tiles (<= fused_tiles) tiles into out as panel() does,
-    // unpacking as it goes instead of into records (for jobs of few tiles: a prompt's experts).
+    // unpacking as it goes instead of into records (for jobs of few tiles: a prompt's experts);
+    // next, next_bytes: what the thread reads after this call (the next panel's rows, NULL if
+    // unknown), asked for into L2 a slice a block so that the next call does not start on misses.
     bool (*fuses)(const struct gemm_format *f);
     int fused_tiles;        // <= GEMM_CALL_TILES
     void (*fused)(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
                   const uint8_t *rows, size_t row_bytes, int n_rows, const uint8_t *const *tiles, int n_tiles,
-                  float *out);
+                  float *out, const uint8_t *next, size_t next_bytes);
     // Tile i of a panel call's results to its tokens' output rows: y[l][r] = out[(r * n_tiles + i)
     // * lanes + l] for l < n_act, r < n_rows (out has rows_per_panel rows, those past n_rows
     // unwritten but allocated); NULL: a scalar loop.
