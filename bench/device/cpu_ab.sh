@@ -135,13 +135,24 @@ if [ -n "${DECODE:-}" ]; then
 fi
 # llama.cpp on the same file and threads in the same call (LLAMA=path of a llama-bench built for
 # this host, bench/device/llama_cpu_prebuild.sh): prompt 512 (LLAMA_PROMPTS: a comma list, such as
-# 512,8192) and, with DECODE, tg DECODE, LLAMA_REPS runs each (REPS); F16 KV, flash attention
-if [ -n "${LLAMA:-}" ] && [ "$(left)" -gt 40 ]; then
-    timeout "$(left)" "$LLAMA" -m "$model" -t "$THREADS" -p "${LLAMA_PROMPTS:-512}" -n "${DECODE:-0}" -r "${LLAMA_REPS:-$REPS}" -fa 1 -ctk f16 -ctv f16 -o json > "$out/llama.json" 2> "$out/llama.err" ||
-        log "llama-bench: rc=$? $(tail -n 2 "$out/llama.err" | head -n 1)"
+# 512,8192) and, with DECODE, tg DECODE, LLAMA_REPS runs each (REPS); F16 KV, flash attention. One
+# llama-bench a test, so a test the budget cuts short leaves the others' results; prompts past
+# 2,048 tokens without llama-bench's warmup run (a whole second run of the prompt).
+llama_test() {  # name, then llama-bench's test flags
+    local name=$1 f="$out/llama-$1.json"; shift
+    [ "$(left)" -gt 20 ] || { log "llama-bench $name: skipped, past the budget"; return; }
+    timeout "$(left)" "$LLAMA" -m "$model" -t "$THREADS" "$@" -fa 1 -ctk f16 -ctv f16 -o json > "$f" 2> "$out/llama.err" ||
+        log "llama-bench $name: rc=$? $(tail -n 2 "$out/llama.err" | head -n 1)"
     python3 -c 'import json,sys
 for r in json.load(open(sys.argv[1])): print("llama.cpp %s: %.2f tok/s (%s)" % ("prompt %d" % r["n_prompt"] if r["n_prompt"] else "decode %d" % r["n_gen"], r["avg_ts"], ", ".join("%.2f" % x for x in r["samples_ts"])))' \
-        "$out/llama.json" 2> /dev/null | while read -r l; do log "$l"; done
+        "$f" 2> /dev/null | while read -r l; do log "$l"; done
+}
+if [ -n "${LLAMA:-}" ]; then
+    for lp in $(echo "${LLAMA_PROMPTS:-512}" | tr ',' ' '); do
+        if [ "$lp" -gt 2048 ]; then llama_test "p$lp" -p "$lp" -n 0 -r "${LLAMA_REPS:-$REPS}" --no-warmup
+        else llama_test "p$lp" -p "$lp" -n 0 -r "${LLAMA_REPS:-$REPS}"; fi
+    done
+    [ -n "${DECODE:-}" ] && llama_test "n$DECODE" -p 0 -n "$DECODE" -r "${LLAMA_REPS:-$REPS}"
 fi
 if [ -f "$out/perf.data" ]; then
     pp=("$PERF/ld-linux-x86-64.so.2" --library-path "$PERF" "$PERF/perf")
