@@ -242,6 +242,11 @@ static void test_gemm(uint32_t type, uint64_t *rng)
         test_gemm_case(type, n, 37, toks_a, 12, (enum strata_gemm_level)lv, 1, rng);
         test_gemm_case(type, n, 21, toks_b, 8, (enum strata_gemm_level)lv, 3, rng);
         test_gemm_case(type, 2 * n, 70, (const int[]){24}, 1, (enum strata_gemm_level)lv, 2, rng);
+        // more tiles than a token block holds (blocks of 4 tiles here, 1 MiB in a run): items of
+        // 4 panels walking the tokens block by block, a last block of one tile, a short panel
+        setenv("STRATA_GEMM_L2_TILES", "32768", 1);
+        test_gemm_case(type, n, 70, (const int[]){100, 100, 37}, 3, (enum strata_gemm_level)lv, 3, rng);
+        unsetenv("STRATA_GEMM_L2_TILES");
         char name[96];
         snprintf(name, sizeof name, "gemm %s [%s] equals the dot on every (row, token)", strata_type_name(type),
                  strata_gemm_level_name(lv));

@@ -438,6 +438,14 @@ gemm_dot_rows_fn strata_gemm_vec_dot_rows(enum strata_gemm_level level, uint32_t
 
 // ---- driver -----------------------------------------------------------------------------------
 
+// A job's activation tiles up to GEMM_L2_TILES bytes are multiplied by a panel's records in one
+// pass; a job with more (a 2,048-token chunk's dense products: 4.3 MiB of tiles for 2,048 inputs,
+// one thread's GEMM 183 GMAC/s at 2,048 tokens against 285 at 512 on the development machine)
+// walks them in blocks of that size, each block through GEMM_BLOCK_PANELS panels, so that the
+// block and the panels' records (280 KiB for 2,048 inputs) share a core's L2 (2 MiB here).
+#define GEMM_L2_TILES (1u << 20)
+#define GEMM_BLOCK_PANELS 4
+
 // Per job of one call: its format, layouts, and where its tiles are.
 struct job_plan {
     const struct gemm_format *f;
@@ -450,7 +458,10 @@ struct job_plan {
     bool small;                  // few tokens: the multi-token dot, no tiles
     int n_unit;                  // small jobs on the same matrix right after it, itself included,
                                  // whose tokens its items serve (0: served by an earlier job's)
-    int item_rows;               // weight rows per item: a panel, or more for small jobs
+    int item_rows;               // weight rows per item: a panel, GEMM_BLOCK_PANELS of them for a
+                                 // job of token blocks, or more for small jobs
+    int block_tiles;             // tiles a token block (all of them unless the job has more than
+                                 // fit the L2 budget with its panels' records)
 };
 
 struct strata_gemm {
@@ -458,6 +469,7 @@ struct strata_gemm {
     const struct gemm_kernels *k;
     int n_threads;
     bool guided;                 // items claimed guided (STRATA_GEMM_GUIDED=0: one at a time, for measuring)
+    size_t l2_tiles;             // GEMM_L2_TILES (STRATA_GEMM_L2_TILES: the tests' small blocks)
     uint8_t *tiles;              // activation tiles of one call
     size_t tiles_bytes;
     uint8_t **panels;            // [n_threads] unpacked weight rows
@@ -493,6 +505,8 @@ int strata_gemm_create(struct strata_gemm **out, int n_threads, enum strata_gemm
     g->level = level;
     const char *guided = getenv("STRATA_GEMM_GUIDED");
     g->guided = !(guided && guided[0] == '0');
+    const char *l2 = getenv("STRATA_GEMM_L2_TILES");
+    g->l2_tiles = l2 && atol(l2) > 0 ? (size_t)atol(l2) : GEMM_L2_TILES;
     g->k = g_levels[level];
     g->n_threads = n_threads;
     g->panels = calloc((size_t)n_threads, sizeof *g->panels);
@@ -692,43 +706,49 @@ static void panel_item(const struct gemm_call *c, int i0, int j, uint8_t *panel,
     const int nr = (int)(bytes / job->w.row_bytes);
     // few tiles: the level's fused kernel where it has one, all of them in one call (no records)
     const bool fused = k->fused && k->fuses(p->f) && p->n_groups <= k->fused_tiles;
+    const int rpp = k->rows_per_panel, n_panels = fused ? 1 : (nr + rpp - 1) / rpp;
     for (int r = 0; r < nr && !fused; r++)
         k->unpack(p->f, &p->L, rows + (size_t)r * job->w.row_bytes, panel + (size_t)r * p->L.bytes);
     const struct job_plan *owner = &c->plan[p->owner];
     const int per_call = fused ? p->n_groups : k->max_tiles;
-    const int n_calls = (p->n_groups + per_call - 1) / per_call;
-    for (int grp = 0; grp < p->n_groups; grp += per_call) {
-        const int n_tiles = p->n_groups - grp < per_call ? p->n_groups - grp : per_call;
-        const uint8_t *tiles[GEMM_CALL_TILES];
-        for (int i = 0; i < n_tiles; i++) tiles[i] = g->tiles + owner->tile_off + (size_t)(grp + i) * owner->T.bytes;
-        if (fused) {
-            k->fused(p->f, &p->L, &p->T, rows, job->w.row_bytes, nr, tiles, n_tiles, out, next, next_bytes);
-        } else {
-            if (next) {  // a slice of the next item's rows a call
-                const int call = grp / per_call;
-                const size_t s0 = next_bytes * (size_t)call / (size_t)n_calls;
-                strata_prefetch_l2(next + s0, (int)(next_bytes * (size_t)(call + 1) / (size_t)n_calls - s0));
+    const int n_calls = n_panels * ((p->n_groups + per_call - 1) / per_call);
+    int call = 0;
+    // a token block's tiles stay in L2 while every panel of the item multiplies them
+    for (int tb = 0; tb < p->n_groups; tb += p->block_tiles) {
+        const int tb_end = tb + p->block_tiles < p->n_groups ? tb + p->block_tiles : p->n_groups;
+        for (int q = 0; q < n_panels; q++) {
+            const int pr0 = q * rpp, pnr = nr - pr0 < rpp ? nr - pr0 : rpp;
+            for (int grp = tb; grp < tb_end; grp += per_call, call++) {
+                const int n_tiles = tb_end - grp < per_call ? tb_end - grp : per_call;
+                const uint8_t *tiles[GEMM_CALL_TILES];
+                for (int i = 0; i < n_tiles; i++)
+                    tiles[i] = g->tiles + owner->tile_off + (size_t)(grp + i) * owner->T.bytes;
+                if (fused) {
+                    k->fused(p->f, &p->L, &p->T, rows, job->w.row_bytes, nr, tiles, n_tiles, out, next, next_bytes);
+                } else {
+                    if (next) {  // a slice of the next item's rows a call
+                        const size_t s0 = next_bytes * (size_t)call / (size_t)n_calls;
+                        strata_prefetch_l2(next + s0, (int)(next_bytes * (size_t)(call + 1) / (size_t)n_calls - s0));
+                    }
+                    k->panel(p->f, &p->L, &p->T, panel + (size_t)pr0 * p->L.bytes, pnr, tiles, n_tiles, out);
+                }
+                for (int i = 0; i < n_tiles; i++) {
+                    const int t0 = (grp + i) * lanes, n_act = job->n_tok - t0 < lanes ? job->n_tok - t0 : lanes;
+                    float *y[GEMM_MAX_LANES];
+                    for (int l = 0; l < n_act; l++)
+                        y[l] = job->y + (size_t)(job->y_rows ? job->y_rows[t0 + l] : t0 + l) * job->y_stride + r0 + pr0;
+                    if (k->scatter) {
+                        k->scatter(out, n_tiles, i, y, n_act, pnr);
+                        continue;
+                    }
+                    for (int l = 0; l < n_act; l++)
+                        for (int r = 0; r < pnr; r++) y[l][r] = out[((size_t)r * n_tiles + i) * lanes + l];
+                }
             }
-            k->panel(p->f, &p->L, &p->T, panel, nr, tiles, n_tiles, out);
-        }
-        for (int i = 0; i < n_tiles; i++) {
-            const int t0 = (grp + i) * lanes, n_act = job->n_tok - t0 < lanes ? job->n_tok - t0 : lanes;
-            float *y[GEMM_MAX_LANES];
-            for (int l = 0; l < n_act; l++)
-                y[l] = job->y + (size_t)(job->y_rows ? job->y_rows[t0 + l] : t0 + l) * job->y_stride + r0;
-            if (k->scatter) {
-                k->scatter(out, n_tiles, i, y, n_act, nr);
-                continue;
-            }
-            for (int l = 0; l < n_act; l++)
-                for (int r = 0; r < nr; r++) y[l][r] = out[((size_t)r * n_tiles + i) * lanes + l];
         }
     }
 }
 
-// Items are claimed guided (a share of what is left: contiguous runs of panels, few claims of the
-// shared counter), so a thread knows its next item while it computes this one and asks for its
-// rows ahead. STRATA_GEMM_GUIDED=0: one item a claim, for measuring.
 static void panel_worker(void *arg, int ith, int nth)
 {
     struct gemm_call *c = arg;
@@ -761,7 +781,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
     if (n_jobs == 0) return 0;
     const struct gemm_kernels *k = g->k;
     struct job_plan *plan = g->plan;
-    size_t tiles = 0, rec_max = 0;
+    size_t tiles = 0, panel_want = 0;  // panel_want: the largest item's records
     int n_tile_items = 0, n_items = 0, lead = -1;
     for (int j = 0; j < n_jobs; j++) {
         struct job_plan *p = &plan[j];
@@ -783,7 +803,6 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
             tiles += (size_t)p->n_groups * p->T.bytes;
             n_tile_items += p->n_groups;
         }
-        if (!p->small && p->L.bytes > rec_max) rec_max = p->L.bytes;
         p->item0 = n_items;
         p->n_unit = 1;
         if (p->small && lead >= 0 && same_matrix(&jobs[lead].w, &jobs[j].w)) {
@@ -796,14 +815,20 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
         // for balance (8 a thread), few enough that the shared counter is not the cost (one
         // item of 16 rows of the output head was a contended atomic per 18 KiB).
         p->item_rows = k->rows_per_panel;
+        p->block_tiles = p->n_groups;
+        if (!p->small && p->n_groups > k->fused_tiles) {  // token blocks (GEMM_L2_TILES)
+            const int bt = (int)(g->l2_tiles / p->T.bytes) & ~1;
+            const int block = bt < 2 * k->max_tiles ? 2 * k->max_tiles : bt;
+            if (p->n_groups > block) p->block_tiles = block, p->item_rows = GEMM_BLOCK_PANELS * k->rows_per_panel;
+        }
         if (p->small) {
             const uint32_t want = jobs[j].w.n_out / (8u * (uint32_t)strata_pool_size(pool));
             p->item_rows = want < 16 ? 16 : want > 64 ? 64 : (int)want;
         }
         n_items += (int)((jobs[j].w.n_out + (uint32_t)p->item_rows - 1) / (uint32_t)p->item_rows);
+        if (!p->small && p->L.bytes * (size_t)p->item_rows > panel_want) panel_want = p->L.bytes * (size_t)p->item_rows;
     }
     int rc = grow_tiles(g, tiles);
-    const size_t panel_want = rec_max * (size_t)k->rows_per_panel;
     for (int i = 0; rc == 0 && i < g->n_threads; i++) {
         size_t have = g->panel_bytes;
         rc = grow(&g->panels[i], &have, panel_want);

@@ -132,9 +132,10 @@ static void unpack_amx(const struct gemm_format *f, const struct gemm_rec_layout
 
 // Block b's float part for the 16 rows and G tiles (the records' block rb), from its C tiles in
 // c, into out's tiles i0 .. i0 + G - 1 of ot a row: S1 = C + 8 C2, then the VNNI kernel's
-// operations (the same bits). The tile's four activation sums stay in registers over the rows and
-// the rows' factors are broadcast from memory (a quarter fewer instructions than loading both per
-// row: this part took as long as the tile products and the two do not overlap, see panel_split).
+// operations (the same bits; block 0 starts the sums from zero, so out needs no clearing). The
+// tile's four activation sums stay in registers over the rows and the rows' factors are broadcast
+// from memory (a quarter fewer instructions than loading both per row: this part took as long as
+// the tile products and the two do not overlap, see panel_split).
 static inline __attribute__((always_inline)) void block_floats(const struct gemm_rec_layout *L,
                                                                 const struct gemm_tile_layout *T, const uint8_t *recs,
                                                                 int n_rows, const uint8_t *const *tiles, float *out,
@@ -152,7 +153,7 @@ static inline __attribute__((always_inline)) void block_floats(const struct gemm
                                                 _mm512_slli_epi32(_mm512_load_si512(c[2 * i + 1][r]), 3));
             float *acc = out + ((size_t)r * ot + i0 + i) * 16;
             const __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(rec_dw(L, rec)[rb]), d),
-                                             _mm512_cvtepi32_ps(s1), _mm512_load_ps(acc));
+                                             _mm512_cvtepi32_ps(s1), b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc));
             const int32_t *mp = rec_mp(L, rec) + (size_t)rb * 4;
             __m512i s2 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), a0, _mm512_set1_epi32(mp[0]));
             s2 = _mm512_dpwssd_epi32(s2, a1, _mm512_set1_epi32(mp[1]));
@@ -211,7 +212,6 @@ static inline __attribute__((always_inline)) void panel_split(const struct gemm_
                                                                const int G)
 {
     int32_t c[4][16][16] __attribute__((aligned(64)));
-    memset(out, 0, sizeof(float) * 16 * (size_t)G * 16);
     const long stride = (long)L->bytes;
     const uint8_t *w = recs, *w2 = rec_w2(L, recs);
     for (uint32_t b = 0; b < L->nb; b++) {
@@ -241,7 +241,6 @@ static inline __attribute__((always_inline)) void fused_split(const struct gemm_
     const size_t bb = five ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
     const struct gemm_rec_layout M = {.n = QK_K, .nb = 1, .nsub = QK_K / 32, .off_w2 = 256, .off_mp = 512,
                                       .off_dw = 528, .off_ndmin = 532, .bytes = FUSED_REC};
-    memset(out, 0, sizeof(float) * 16 * (size_t)n_tiles * 16);
     for (uint32_t b = 0; b < nb; b++) {
         // each row prefetches its next block; the last block, the first of the row 16 rows on
         // (the next panel, which the next item of some thread reads): one block ahead was 6-13%
