@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The host A/B of 2026-12-07 (second), one call (about 7 minutes), 48-layer qwen3-30b-a3b Q4_K,
-# 16 threads, F16 KV: prompts 512 (2 rounds) and 8,192 (one, E not), B = 499613f (the AMX fused expert
+# The host A/B of 2026-12-07 (second), one call (about 5 minutes), 48-layer qwen3-30b-a3b Q4_K,
+# 16 threads, F16 KV: prompts 512 (2 rounds, B and D; V= other variants) and 8,192 (D; V8=), B = 499613f (the AMX fused expert
 # kernel and attention), D = 689d2d6 (a prompt's panels claimed guided, the next panel asked for
 # into L2; token blocks for the dense products), E = D + cpu-3-amx-mins-bf16.diff; llama.cpp's prompts 512 and 8,192 on the same file
 # in the same call, one llama-bench each (issue 15's 3x goal).
@@ -11,10 +11,10 @@
 set -u
 cd "$(dirname "$0")/../../.."
 export WORK=/tmp/w LD_LIBRARY_PATH=$PWD/.deps/lib:$PWD/.deps/llama-cpu/lib
-v='B:.deps/ab/b D:.deps/ab/d E:.deps/ab/e'
+v=${V:-'B:.deps/ab/b D:.deps/ab/d'}
 MIN_GBS=${MIN_GBS:-60} SKIP_TESTS=1 REPS=2 GEMM_TOKENS= VARIANTS="$v" B=.deps/ab/d PROMPTS=512 \
-    LLAMA=.deps/llama-cpu/b/bin/llama-bench LLAMA_PROMPTS=512 LLAMA_REPS=2 BUDGET_S=210 OUT=/tmp/o1 \
+    LLAMA=.deps/llama-cpu/b/bin/llama-bench LLAMA_PROMPTS=512 LLAMA_REPS=2 BUDGET_S=170 OUT=/tmp/o1 \
     bash bench/device/cpu_ab.sh 2>&1 | grep '^\['
-MIN_GBS=${MIN_GBS:-60} SKIP_TESTS=1 REPS=1 GEMM_TOKENS= VARIANTS='B:.deps/ab/b D:.deps/ab/d' B=.deps/ab/d PROMPTS=8192 \
-    LLAMA=.deps/llama-cpu/b/bin/llama-bench LLAMA_PROMPTS=8192 LLAMA_REPS=1 BUDGET_S=350 OUT=/tmp/o2 \
+MIN_GBS=${MIN_GBS:-60} SKIP_TESTS=1 REPS=1 GEMM_TOKENS= VARIANTS=${V8:-'D:.deps/ab/d'} B=.deps/ab/d PROMPTS=8192 \
+    LLAMA=.deps/llama-cpu/b/bin/llama-bench LLAMA_PROMPTS=8192 LLAMA_REPS=1 BUDGET_S=260 OUT=/tmp/o2 \
     bash bench/device/cpu_ab.sh 2>&1 | grep '^\['
