@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Two strata binaries on the same model, runs interleaved (A B A B ...) so both see the same load:
+# Two strata binaries on the same model, runs interleaved (A B B A A B ...) so both see the same load
+# and the same places in the sequence (on the development VM, 2026-12-07, runs of one binary
+# alternated slow and fast, the slow ones with 2-5 s more system time: A B A B gave B +10%):
 # decode and prompt tok/s of each, median of REPS, and the ratio B/A; a row per binary in
 # results.tsv. For "speed unchanged" checks across a refactor. Each run's CPU time (user + sys,
 # whole process: load, prompt, decode) is measured too: on a machine other jobs saturate, the wall
@@ -23,7 +25,8 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 a_dec=(); a_pp=(); b_dec=(); b_pp=(); a_cpu=(); b_cpu=()
 tf=$(mktemp)
 for r in $(seq "$REPS"); do
-  for which in A B; do
+  order="A B"; [ $((r % 2)) = 0 ] && order="B A"
+  for which in $order; do
     bin=$A; [ $which = B ] && bin=$B
     # shellcheck disable=SC2086
     out=$(/usr/bin/time -o "$tf" -f "%U %S" "$bin" run -m "$model" --prompt-tokens "$ids" -n "$GEN" --temp 0 \

@@ -14,7 +14,8 @@
 //   test_gemm --bench [T [E [TYPE]]]  GMAC/s of one thread: quant multi-dot, canonical multi-dot and
 //                                 the GEMM, on E (default 8; 128 and more stream from RAM)
 //                                 expert-shaped products of T tokens (default 8, 32), of
-//                                 every type or of TYPE alone (Q4_K, ...)
+//                                 every type or of TYPE alone (Q4_K, ...); 768 x 2,048 (the
+//                                 gate's shape), or 2,048 x 768 with STRATA_BENCH_DOWN=1
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,8 +344,10 @@ static double thread_seconds(void)
 // (insensitive to other load on the machine).
 static void bench_type(uint32_t type, int n_tok, int experts, enum strata_gemm_level lv)
 {
-    const int64_t n = 2048;
-    const int n_out = 768;
+    // the expert shape of qwen3-30b-a3b's gate and up (STRATA_BENCH_DOWN=1: its down projection)
+    const bool down = getenv("STRATA_BENCH_DOWN") != NULL;
+    const int64_t n = down ? 768 : 2048;
+    const int n_out = down ? 2048 : 768;
     const size_t rb = strata_type_row_bytes(type, (uint64_t)n), ab = act_bytes(type, n);
     const uint32_t vt = strata_type_traits(type)->vec_dot_type;
     uint64_t rng = 5;
