@@ -12,9 +12,12 @@ set -u
 cd "$(dirname "$0")/../../.."
 export WORK=/tmp/w LD_LIBRARY_PATH=$PWD/.deps/lib:$PWD/.deps/llama-cpu/lib
 v=${V:-'B:.deps/ab/b D:.deps/ab/d'}
-MIN_GBS=${MIN_GBS:-60} SKIP_TESTS=1 REPS=2 GEMM_TOKENS= VARIANTS="$v" B=.deps/ab/d PROMPTS=512 \
-    LLAMA=.deps/llama-cpu/b/bin/llama-bench LLAMA_PROMPTS=512 LLAMA_REPS=2 BUDGET_S=170 OUT=/tmp/o1 \
+# SHORT=1: prompt 512 alone, one run each (about 2 minutes)
+r512=2; [ -n "${SHORT:-}" ] && r512=1
+MIN_GBS=${MIN_GBS:-60} SKIP_TESTS=1 REPS=$r512 GEMM_TOKENS= VARIANTS="$v" B=.deps/ab/d PROMPTS=512 \
+    LLAMA=.deps/llama-cpu/b/bin/llama-bench LLAMA_PROMPTS=512 LLAMA_REPS=$r512 BUDGET_S=170 OUT=/tmp/o1 \
     bash bench/device/cpu_ab.sh 2>&1 | grep --line-buffered '^\['
+[ -n "${SHORT:-}" ] && exit 0
 MIN_GBS=${MIN_GBS:-60} SKIP_TESTS=1 REPS=1 GEMM_TOKENS= VARIANTS=${V8:-'D:.deps/ab/d'} B=.deps/ab/d PROMPTS=8192 \
     LLAMA=.deps/llama-cpu/b/bin/llama-bench LLAMA_PROMPTS=8192 LLAMA_REPS=1 BUDGET_S=260 OUT=/tmp/o2 \
     bash bench/device/cpu_ab.sh 2>&1 | grep --line-buffered '^\['
