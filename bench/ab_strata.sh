@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Two strata binaries on the same model, runs interleaved (A B B A A B ...) so both see the same load
 # and the same places in the sequence (on the development VM, 2026-12-07, runs of one binary
-# alternated slow and fast, the slow ones with 2-5 s more system time: A B A B gave B +10%):
+# alternated slow and fast, the slow ones with 2-5 s more system time: A B A B gave B +10%; the
+# cause is the guest's free page reporting, off while benchmarking with
+# `echo 11 > /sys/module/page_reporting/parameters/page_reporting_order`, 9 to restore):
 # decode and prompt tok/s of each, median of REPS, and the ratio B/A; a row per binary in
 # results.tsv. For "speed unchanged" checks across a refactor. Each run's CPU time (user + sys,
 # whole process: load, prompt, decode) is measured too: on a machine other jobs saturate, the wall

@@ -6,8 +6,8 @@
 
 #include <stdbool.h>
 
-// True where the GEMM's AMX level runs (AMX-TILE, AMX-INT8, the tile state granted) and the CPU
-// has AMX-BF16 too (cpuid leaf 7, edx bit 22), unless STRATA_AMX is "0".
+// True where the GEMM's AMX level runs (AMX-TILE, AMX-INT8, AMX-BF16, the tile state granted),
+// unless STRATA_AMX is "0".
 bool strata_amx_bf16_runs(void);
 // Configures the calling thread's tiles (the first call on a thread; later ones return at once).
 void strata_amx_configure(void);

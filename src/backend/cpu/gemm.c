@@ -61,21 +61,27 @@ void gemm_rec_layout_init(struct gemm_rec_layout *L, const struct gemm_format *f
     size_t off = round64(n);
     L->off_w2 = split ? off : 0;
     off += split ? round64(n) : 0;
+    L->off_mb = split && f->mins ? off : 0;
+    off += split && f->mins ? (size_t)L->nb * 64 : 0;
     L->off_sc = off, off += (size_t)L->nb * L->nsub * 4;
     L->off_corr = off, off += (size_t)L->nb * 4;
     L->off_dw = off, off += (size_t)L->nb * 4;
     L->off_ndmin = off, off += f->mins ? (size_t)L->nb * 4 : 0;
-    L->off_mp = off, off += f->mins ? (size_t)L->nb * (L->nsub / 2) * 4 : 0;
+    L->off_mp = off, off += f->mins && !split ? (size_t)L->nb * (L->nsub / 2) * 4 : 0;
     L->bytes = round64(off);
 }
 
-void gemm_tile_layout_init(struct gemm_tile_layout *T, const struct gemm_format *f, uint32_t n, uint32_t lanes)
+void gemm_tile_layout_init(struct gemm_tile_layout *T, const struct gemm_format *f, uint32_t n, uint32_t lanes,
+                           bool split)
 {
     T->lanes = lanes;
     T->nb = n / f->qb;
+    const size_t nsub = f->qb / f->sb;
     size_t off = (size_t)n * lanes;
     T->off_da = off, off += (size_t)T->nb * lanes * 4;
-    T->off_asum = off, off += f->mins ? (size_t)T->nb * (f->qb / f->sb / 2) * lanes * 4 : 0;
+    T->off_asum = off, off += f->mins && !split ? (size_t)T->nb * (nsub / 2) * lanes * 4 : 0;
+    T->off_hl = split && f->mins ? off : 0;
+    off += split && f->mins ? (T->nb + 1) * nsub * lanes * 4 : 0;
     T->bytes = round64(off);
 }
 
@@ -232,7 +238,13 @@ void gemm_build_tile(const struct gemm_format *f, const struct gemm_tile_layout 
                 for (int i = 0; i < 4; i++)
                     dst[(size_t)k * lanes * 4 + i] = (uint8_t)a[4 * k + i] ^ (plus128 ? 0x80 : 0);
             da[b * lanes + l] = d;
-            if (f->mins)
+            for (uint32_t k = 0; T->off_hl && k < nsub; k++) {
+                const int32_t s = act_sub_sum(f, row, b, k), lo = s & 127;
+                uint16_t *hl = (uint16_t *)(tile + T->off_hl) + ((b * nsub + k) * lanes + l) * 2;
+                hl[0] = strata_fp32_to_bf16((float)(s - lo));
+                hl[1] = strata_fp32_to_bf16((float)lo);
+            }
+            if (f->mins && !T->off_hl)
                 for (uint32_t k = 0; k < nsub / 2; k++) {
                     const uint32_t lo = (uint16_t)act_sub_sum(f, row, b, 2 * k);
                     const uint32_t hi = (uint16_t)act_sub_sum(f, row, b, 2 * k + 1);
@@ -361,9 +373,10 @@ const char *strata_gemm_level_name(enum strata_gemm_level level)
     return (unsigned)level < STRATA_GEMM_LEVEL_COUNT ? g_level_names[level] : "?";
 }
 
-// AMX-TILE and AMX-INT8 (cpuid leaf 7, edx bits 24 and 25), AVX-512 VBMI (ecx bit 1: the split
-// records' unpacking; every AMX CPU has it), and the tile data state enabled by the OS for this
-// process (Linux grants it on request: arch_prctl ARCH_REQ_XCOMP_PERM).
+// AMX-TILE, AMX-INT8 and AMX-BF16 (cpuid leaf 7, edx bits 24, 25 and 22: the split formats' mins
+// are bf16 products), AVX-512 VBMI (ecx bit 1: the split records' unpacking; every AMX CPU has
+// both), and the tile data state enabled by the OS for this process (Linux grants it on request:
+// arch_prctl ARCH_REQ_XCOMP_PERM).
 static bool g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
 
@@ -371,7 +384,7 @@ static void amx_probe(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
-    if (!((d >> 24) & 1) || !((d >> 25) & 1) || !((c >> 1) & 1)) return;
+    if (!((d >> 24) & 1) || !((d >> 25) & 1) || !((d >> 22) & 1) || !((c >> 1) & 1)) return;
     g_amx_ok = gemm_kernels_amx.thread_prepare && gemm_kernels_amx.thread_prepare() == 0;
 }
 
@@ -398,9 +411,7 @@ static bool amx_wanted(void)
 
 bool strata_amx_bf16_runs(void)
 {
-    unsigned a, b, c, d;
-    return amx_wanted() && strata_gemm_level_runs(STRATA_GEMM_AMX) && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
-           ((d >> 22) & 1);
+    return amx_wanted() && strata_gemm_level_runs(STRATA_GEMM_AMX);
 }
 
 enum strata_gemm_level strata_gemm_level_for(enum strata_isa isa)
@@ -788,7 +799,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
         p->f = gemm_format_of(jobs[j].w.type);
         STRATA_ASSERT(strata_gemm_supports(g->level, jobs[j].w.type) && jobs[j].w.n_in % p->f->qb == 0);
         gemm_rec_layout_init(&p->L, p->f, jobs[j].w.n_in, k->split && k->split(p->f));
-        gemm_tile_layout_init(&p->T, p->f, jobs[j].w.n_in, k->lanes);
+        gemm_tile_layout_init(&p->T, p->f, jobs[j].w.n_in, k->lanes, k->split && k->split(p->f));
         p->n_groups = (jobs[j].n_tok + (int)k->lanes - 1) / (int)k->lanes;
         const int min_tok = p->f->qb == 32 && k->min_tokens_b32 ? k->min_tokens_b32 : k->min_tokens;
         p->small = !k->panel || jobs[j].n_tok < min_tok;

@@ -45,8 +45,8 @@
 #include "backend/cpu/kernels.h"
 #include "quant/quant.h"
 
-// Kernel levels of the GEMM: the ISA levels of quant.h plus AMX tiles (AVX-512 + AMX-INT8, with
-// the tile state granted by the kernel).
+// Kernel levels of the GEMM: the ISA levels of quant.h plus AMX tiles (AVX-512 + AMX-INT8 and
+// AMX-BF16, with the tile state granted by the kernel).
 enum strata_gemm_level {
     STRATA_GEMM_SCALAR,
     STRATA_GEMM_AVX2,

@@ -1,13 +1,16 @@
-// AMX level of the GEMM (Sapphire Rapids and later: AMX-TILE + AMX-INT8, and AVX-512 VBMI): the
-// tile kernel on tile registers; the canonical dots, and the unpacking of the types without split
-// records, are the AVX-512 level's.
+// AMX level of the GEMM (Sapphire Rapids and later: AMX-TILE, AMX-INT8, AMX-BF16 and AVX-512
+// VBMI): the tile kernel on tile registers; the canonical dots, and the unpacking of the types
+// without split records, are the AVX-512 level's.
 //
 // Q4_K and Q5_K (split records, gemm_impl.h). A panel's 16 records and two activation tiles:
 // tmm4 / tmm5 = the 16 rows' w and w2 over 64 values, tmm6 / tmm7 = the two tiles' 16 tokens over
 // the same 64 (4 bytes a token a row, the VNNI kernel's layout without the + 128), and four C
 // tiles, w . a and w2 . a per activation tile, accumulate the block's 4 steps (TDPBUSD: the
-// values are unsigned). Per block the C tiles are stored once and S1 = C + 8 C2 is exact; the
-// block's float part (dw * da, the mins by vpdpwssd) is the VNNI kernel's, the same bits.
+// values are unsigned). Per block the C tiles are stored once and S1 = C + 8 C2 is exact, and the
+// mins' sums come from one TDPBF16PS a tile, exact (gemm_impl.h); the block's float part (dw * da,
+// dmin * da) is the VNNI kernel's, the same bits. The mins on the tiles instead of four vpdpwssd a
+// row (one thread, test_gemm --bench T E Q4_K, medians of 7 interleaved runs): 128 tokens x 16
+// experts 352 -> 362 GMAC/s, 32 x 64 247 -> 264, 16 x 64 171 -> 168 (noise: +-5%).
 // A Q4_K job whose tokens fit one panel call (a prompt's experts: ~32 tokens each) takes the
 // fused kernel instead, which unpacks the panel's rows a block at a time into a buffer that
 // stays in L1 and multiplies it at once (fused_split), asking for the thread's next panel into L2
@@ -94,7 +97,7 @@ static inline __m512i times_pieces(__m512i q, int p0, int p1)
 }
 
 // Block b of a Q4_K / Q5_K row as split values into w and w2 (QK_K bytes each) and the block's
-// record fields (gemm_k45_block, which prefetches `ahead` bytes past the block).
+// record fields (gemm_k45_block, which prefetches `ahead` bytes past the block; mb here).
 static inline __attribute__((always_inline)) void split_block(const struct gemm_rec_layout *L, const void *row,
                                                                uint32_t b, bool five, uint8_t *rec, uint8_t *w,
                                                                uint8_t *w2, long ahead)
@@ -102,7 +105,13 @@ static inline __attribute__((always_inline)) void split_block(const struct gemm_
     const uint8_t *qs;
     __m512i qh;
     uint8_t sc[16];  // 8 scales (0..63), 8 mins
-    _mm_storeu_si128((__m128i *)sc, gemm_k45_block(L, row, b, five, rec, &qs, &qh, ahead));
+    const __m128i sm = gemm_k45_block(L, row, b, five, rec, &qs, &qh, ahead);
+    _mm_storeu_si128((__m128i *)sc, sm);
+    // m is exact in bf16, the upper half of its float: copied into the lower half
+    const __m256i m = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+    const __m256i upper = _mm256_set_epi8(15, 14, 15, 14, 11, 10, 11, 10, 7, 6, 7, 6, 3, 2, 3, 2,
+                                          15, 14, 15, 14, 11, 10, 11, 10, 7, 6, 7, 6, 3, 2, 3, 2);
+    _mm512_storeu_si512(rec + L->off_mb + (size_t)b * 64, _mm512_zextsi256_si512(_mm256_shuffle_epi8(m, upper)));
     for (int c = 0; c < 4; c++) {
         const __m512i q = k_chunk_quants(qs + 32 * c, five ? &qh : NULL, five ? q5_select(c) : _mm512_setzero_si512());
         const int s0 = sc[2 * c], s1 = sc[2 * c + 1];
@@ -131,22 +140,18 @@ static void unpack_amx(const struct gemm_format *f, const struct gemm_rec_layout
 }
 
 // Block b's float part for the 16 rows and G tiles (the records' block rb), from its C tiles in
-// c, into out's tiles i0 .. i0 + G - 1 of ot a row: S1 = C + 8 C2, then the VNNI kernel's
-// operations (the same bits; block 0 starts the sums from zero, so out needs no clearing). The
-// tile's four activation sums stay in registers over the rows and the rows' factors are broadcast
-// from memory (a quarter fewer instructions than loading both per row: this part took as long as
-// the tile products and the two do not overlap, see panel_split).
+// c and its mins in s2 (block_tiles), into out's tiles i0 .. i0 + G - 1 of ot a row:
+// S1 = C + 8 C2, then the VNNI kernel's operations (the same bits; block 0 starts the sums from
+// zero, so out needs no clearing). The rows' factors are broadcast from memory (this part took as
+// long as the tile products and the two do not overlap, see panel_split).
 static inline __attribute__((always_inline)) void block_floats(const struct gemm_rec_layout *L,
                                                                 const struct gemm_tile_layout *T, const uint8_t *recs,
                                                                 int n_rows, const uint8_t *const *tiles, float *out,
                                                                 const int G, uint32_t b, uint32_t rb, int32_t (*c)[16][16],
-                                                                int ot, int i0)
+                                                                float (*s2)[16][16], int ot, int i0)
 {
     for (int i = 0; i < G; i++) {
         const __m512 d = _mm512_load_ps(tile_da(T, tiles[i]) + (size_t)b * 16);
-        const int32_t *asum = tile_asum(T, tiles[i]) + (size_t)b * 4 * 16;
-        const __m512i a0 = _mm512_load_si512(asum), a1 = _mm512_load_si512(asum + 16);
-        const __m512i a2 = _mm512_load_si512(asum + 32), a3 = _mm512_load_si512(asum + 48);
         for (int r = 0; r < 16; r++) {
             const uint8_t *rec = recs + (size_t)(r < n_rows ? r : n_rows - 1) * L->bytes;
             const __m512i s1 = _mm512_add_epi32(_mm512_load_si512(c[2 * i][r]),
@@ -154,28 +159,41 @@ static inline __attribute__((always_inline)) void block_floats(const struct gemm
             float *acc = out + ((size_t)r * ot + i0 + i) * 16;
             const __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(rec_dw(L, rec)[rb]), d),
                                              _mm512_cvtepi32_ps(s1), b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc));
-            const int32_t *mp = rec_mp(L, rec) + (size_t)rb * 4;
-            __m512i s2 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), a0, _mm512_set1_epi32(mp[0]));
-            s2 = _mm512_dpwssd_epi32(s2, a1, _mm512_set1_epi32(mp[1]));
-            s2 = _mm512_dpwssd_epi32(s2, a2, _mm512_set1_epi32(mp[2]));
-            s2 = _mm512_dpwssd_epi32(s2, a3, _mm512_set1_epi32(mp[3]));
             const __m512 nd = _mm512_mul_ps(_mm512_set1_ps(rec_ndmin(L, rec)[rb]), d);
-            _mm512_store_ps(acc, _mm512_fmadd_ps(nd, _mm512_cvtepi32_ps(s2), a));
+            _mm512_store_ps(acc, _mm512_fmadd_ps(nd, _mm512_load_ps(s2[i][r]), a));
         }
     }
 }
 
-// Block b's integer products: w . a into C tile 2i, w2 . a into 2i + 1 for the G activation
-// tiles, with w and w2 the 16 rows' block values (row r at r * stride).
-static inline __attribute__((always_inline)) void block_products(const uint8_t *w, const uint8_t *w2, long stride,
-                                                                  const uint8_t *const *tiles, const int G, uint32_t b)
+// Block b's tile products for the 16 rows (row r's block values at w + r * stride, its w2 and mb
+// rows likewise) and the G activation tiles: w . a into c[2i], w2 . a into c[2i + 1], and the
+// mins mb . hl (gemm_impl.h, exact) into s2[i]. The mins go first, so that their result is stored
+// long before block_floats reads it: on tiles 2, 3 and 7, which one tile's products leave free
+// (stored with the C tiles), or stored at once for two tiles.
+static inline __attribute__((always_inline)) void block_tiles(const uint8_t *w, const uint8_t *w2, const uint8_t *mb,
+                                                               long stride, const struct gemm_tile_layout *T,
+                                                               const uint8_t *const *tiles, const int G, uint32_t b,
+                                                               int32_t (*c)[16][16], float (*s2)[16][16])
 {
-    _tile_zero(0);
-    _tile_zero(1);
-    if (G == 2) {
+    _tile_zero(2);
+    if (G == 1) {
+        _tile_loadd(3, mb, stride);
+        _tile_loadd(7, tile_hl(T, tiles[0]) + (size_t)b * 8 * 64, 64);
+        _tile_dpbf16ps(2, 3, 7);
+    } else {
+        _tile_zero(3);
+        _tile_loadd(4, mb, stride);
+        _tile_loadd(6, tile_hl(T, tiles[0]) + (size_t)b * 8 * 64, 64);
+        _tile_loadd(7, tile_hl(T, tiles[1]) + (size_t)b * 8 * 64, 64);
+        _tile_dpbf16ps(2, 4, 6);
+        _tile_dpbf16ps(3, 4, 7);
+        _tile_stored(2, s2[0], 64);
+        _tile_stored(3, s2[1], 64);
         _tile_zero(2);
         _tile_zero(3);
     }
+    _tile_zero(0);
+    _tile_zero(1);
     for (int s = 0; s < 4; s++) {
         const size_t step = ((size_t)b * (QK_K / 4) + 16 * s) * 64;
         _tile_loadd(4, w + 64 * s, stride);
@@ -189,13 +207,11 @@ static inline __attribute__((always_inline)) void block_products(const uint8_t *
             _tile_dpbusd(3, 5, 7);
         }
     }
-}
-
-static inline __attribute__((always_inline)) void store_c(int32_t (*c)[16][16], const int G)
-{
     _tile_stored(0, c[0], 64);
     _tile_stored(1, c[1], 64);
-    if (G == 2) {
+    if (G == 1) {
+        _tile_stored(2, s2[0], 64);
+    } else {
         _tile_stored(2, c[2], 64);
         _tile_stored(3, c[3], 64);
     }
@@ -212,22 +228,22 @@ static inline __attribute__((always_inline)) void panel_split(const struct gemm_
                                                                const int G)
 {
     int32_t c[4][16][16] __attribute__((aligned(64)));
+    float s2[2][16][16] __attribute__((aligned(64)));
     const long stride = (long)L->bytes;
-    const uint8_t *w = recs, *w2 = rec_w2(L, recs);
+    const uint8_t *w = recs, *w2 = rec_w2(L, recs), *mb = rec_mb(L, recs);
     for (uint32_t b = 0; b < L->nb; b++) {
-        block_products(w + (size_t)b * QK_K, w2 + (size_t)b * QK_K, stride, tiles, G, b);
-        store_c(c, G);
-        block_floats(L, T, recs, n_rows, tiles, out, G, b, b, c, G, 0);
+        block_tiles(w + (size_t)b * QK_K, w2 + (size_t)b * QK_K, mb + (size_t)b * 64, stride, T, tiles, G, b, c, s2);
+        block_floats(L, T, recs, n_rows, tiles, out, G, b, b, c, s2, G, 0);
     }
 }
 
 // Fused (split formats, a job of up to FUSED_TILES tiles: a prompt's experts, ~32 tokens each).
 // The 16 rows come straight from their packed form, a block at a time: the rows' block b is
-// unpacked into a buffer that stays in L1 (FUSED_REC bytes a row: w, w2, then the block's mp, dw
+// unpacked into a buffer that stays in L1 (FUSED_REC bytes a row: w, w2, then the block's mb, dw
 // and ndmin as a one-block record) and multiplied at once with every tile, two at a time. Unpack
 // + panel write the panel's whole records out (64 KiB for 2048 values) and read them back from L2
 // for each pair of tiles.
-#define FUSED_REC 576
+#define FUSED_REC 640
 #define FUSED_TILES 4
 static inline __attribute__((always_inline)) void fused_split(const struct gemm_format *f,
                                                                const struct gemm_tile_layout *T, const uint8_t *rows,
@@ -237,10 +253,11 @@ static inline __attribute__((always_inline)) void fused_split(const struct gemm_
 {
     uint8_t buf[16 * FUSED_REC] __attribute__((aligned(64)));
     int32_t c[4][16][16] __attribute__((aligned(64)));
+    float s2[2][16][16] __attribute__((aligned(64)));
     const bool five = f->wtype == STRATA_TYPE_Q5_K;
     const size_t bb = five ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
-    const struct gemm_rec_layout M = {.n = QK_K, .nb = 1, .nsub = QK_K / 32, .off_w2 = 256, .off_mp = 512,
-                                      .off_dw = 528, .off_ndmin = 532, .bytes = FUSED_REC};
+    const struct gemm_rec_layout M = {.n = QK_K, .nb = 1, .nsub = QK_K / 32, .off_w2 = 256, .off_mb = 512,
+                                      .off_dw = 576, .off_ndmin = 580, .bytes = FUSED_REC};
     for (uint32_t b = 0; b < nb; b++) {
         // each row prefetches its next block; the last block, the first of the row 16 rows on
         // (the next panel, which the next item of some thread reads): one block ahead was 6-13%
@@ -258,14 +275,12 @@ static inline __attribute__((always_inline)) void fused_split(const struct gemm_
         }
         int i = 0;
         for (; i + 2 <= n_tiles; i += 2) {
-            block_products(buf, buf + 256, FUSED_REC, tiles + i, 2, b);
-            store_c(c, 2);
-            block_floats(&M, T, buf, 16, tiles + i, out, 2, b, 0, c, n_tiles, i);
+            block_tiles(buf, buf + 256, buf + 512, FUSED_REC, T, tiles + i, 2, b, c, s2);
+            block_floats(&M, T, buf, 16, tiles + i, out, 2, b, 0, c, s2, n_tiles, i);
         }
         if (i < n_tiles) {
-            block_products(buf, buf + 256, FUSED_REC, tiles + i, 1, b);
-            store_c(c, 1);
-            block_floats(&M, T, buf, 16, tiles + i, out, 1, b, 0, c, n_tiles, i);
+            block_tiles(buf, buf + 256, buf + 512, FUSED_REC, T, tiles + i, 1, b, c, s2);
+            block_floats(&M, T, buf, 16, tiles + i, out, 1, b, 0, c, s2, n_tiles, i);
         }
     }
 }

@@ -290,6 +290,7 @@ void gemm_unpack_avx512(const struct gemm_format *f, const struct gemm_rec_layou
             __m512i qh;
             const __m128i sm = gemm_k45_block(L, row, b, five, rec, &qs, &qh, STRATA_PREFETCH_AHEAD);  // 8 scales, 8 mins
             _mm256_storeu_si256((__m256i *)(sc + b * 8), _mm256_cvtepu8_epi32(sm));
+            _mm_storeu_si128((__m128i *)(rec + L->off_mp + (size_t)b * 16), _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
             for (int c = 0; c < 4; c++)
                 _mm512_storeu_si512(w + (size_t)b * QK_K + 64 * c, k_chunk_quants(qs + 32 * c, five ? &qh : NULL, five ? q5_select(c) : zero));
         }

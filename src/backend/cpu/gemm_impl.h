@@ -16,18 +16,28 @@
 //                      then corr is not used)
 //   dw[nb]             float block factor
 //   ndmin[nb]          float -dmin                                   (types with mins)
-//   mp[nb][nsub / 2]   two int16 mins m[2k] | m[2k+1] << 16 per int32  (types with mins)
+//   mp[nb][nsub / 2]   two int16 mins m[2k] | m[2k+1] << 16 per int32  (types with mins, not
+//                      split)
+//   mb[nb][32]         split records with mins: bf16 (m[j], m[j]) for j < 8, then 16 zeros (the
+//                      A row of the mins' TDPBF16PS, K padded to the tiles' 64 bytes)
 // Split records (the formats a level's `split` names: Q4_K and Q5_K at AMX). Every sub-block
 // scale, 0..63, is 8 hi + lo with hi and lo in 0..7, and the values are stored twice as
 // unsigned bytes: w[i] * lo of its sub-block in w, w[i] * hi in w2 (at most 31 * 7 = 217). Then
 // S1 = sum_i w[i] a[i] + 8 sum_i w2[i] a[i], both sums over the whole block with no scale
 // between sub-blocks: two products of full tile width per 64 values and one extraction per block
-// instead of one narrow product and one extraction per sub-block. sc is not stored.
+// instead of one narrow product and one extraction per sub-block. sc is not stored. The mins term
+// sum_j m[j] asum[j] is a tile product too: with a sub-block sum asum = 128 h + l (h in -32..31,
+// l in 0..127), 128 h, l and m are exact in bf16, and mb . hl = sum_j m[j] 128 h[j] + m[j] l[j]
+// in fp32 has every product and partial sum an integer below 2^24: exact, the int32 sum's float.
 // Activation tile of `lanes` tokens (lanes past the group's tokens are zero):
 //   a[nb][qb / 4][lanes][4]    4 consecutive int8 values of the lane's token, + 128 (as uint8)
 //                              where the level's kernel wants that (plus128, signed weights)
 //   da[nb][lanes]              float activation factor of each block
-//   asum[nb][nsub / 2][lanes]  two int16 sub-block sums of the activations per int32 (mins)
+//   asum[nb][nsub / 2][lanes]  two int16 sub-block sums of the activations per int32 (mins, not
+//                              split)
+//   hl[nb + 1][nsub][lanes]    split formats with mins: each sub-block sum a as bf16 (128 h, l),
+//                              a = 128 h + l, l in 0..127; block nb is zero (the 16-row B tile of
+//                              block b takes block b + 1's rows too, which mb's zeros multiply)
 #ifndef STRATA_BACKEND_CPU_GEMM_IMPL_H
 #define STRATA_BACKEND_CPU_GEMM_IMPL_H
 
@@ -55,20 +65,23 @@ struct gemm_rec_layout {
     uint32_t n, nb, nsub;
     size_t off_w2;      // split records: the second values (0 if not split)
     size_t off_sc, off_corr, off_dw, off_ndmin, off_mp;
+    size_t off_mb;      // split records with mins: the bf16 mins rows (0 if none)
     size_t bytes;       // multiple of 64
 };
 
 struct gemm_tile_layout {
     uint32_t lanes, nb;
     size_t off_da, off_asum;
+    size_t off_hl;      // split formats with mins: the bf16 (128 h, l) rows (0 if none)
     size_t bytes;       // multiple of 64
 };
 
 // NULL if `wtype` has no canonical form.
 const struct gemm_format *gemm_format_of(uint32_t wtype);
-// split: the level's records of this format are split (gemm_kernels.split).
+// split: the level's records of this format are split (gemm_kernels.split), and its tiles carry hl.
 void gemm_rec_layout_init(struct gemm_rec_layout *L, const struct gemm_format *f, uint32_t n, bool split);
-void gemm_tile_layout_init(struct gemm_tile_layout *T, const struct gemm_format *f, uint32_t n, uint32_t lanes);
+void gemm_tile_layout_init(struct gemm_tile_layout *T, const struct gemm_format *f, uint32_t n, uint32_t lanes,
+                           bool split);
 
 // Unpack one weight row (n elements of f->wtype) into its record.
 void gemm_unpack_row(const struct gemm_format *f, const struct gemm_rec_layout *L, const void *row, uint8_t *rec);
@@ -146,8 +159,10 @@ static inline const float *rec_dw(const struct gemm_rec_layout *L, const uint8_t
 static inline const float *rec_ndmin(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const float *)(rec + L->off_ndmin); }
 static inline const int32_t *rec_mp(const struct gemm_rec_layout *L, const uint8_t *rec) { return (const int32_t *)(rec + L->off_mp); }
 static inline const uint8_t *rec_w2(const struct gemm_rec_layout *L, const uint8_t *rec) { return rec + L->off_w2; }
+static inline const uint8_t *rec_mb(const struct gemm_rec_layout *L, const uint8_t *rec) { return rec + L->off_mb; }
 static inline const float *tile_da(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const float *)(tile + T->off_da); }
 static inline const int32_t *tile_asum(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const int32_t *)(tile + T->off_asum); }
+static inline const uint8_t *tile_hl(const struct gemm_tile_layout *T, const uint8_t *tile) { return tile + T->off_hl; }
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -204,11 +219,11 @@ static inline __attribute__((always_inline)) size_t gemm_b32_bytes(uint32_t type
 #include <immintrin.h>
 #include <string.h>
 
-// Block b of a Q4_K / Q5_K row for the unpacking: writes the record's mins (mp), dw and ndmin of
-// the block, and gives its quants, its high bits (Q5_K; zero for Q4_K, where `five` is false) and
-// its scales and mins (strata_k_scales_sse: bytes 0..7 the scales, 8..15 the mins). Prefetches a
-// block's bytes `ahead` bytes past it (STRATA_PREFETCH_AHEAD where rows are read one after the
-// other).
+// Block b of a Q4_K / Q5_K row for the unpacking: writes the record's dw and ndmin of the block
+// (the caller writes its mins, mp or mb), and gives its quants, its high bits (Q5_K; zero for
+// Q4_K, where `five` is false) and its scales and mins (strata_k_scales_sse: bytes 0..7 the
+// scales, 8..15 the mins). Prefetches a block's bytes `ahead` bytes past it
+// (STRATA_PREFETCH_AHEAD where rows are read one after the other).
 static inline __attribute__((always_inline)) __m128i gemm_k45_block(const struct gemm_rec_layout *L, const void *row,
                                                                      uint32_t b, bool five, uint8_t *rec,
                                                                      const uint8_t **qs, __m512i *qh, long ahead)
@@ -221,7 +236,6 @@ static inline __attribute__((always_inline)) __m128i gemm_k45_block(const struct
     *qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const struct block_q5_k *)blk)->qh))
                : _mm512_setzero_si512();
     const __m128i sm = strata_k_scales_sse(head->scales);
-    _mm_storeu_si128((__m128i *)(rec + L->off_mp + (size_t)b * 16), _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
     ((float *)(rec + L->off_dw))[b] = _cvtsh_ss(head->d);
     ((float *)(rec + L->off_ndmin))[b] = -_cvtsh_ss(head->dmin);
     return sm;
