@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The host A/B of 2026-12-07 (second), one call (about 5 minutes), 48-layer qwen3-30b-a3b Q4_K,
 # 16 threads, F16 KV: prompts 512 (2 rounds, B and D; V= other variants) and 8,192 (D; V8=), B = 499613f (the AMX fused expert
-# kernel and attention), D = 689d2d6 (a prompt's panels claimed guided, the next panel asked for
-# into L2; token blocks for the dense products), E = D + cpu-3-amx-mins-bf16.diff; llama.cpp's prompts 512 and 8,192 on the same file
-# in the same call, one llama-bench each (issue 15's 3x goal).
-#   here:  build 499613f, 689d2d6 and 689d2d6 + the diff (make build/strata build/membw
-#          build/tests/test_gemm) into .deps/ab/b, .deps/ab/d, .deps/ab/e (strip --strip-debug);
+# kernel and attention), D = 33865db (a prompt's panels claimed guided, the next panel asked for
+# into L2; token blocks for the dense products; the AMX mins on the tile unit); llama.cpp's
+# prompts 512 and 8,192 on the same file in the same call, one llama-bench each (issue 15's 3x
+# goal).
+#   here:  build 499613f and 33865db (make build/strata build/membw build/tests/test_gemm) into
+#          .deps/ab/b and .deps/ab/d (strip --strip-debug);
 #          bash bench/device/deps.sh; bash bench/device/llama_cpu_prebuild.sh
 #   there: run(command="bash bench/device/pending/cpu_prefetch_llama.sh", carry=[".deps/ab", ".deps/lib", ".deps/llama-cpu"])
 set -u
