@@ -13,8 +13,8 @@
 // or 128 tokens (backend.h, "Determinism"). The output head too: decode's 4-row canonical dot
 // reads it faster than the quant kernels' one-row dot. The other types keep the quant kernels'
 // dots (ops.c), whose multi-token dot rounds as their one-token dot. Which path a matrix takes
-// depends only on the matrix. STRATA_CPU_GEMM=0 keeps
-// every matrix on the quant kernels (a diagnostic: other bits, the same within the process).
+// depends only on the matrix. STRATA_CPU_GEMM=0 keeps every matrix on the quant kernels (a
+// diagnostic: other bits, the same within the process).
 #include "backend/cpu/cpu.h"
 
 #include <math.h>

@@ -517,7 +517,8 @@ int strata_gemm_create(struct strata_gemm **out, int n_threads, enum strata_gemm
     const char *guided = getenv("STRATA_GEMM_GUIDED");
     g->guided = !(guided && guided[0] == '0');
     const char *l2 = getenv("STRATA_GEMM_L2_TILES");
-    g->l2_tiles = l2 && atol(l2) > 0 ? (size_t)atol(l2) : GEMM_L2_TILES;
+    const long l2_tiles = l2 ? atol(l2) : 0;
+    g->l2_tiles = l2_tiles > 0 ? (size_t)l2_tiles : GEMM_L2_TILES;
     g->k = g_levels[level];
     g->n_threads = n_threads;
     g->panels = calloc((size_t)n_threads, sizeof *g->panels);
@@ -723,6 +724,7 @@ static void panel_item(const struct gemm_call *c, int i0, int j, uint8_t *panel,
     const struct job_plan *owner = &c->plan[p->owner];
     const int per_call = fused ? p->n_groups : k->max_tiles;
     const int n_calls = n_panels * ((p->n_groups + per_call - 1) / per_call);
+    const size_t step = (next_bytes + (size_t)n_calls - 1) / (size_t)n_calls;  // the next rows a piece a call
     int call = 0;
     // a token block's tiles stay in L2 while every panel of the item multiplies them
     for (int tb = 0; tb < p->n_groups; tb += p->block_tiles) {
@@ -737,10 +739,7 @@ static void panel_item(const struct gemm_call *c, int i0, int j, uint8_t *panel,
                 if (fused) {
                     k->fused(p->f, &p->L, &p->T, rows, job->w.row_bytes, nr, tiles, n_tiles, out, next, next_bytes);
                 } else {
-                    if (next) {  // a slice of the next item's rows a call
-                        const size_t s0 = next_bytes * (size_t)call / (size_t)n_calls;
-                        strata_prefetch_l2(next + s0, (int)(next_bytes * (size_t)(call + 1) / (size_t)n_calls - s0));
-                    }
+                    if (next) gemm_prefetch_piece(next, next_bytes, step, (size_t)call);
                     k->panel(p->f, &p->L, &p->T, panel + (size_t)pr0 * p->L.bytes, pnr, tiles, n_tiles, out);
                 }
                 for (int i = 0; i < n_tiles; i++) {
@@ -770,18 +769,13 @@ static void panel_worker(void *arg, int ith, int nth)
     int i0, i1, j = 0;
     while (c->guided ? strata_chunk_next_guided(&c->next, c->n_items, nth, &i0, &i1)
                      : strata_chunk_next(&c->next, c->n_items, 1, &i0, &i1)) {
-        int jn = job_of_item(c, i0, &j);
+        job_of_item(c, i0, &j);
         for (int i = i0; i < i1; i++) {
-            const int ji = jn;
+            const int ji = j;  // item i's job; j moves on to item i + 1's
             size_t next_bytes = 0;
-            const uint8_t *next = NULL;
-            if (i + 1 < i1) {
-                jn = job_of_item(c, i + 1, &jn);
-                next = item_rows(c, i + 1, jn, &next_bytes);
-            }
+            const uint8_t *next = i + 1 < i1 ? item_rows(c, i + 1, job_of_item(c, i + 1, &j), &next_bytes) : NULL;
             panel_item(c, i, ji, panel, out, next, next_bytes);
         }
-        j = jn;
     }
 }
 

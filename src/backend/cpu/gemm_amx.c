@@ -258,6 +258,7 @@ static inline __attribute__((always_inline)) void fused_split(const struct gemm_
     const size_t bb = five ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
     const struct gemm_rec_layout M = {.n = QK_K, .nb = 1, .nsub = QK_K / 32, .off_w2 = 256, .off_mb = 512,
                                       .off_dw = 576, .off_ndmin = 580, .bytes = FUSED_REC};
+    const size_t step = (next_bytes + 16 * nb - 1) / (16 * nb);  // the next rows in 16 nb pieces
     for (uint32_t b = 0; b < nb; b++) {
         // each row prefetches its next block; the last block, the first of the row 16 rows on
         // (the next panel, which the next item of some thread reads): one block ahead was 6-13%
@@ -268,10 +269,7 @@ static inline __attribute__((always_inline)) void fused_split(const struct gemm_
             const uint8_t *row = rows + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes + (size_t)b * bb;
             uint8_t *rec = buf + (size_t)r * FUSED_REC;
             split_block(&M, row, 0, five, rec, rec, rec + 256, ahead);
-            if (next) {  // piece 16 b + r of the next panel's rows into L2, spread over the unpacking
-                const size_t s0 = next_bytes * (16 * b + r) / (16 * nb), s1 = next_bytes * (16 * b + r + 1) / (16 * nb);
-                strata_prefetch_l2(next + s0, (int)(s1 - s0));
-            }
+            if (next) gemm_prefetch_piece(next, next_bytes, step, 16 * b + (size_t)r);  // spread over the unpacking
         }
         int i = 0;
         for (; i + 2 <= n_tiles; i += 2) {

@@ -116,7 +116,8 @@ struct gemm_kernels {
     // weights (row_bytes apart) times n_tiles (<= fused_tiles) tiles into out as panel() does,
     // unpacking as it goes instead of into records (for jobs of few tiles: a prompt's experts);
     // next, next_bytes: what the thread reads after this call (the next panel's rows, NULL if
-    // unknown), asked for into L2 a slice a block so that the next call does not start on misses.
+    // unknown), asked for into L2 a piece a row as it unpacks, so that the next call does not
+    // start on misses.
     bool (*fuses)(const struct gemm_format *f);
     int fused_tiles;        // <= GEMM_CALL_TILES
     void (*fused)(const struct gemm_format *f, const struct gemm_rec_layout *L, const struct gemm_tile_layout *T,
@@ -163,6 +164,15 @@ static inline const uint8_t *rec_mb(const struct gemm_rec_layout *L, const uint8
 static inline const float *tile_da(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const float *)(tile + T->off_da); }
 static inline const int32_t *tile_asum(const struct gemm_tile_layout *T, const uint8_t *tile) { return (const int32_t *)(tile + T->off_asum); }
 static inline const uint8_t *tile_hl(const struct gemm_tile_layout *T, const uint8_t *tile) { return tile + T->off_hl; }
+
+// Piece k of `bytes` bytes at p into L2, pieces of `step` bytes (step = bytes / pieces rounded up:
+// the next item's rows asked for a piece at a time while this item computes, so the requests are
+// spread out rather than filling the line buffers at once).
+static inline void gemm_prefetch_piece(const uint8_t *p, size_t bytes, size_t step, size_t k)
+{
+    const size_t off = step * k;
+    if (off < bytes) strata_prefetch_l2(p + off, (int)(bytes - off < step ? bytes - off : step));
+}
 
 #ifdef __AVX2__
 #include <immintrin.h>
