@@ -32,6 +32,7 @@ expect eval-bad-token  1 "outside the vocabulary" "$STRATA_BIN" eval -m "$m" --t
 expect eval-bad-list   2 "token ids"             "$STRATA_BIN" eval -m "$m" --tokens 1,x,3 --logits-out "$dir/l.f32"
 expect run-bad-backend 2 "not auto, cpu or cuda"       "$STRATA_BIN" run -m "$m" -p hi --backend tpu
 expect run-bad-gpu-miss 2 "not auto, copy or cpu" "$STRATA_BIN" run -m "$m" -p hi --gpu-miss maybe
+expect run-bad-warmup  2 "warmup"                "$STRATA_BIN" run -m "$m" -p hi --warmup -3
 # Without a GPU (or a CUDA build) --backend cuda says why and exits; with one it would just run.
 command -v nvidia-smi >/dev/null 2>&1 ||
     expect eval-no-cuda 1 "CUDA" "$STRATA_BIN" eval -m "$m" --tokens 1,2 --logits-out "$dir/l.f32" --backend cuda --gpu 0
@@ -65,4 +66,10 @@ expect inspect-magic 1 "magic" "$STRATA_BIN" inspect "$dir/magic.gguf"
 # Same file, architecture renamed (same length so offsets stay valid): unsupported, not a crash.
 LC_ALL=C sed 's/qwen3moe/qwen9moe/g' "$m" > "$dir/arch.gguf"
 expect run-unsupported-arch 1 "not supported" "$STRATA_BIN" run -m "$dir/arch.gguf" -p hi
+# --warmup evaluates the prompt in throwaway sessions first: the timed run's tokens are the same.
+toks() { "$STRATA_BIN" run -m "$m" -p "the warm cat" -n 8 --temp 0 --ignore-eos --json -t 2 "$@" 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])'; }
+t0=$(toks) t2=$(toks --warmup 2)
+if [ -n "$t0" ] && [ "$t0" = "$t2" ]; then echo "ok   run-warmup: the same tokens ($t0)"
+else echo "FAIL run-warmup: '$t0' without, '$t2' with --warmup 2"; fail=1; fi
 exit $fail

@@ -5,7 +5,8 @@
 #   cp <base build>/strata .deps/bin/strata_a; cp build-cuda/strata .deps/bin/strata_b
 #   run(command="bash bench/device/cuda_ab.sh", carry=[".deps/bin", ".deps/lib"])
 # Environment: A, B (binaries, default .deps/bin/strata_a and strata_b), ENV_A, ENV_B (environment
-# of each side, e.g. A=B=.deps/bin/strata ENV_A=STRATA_CUDA_MV_ROWS=1: one binary, a switch), TYPE (Q4_K), LAYERS (48),
+# of each side, e.g. A=B=.deps/bin/strata ENV_A=STRATA_CUDA_MV_ROWS=1: one binary, a switch), ARGS_A, ARGS_B (more
+# strata run flags for one side, e.g. ARGS_B="--warmup 1"), TYPE (Q4_K), LAYERS (48),
 # PROMPT (512), GEN (128), REPS (3), ARGS (more strata run flags for both), WORK (the model's folder: a
 # model already there, e.g. cuda_vram.sh's WORK=/tmp/cv, is used as it is).
 set -u
@@ -22,10 +23,10 @@ m="$w/q3-30b-$type.gguf"
 python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range($P)))" > "$w/prompt.txt"
 for i in $(seq "${REPS:-3}"); do
     for v in a b; do
-        bin=$a e=${ENV_A:-}; [ $v = b ] && bin=$b e=${ENV_B:-}
+        bin=$a e=${ENV_A:-} x=${ARGS_A:-}; [ $v = b ] && bin=$b e=${ENV_B:-} x=${ARGS_B:-}
         # shellcheck disable=SC2086
         env $e timeout 200 "$bin" run -m "$m" --prompt-tokens "@$w/prompt.txt" -n "$G" --temp 0 --ignore-eos -c 1024 -b "$P" \
-            --backend cuda --json ${ARGS:-} > "$w/$v.$i.json" 2> "$out/$v.$i.err" || { echo "$v run $i failed"; tail -n 3 "$out/$v.$i.err"; }
+            --backend cuda --json ${ARGS:-} $x > "$w/$v.$i.json" 2> "$out/$v.$i.err" || { echo "$v run $i failed"; tail -n 3 "$out/$v.$i.err"; }
     done
 done
 python3 - "$w" "${REPS:-3}" <<'PY'

@@ -19,7 +19,7 @@
 
 struct run_opts {
     const char *prompt, *prompt_tokens;
-    int n_predict;
+    int n_predict, warmup;
     struct strata_engine_params ep;
     struct cli_report_opts ro;
     struct strata_sampling sp;
@@ -54,7 +54,11 @@ static void run_usage(FILE *out)
             "  --chat                apply the model's chat template to the prompt (one user turn)\n"
             "  --ignore-eos          keep generating after an end-of-generation token\n"
             "  --no-stream           print the text at the end, not as it is generated\n"
-            "  --json                print one JSON object: text, token ids, statistics\n");
+            "  --json                print one JSON object: text, token ids, statistics\n"
+            "  --warmup N            evaluate the prompt N times in sessions of their own first (as\n"
+            "                        llama-bench's warmup run), so that the timed prompt finds kernels,\n"
+            "                        buffers and the expert cache warm; the expert counters include them\n"
+            "                        (default 0)\n");
     fputs(cli_store_usage, out);
 }
 
@@ -70,7 +74,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
         {"repeat-last-n", required_argument, 0, 'L'}, {"seed", required_argument, 0, 'S'},
         {"chat", no_argument, 0, 'C'},           {"ignore-eos", no_argument, 0, 'I'},
         {"no-stream", no_argument, 0, 'N'},      {"json", no_argument, 0, 'J'},
-        {"help", no_argument, 0, 'h'},           CLI_STORE_OPTIONS, {0, 0, 0, 0}};
+        {"warmup", required_argument, 0, 'W'},   {"help", no_argument, 0, 'h'},
+        CLI_STORE_OPTIONS, {0, 0, 0, 0}};
     o->n_predict = 128;
     o->sp = strata_sampling_default();
     o->ep = strata_engine_default_params();
@@ -99,6 +104,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
         case 'I': o->ignore_eos = true; break;
         case 'N': o->stream = false; break;
         case 'J': o->json = true; o->stream = false; break;
+        case 'W': bad = cli_parse_int(optarg, "--warmup", 0, 100, &o->warmup); break;
         case 'h': run_usage(stdout); return -1;
         CLI_CASE_STORE_OPTIONS: bad = cli_parse_store_opt(c, optarg, &o->ep, &o->ro); break;
         default:
@@ -290,6 +296,13 @@ static int do_run(const struct run_opts *o)
     if ((rc = strata_engine_open(&e, &o->ep))) goto out;
     t_load = strata_now() - t_load;
     if ((rc = tokenize_prompt(o, e, &ids, &n_prompt))) goto out;
+    for (int w = 0; w < o->warmup && rc == 0; w++) {  // throwaway sessions: the prompt, no logits
+        if ((rc = strata_session_create(&s, e, NULL))) goto out;
+        if (n_prompt < strata_session_n_ctx(s)) rc = strata_session_eval(s, ids, n_prompt, NULL, false);
+        strata_session_free(s);
+        s = NULL;
+    }
+    if (rc) goto out;
     if ((rc = strata_session_create(&s, e, NULL))) goto out;
     if (o->ro.trace_path && (rc = strata_session_trace_file(s, o->ro.trace_path))) goto out;
     const int n_ctx = strata_session_n_ctx(s);
