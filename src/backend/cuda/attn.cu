@@ -23,6 +23,7 @@
 // own chunk kernel, k_attn_mla (chunks of 64, 16 or 32 heads per block on register tiles); the
 // older path (k_attn_part_ext) stays for A/B behind STRATA_CUDA_MLA_OLD=1.
 #include <cuda_runtime.h>
+#include <stdlib.h>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ctx.cuh"
@@ -32,7 +33,8 @@
 #define ATTN_SUB 32      // positions staged at a time
 #define ATTN_TOK 8       // query tokens per block
 #define ATTN_WARPS 8     // query heads per pass
-#define ATTN_PASS 64     // most tokens per pass of the host loop
+#define ATTN_PASS 512    // most tokens per pass of the host loop (STRATA_CUDA_ATTN_PASS: 1 .. ATTN_PASS_MAX)
+#define ATTN_PASS_MAX 512
 #define ATTN_SCRATCH_MAX ((size_t)64 << 20)  // floats of partial results a pass may fill (fewer tokens then)
 #define ATTN_DMAX 256    // largest head dim
 #define ATTN_SMEM_MAX (200 * 1024)
@@ -657,11 +659,15 @@ __global__ void __launch_bounds__(MERGE_THREADS) k_attn_merge_heads(const struct
 #define EXT_PAIRS_DECODE 16 // (token, head) pairs per block of k_attn_part_ext: decode (more blocks)
 #define EXT_PAIRS 64        // prompts (each staged chunk shared by more)
 
+static int g_attn_pass = ATTN_PASS;
+
 int strata_cuda_attn_init(struct strata_cuda *cu)
 {
-    cu->attn_done = (uint32_t *)strata_cuda_alloc(cu, ATTN_PASS * sizeof(uint32_t), "attention merge tickets");
+    const char *ap = getenv("STRATA_CUDA_ATTN_PASS");
+    if (ap && atoi(ap) >= 1) g_attn_pass = atoi(ap) < ATTN_PASS_MAX ? atoi(ap) : ATTN_PASS_MAX;
+    cu->attn_done = (uint32_t *)strata_cuda_alloc(cu, ATTN_PASS_MAX * sizeof(uint32_t), "attention merge tickets");
     if (!cu->attn_done) return STRATA_ENOMEM;
-    CU_TRY(cudaMemsetAsync(cu->attn_done, 0, ATTN_PASS * sizeof(uint32_t), cu->stream));
+    CU_TRY(cudaMemsetAsync(cu->attn_done, 0, ATTN_PASS_MAX * sizeof(uint32_t), cu->stream));
 #define SET_SMEM(NT, DK) CU_TRY(cudaFuncSetAttribute(k_attn_part<NT, DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX))
     SET_SMEM(1, 0); SET_SMEM(1, 64); SET_SMEM(1, 128); SET_SMEM(1, 256);
     SET_SMEM(ATTN_TOK, 0); SET_SMEM(ATTN_TOK, 64); SET_SMEM(ATTN_TOK, 128); SET_SMEM(ATTN_TOK, 256);
@@ -680,7 +686,7 @@ int strata_cuda_attn_init(struct strata_cuda *cu)
 static int attn_pass(int n_tok, size_t chunks, uint32_t H, uint32_t Dv)
 {
     const size_t per = (size_t)H * chunks * PART_STRIDE(Dv), fit = ATTN_SCRATCH_MAX / per;
-    size_t p = (size_t)(n_tok < ATTN_PASS ? n_tok : ATTN_PASS);
+    size_t p = (size_t)(n_tok < g_attn_pass ? n_tok : g_attn_pass);
     if (p > fit) p = fit > 0 ? fit : 1;
     return (int)p;
 }
@@ -690,7 +696,7 @@ static int attn_pass(int n_tok, size_t chunks, uint32_t H, uint32_t Dv)
 size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv)
 {
     const size_t chunks = ((size_t)max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, per = (size_t)H * chunks * PART_STRIDE(Dv);
-    const size_t all = (size_t)(n_tok < ATTN_PASS ? n_tok : ATTN_PASS) * per;
+    const size_t all = (size_t)(n_tok < g_attn_pass ? n_tok : g_attn_pass) * per;
     return all < ATTN_SCRATCH_MAX + per ? all : ATTN_SCRATCH_MAX + per;
 }
 
