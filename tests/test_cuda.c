@@ -413,6 +413,10 @@ static void test_mm(void)
         test_mm_type(type, 2048, 5, &worst);
         test_mm_type(type, 1024, 67, &worst);
         if (bs == 32) test_mm_type(type, 1440, 70, &worst);  // a last step of fewer than 8 blocks
+        if (type == STRATA_TYPE_F32) {  // many tokens on float rows of four parts: k_mv_ftile (a prompt's router)
+            test_mm_type(type, 2048, 37, &worst);
+            test_mm_type(type, 3072, 18, &worst);
+        }
         char name[128];
         snprintf(name, sizeof name, "mm %s: CPU within bound (worst %.2f of it), GEMM = mat-vec = alone, epilogues",
                  strata_type_name(type), worst);

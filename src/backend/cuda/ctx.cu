@@ -204,6 +204,8 @@ int strata_cuda_open(struct strata_cuda **out, int device)
     cu->mla_old = mla_old && strcmp(mla_old, "1") == 0;
     const char *merge_old = getenv("STRATA_CUDA_MERGE_OLD");
     cu->merge_old = merge_old && (strcmp(merge_old, "1") == 0 || strcmp(merge_old, "0") == 0) ? merge_old[0] - '0' : -1;
+    const char *ftile = getenv("STRATA_CUDA_MV_FTILE");
+    cu->mv_ftile = !(ftile && strcmp(ftile, "0") == 0);
     const char *merge_wts = getenv("STRATA_CUDA_MERGE_WTS");
     cu->merge_wts = merge_wts ? atoi(merge_wts) : 0;
     const char *mmq_opts = getenv("STRATA_CUDA_MMQ_OPTS");

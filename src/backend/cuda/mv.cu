@@ -18,7 +18,12 @@
 #include "backend/cuda/ctx.cuh"
 #include "backend/cuda/mm.cuh"
 
-int strata_cuda_tables_mv(void) { return upload_tables(); }
+static int ftile_init(void);
+int strata_cuda_tables_mv(void)
+{
+    const int rc = upload_tables();
+    return rc ? rc : ftile_init();
+}
 
 #define MV_WARPS 4
 #define MV_STAGE 4608  // bytes of stage per warp
@@ -523,6 +528,81 @@ __global__ void __launch_bounds__(MV_WARPS * 32) k_mv_moe_down(const struct mm_a
     }
 }
 
+// Many tokens against a plain F32 matrix (a prompt's router): k_mv reads each block's MV_MAX_NT
+// activation rows again for every weight row (512 MB from L2 for a 128 x 2,048 router at 512
+// tokens). Here a block stages its tokens' rows in shared memory once and takes FTILE_ROWS weight
+// rows, each row's parts a warp apiece through mv_part_f, which then reads the staged rows: the
+// same lanes, groups, FMAs and butterfly per (row, token), and the parts added in order as k_mv
+// adds them, so the same bits as k_mv in any batch.
+#define FTILE_ROWS 16
+#define FTILE_SMEM_MAX (96 * 1024)  // the staged rows' bytes at most (n_in <= 6,144 at MV_MAX_NT tokens)
+
+static bool ftile_takes(const struct mm_args *a)
+{
+    return a->type == STRATA_TYPE_F32 && !a->w_table && !a->w2 && !a->w2_table && a->n_seg == 0 &&
+           a->n_tok >= 4 * MV_MAX_NT && MV_FPARTS(a->n_in) == MV_WARPS && a->n_in % 4 == 0 &&
+           (size_t)MV_MAX_NT * a->n_in * sizeof(float) <= FTILE_SMEM_MAX;
+}
+
+__global__ void __launch_bounds__(MV_WARPS * 32) k_mv_ftile(const struct mm_args a)
+{
+    extern __shared__ __align__(16) float xs[];  // [MV_MAX_NT][n_in]
+    __shared__ float part_all[FTILE_ROWS][MV_WARPS][MV_MAX_NT];
+    pdl_launch_dependents();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r0 = blockIdx.x * FTILE_ROWS, t0 = blockIdx.y * MV_MAX_NT;
+    // the rows do not depend on the previous kernel: into L2 while it runs
+    if (blockIdx.y == 0)
+        for (int r = r0; r < r0 + FTILE_ROWS && r < (int)a.n_out; r++)
+            for (size_t o = 128 * (size_t)threadIdx.x; o < a.row_bytes; o += 128 * MV_WARPS * 32)
+                prefetch_l2((const uint8_t *)a.w + (size_t)r * a.row_bytes + o);
+    pdl_wait();
+    const int nt = min(MV_MAX_NT, a.n_tok - t0);
+    int xr[MV_MAX_NT];
+    token_rows<MV_MAX_NT>(a, t0, nt, xr);
+    const uint32_t n4 = a.n_in / 4;
+    for (int i = 0; i < nt; i++) {
+        const float4 *src = (const float4 *)(a.x.f + (size_t)xr[i] * a.x.f_stride);
+        float4 *dst = (float4 *)(xs + (size_t)i * a.n_in);
+        const bool al = ((uintptr_t)src & 15) == 0;
+        for (uint32_t j = threadIdx.x; j < n4; j += MV_WARPS * 32) {
+            if (al) {
+                dst[j] = __ldg(src + j);
+            } else {
+                const float *sf = (const float *)src + 4 * j;
+                dst[j] = make_float4(sf[0], sf[1], sf[2], sf[3]);
+            }
+        }
+    }
+    __syncthreads();
+    struct mm_args b = a;
+    b.x.f = xs;
+    b.x.f_stride = a.n_in;
+    b.x_rows = NULL;
+    int lr[MV_MAX_NT];
+#pragma unroll
+    for (int i = 0; i < MV_MAX_NT; i++) lr[i] = i;
+    for (int r = 0; r < FTILE_ROWS && r0 + r < (int)a.n_out; r++) {
+        const uint8_t *w1 = (const uint8_t *)a.w + (size_t)(r0 + r) * a.row_bytes;
+        const float p = mv_part_f<STRATA_TYPE_F32, MV_MAX_NT>(w1, b, lr, nt, lane, warp, MV_WARPS);
+        if (lane < nt) part_all[r][warp][lane] = p;
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < FTILE_ROWS * MV_MAX_NT; k += MV_WARPS * 32) {
+        const int r = k / MV_MAX_NT, i = k % MV_MAX_NT, row = r0 + r;
+        if (row >= (int)a.n_out || i >= nt) continue;
+        float acc = part_all[r][0][i];
+        for (int q = 1; q < MV_WARPS; q++) acc = __fadd_rn(acc, part_all[r][q][i]);
+        mm_store(a, a.y_rows ? a.y_rows[t0 + i] : t0 + i, row, acc, 0.0f, false);
+    }
+}
+
+static int ftile_init(void)
+{
+    CU_TRY(cudaFuncSetAttribute(k_mv_ftile, cudaFuncAttributeMaxDynamicSharedMemorySize, FTILE_SMEM_MAX));
+    return 0;
+}
+
 int strata_cuda_mv_launch(struct strata_cuda *cu, const struct mm_args *a)
 {
     // routed experts: one token row per matrix, so one row per block column
@@ -534,6 +614,11 @@ int strata_cuda_mv_launch(struct strata_cuda *cu, const struct mm_args *a)
         snprintf(cu->prof_tag, sizeof cu->prof_tag, "mv%s %s %ux%u t%d%s%s", a->w_table ? " experts" : "",
                  strata_type_name(a->type), a->n_out, a->n_in, a->n_tok, a->w2 || a->w2_table ? " swiglu" : "",
                  a->n_seg ? " stacked" : "");
+    if (ftile_takes(a) && cu->mv_ftile) {
+        const dim3 tg(cdiv(a->n_out, FTILE_ROWS), cdiv(a->n_tok, MV_MAX_NT));
+        CU_LAUNCH("mv", k_mv_ftile, tg, th, (size_t)MV_MAX_NT * a->n_in * sizeof(float), *a);
+        return 0;
+    }
     switch (a->type) {
 #define CASE(T)                                                                                   \
     case STRATA_TYPE_##T:                                                                         \
