@@ -378,8 +378,13 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     const uint32_t kv_elem = strata_engine_kv_auto(&hp, !gpu_plan) == STRATA_KV_F16 ? 2 : 4;
     const uint64_t kv = strata_hparams_kv_bytes_per_token(&hp, kv_elem) * (uint64_t)n_ctx;
     // Chunk scratch of the forward pass at 512 tokens, and the runtime (roughly, rounded up).
-    const uint64_t scratch = 512ull * (hp.n_embd * 8ull + (uint64_t)hp.n_expert_used * hp.n_ff_exp * 3 +
-                                       hp.n_expert) * sizeof(float) + (16ull << 20);
+    uint64_t scratch = 512ull * (hp.n_embd * 8ull + (uint64_t)hp.n_expert_used * hp.n_ff_exp * 3 +
+                                 hp.n_expert) * sizeof(float) + (16ull << 20);
+    if (gpu_plan) {  // the GPU attention's partial results: a pass of up to 512 tokens, capped at 64 Mi floats
+        const uint64_t per = (uint64_t)hp.n_head * (((uint64_t)n_ctx + 31) / 32) * (hp.head_dim_v + 4);
+        const uint64_t all = 512 * per, cap = (64ull << 20) + per;
+        scratch += (all < cap ? all : cap) * sizeof(float);
+    }
     const uint64_t reserve = (uint64_t)(o->reserve_gib * GiB);
     const uint64_t ram = (uint64_t)(o->ram_gib * GiB);
     const uint64_t fixed = lay.dense_bytes + kv + scratch + reserve;
