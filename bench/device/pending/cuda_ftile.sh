@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name --format=csv,noheader
 b=.deps/ftile
-timeout 150 "$b/test_cuda" ${TESTS:---mm} > /tmp/test_cuda.log 2>&1
+timeout 150 "$b/test_cuda" ${TESTS---mm} > /tmp/test_cuda.log 2>&1
 echo "test_cuda rc=$? ok=$(grep -c '^ok' /tmp/test_cuda.log) fail=$(grep -c '^FAIL' /tmp/test_cuda.log)"
 grep -B4 '^FAIL' /tmp/test_cuda.log | head -n 16
 grep 'mm F32' /tmp/test_cuda.log
