@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda.h"
 #include "engine/engine.h"
 #include "experts/layout.h"
 #include "gguf/gguf.h"
@@ -380,11 +381,9 @@ int strata_plan(const struct strata_plan_opts *o, FILE *out)
     // Chunk scratch of the forward pass at 512 tokens, and the runtime (roughly, rounded up).
     uint64_t scratch = 512ull * (hp.n_embd * 8ull + (uint64_t)hp.n_expert_used * hp.n_ff_exp * 3 +
                                  hp.n_expert) * sizeof(float) + (16ull << 20);
-    if (gpu_plan) {  // the GPU attention's partial results: a pass of up to 512 tokens, capped at 64 Mi floats
-        const uint64_t per = (uint64_t)hp.n_head * (((uint64_t)n_ctx + 31) / 32) * (hp.head_dim_v + 4);
-        const uint64_t all = 512 * per, cap = (64ull << 20) + per;
-        scratch += (all < cap ? all : cap) * sizeof(float);
-    }
+    if (gpu_plan)  // the GPU attention's partial results of a 512-token chunk at the default pass
+        scratch += sizeof(float) * strata_cuda_attn_scratch_floats_pass(512, n_ctx, hp.n_head, hp.head_dim_v,
+                                                                        STRATA_CUDA_ATTN_PASS_DEFAULT);
     const uint64_t reserve = (uint64_t)(o->reserve_gib * GiB);
     const uint64_t ram = (uint64_t)(o->ram_gib * GiB);
     const uint64_t fixed = lay.dense_bytes + kv + scratch + reserve;

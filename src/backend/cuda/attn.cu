@@ -29,13 +29,12 @@
 #include "backend/cuda/ctx.cuh"
 #include "backend/cuda/round.cuh"
 
-#define ATTN_CHUNK 32    // positions per chunk (the split, fixed): a decode token's blocks are many, each short
+#define ATTN_CHUNK STRATA_CUDA_ATTN_CHUNK  // positions per chunk (the split, fixed): a decode token's blocks are many, each short
 #define ATTN_SUB 32      // positions staged at a time
 #define ATTN_TOK 8       // query tokens per block
 #define ATTN_WARPS 8     // query heads per pass
-#define ATTN_PASS 512    // most tokens per pass of the host loop (STRATA_CUDA_ATTN_PASS: 1 .. ATTN_PASS_MAX)
-#define ATTN_PASS_MAX 512
-#define ATTN_SCRATCH_MAX ((size_t)64 << 20)  // floats of partial results a pass may fill (fewer tokens then)
+#define ATTN_PASS_MAX 512  // most tokens per pass of the host loop (STRATA_CUDA_ATTN_PASS: 1 .. this; cuda.h)
+#define ATTN_SCRATCH_MAX STRATA_CUDA_ATTN_SCRATCH_MAX  // floats of partial results a pass may fill (fewer tokens then)
 #define ATTN_DMAX 256    // largest head dim
 #define ATTN_SMEM_MAX (200 * 1024)
 
@@ -43,7 +42,7 @@
 // consecutive elements of each in registers (one 16-byte load per group for F32, 8 bytes for F16),
 // all issued at once, so a sub-chunk costs one memory latency; the next sub-chunk's loads are in
 // flight while the current one is computed.
-#define PART_STRIDE(Dv) ((Dv) + 4)
+#define PART_STRIDE(Dv) STRATA_CUDA_ATTN_PART_STRIDE(Dv)
 #define KV_REG (ATTN_SUB * ATTN_DMAX / 4 / (ATTN_WARPS * 32))
 #define KSTRIDE(D) ((D) + 4)  // floats between staged keys: 16-byte rows, a quarter warp's float4 reads on distinct banks
 
@@ -659,12 +658,13 @@ __global__ void __launch_bounds__(MERGE_THREADS) k_attn_merge_heads(const struct
 #define EXT_PAIRS_DECODE 16 // (token, head) pairs per block of k_attn_part_ext: decode (more blocks)
 #define EXT_PAIRS 64        // prompts (each staged chunk shared by more)
 
-static int g_attn_pass = ATTN_PASS;
+static int g_attn_pass = STRATA_CUDA_ATTN_PASS_DEFAULT;
 
 int strata_cuda_attn_init(struct strata_cuda *cu)
 {
     const char *ap = getenv("STRATA_CUDA_ATTN_PASS");
-    if (ap && atoi(ap) >= 1) g_attn_pass = atoi(ap) < ATTN_PASS_MAX ? atoi(ap) : ATTN_PASS_MAX;
+    const int pass = ap ? atoi(ap) : 0;
+    if (pass >= 1) g_attn_pass = pass < ATTN_PASS_MAX ? pass : ATTN_PASS_MAX;
     cu->attn_done = (uint32_t *)strata_cuda_alloc(cu, ATTN_PASS_MAX * sizeof(uint32_t), "attention merge tickets");
     if (!cu->attn_done) return STRATA_ENOMEM;
     CU_TRY(cudaMemsetAsync(cu->attn_done, 0, ATTN_PASS_MAX * sizeof(uint32_t), cu->stream));
@@ -681,7 +681,7 @@ int strata_cuda_attn_init(struct strata_cuda *cu)
     return 0;
 }
 
-// Tokens per pass: at most ATTN_PASS, fewer where their partial results would pass
+// Tokens per pass: at most g_attn_pass, fewer where their partial results would pass
 // ATTN_SCRATCH_MAX floats (long contexts), at least one. It does not change any token's result.
 static int attn_pass(int n_tok, size_t chunks, uint32_t H, uint32_t Dv)
 {
@@ -691,13 +691,9 @@ static int attn_pass(int n_tok, size_t chunks, uint32_t H, uint32_t Dv)
     return (int)p;
 }
 
-// Room for any pass of up to n_tok tokens below position max_ctx: a pass with fewer chunks takes
-// more tokens, up to ATTN_SCRATCH_MAX floats, hence the one extra token's worth.
 size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv)
 {
-    const size_t chunks = ((size_t)max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, per = (size_t)H * chunks * PART_STRIDE(Dv);
-    const size_t all = (size_t)(n_tok < g_attn_pass ? n_tok : g_attn_pass) * per;
-    return all < ATTN_SCRATCH_MAX + per ? all : ATTN_SCRATCH_MAX + per;
+    return strata_cuda_attn_scratch_floats_pass(n_tok, max_ctx, H, Dv, g_attn_pass);
 }
 
 // The plain chunk kernel's shared memory (keys, values, the queries of nt tokens of a group).

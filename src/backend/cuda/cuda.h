@@ -32,6 +32,7 @@
 #define STRATA_CUDA_PAD 64
 
 struct strata_cuda;
+struct strata_token_logit;  // strata.h
 
 struct strata_cuda_info {
     char name[256];
@@ -270,6 +271,24 @@ struct strata_cuda_attn {
     uint16_t spare;              // 0
 };
 STRATA_CUDA_ARGS_END
+// The attention's partial results: a (token, head, chunk of STRATA_CUDA_ATTN_CHUNK positions) row
+// of Dv outputs, max, sum and two floats of padding, for passes of up to `pass` tokens (the host
+// loop's; STRATA_CUDA_ATTN_PASS_DEFAULT unless STRATA_CUDA_ATTN_PASS is set in the environment), at most
+// STRATA_CUDA_ATTN_SCRATCH_MAX floats a pass (fewer tokens then). The floats of scratch any pass of
+// up to n_tok tokens below position max_ctx needs: a pass with fewer chunks takes more tokens, up
+// to the cap, hence the one extra token's worth. Plain C: strata plan prices it too.
+#define STRATA_CUDA_ATTN_CHUNK 32
+#define STRATA_CUDA_ATTN_PASS_DEFAULT 512
+#define STRATA_CUDA_ATTN_SCRATCH_MAX ((size_t)64 << 20)
+#define STRATA_CUDA_ATTN_PART_STRIDE(Dv) ((Dv) + 4)
+static inline size_t strata_cuda_attn_scratch_floats_pass(int n_tok, int max_ctx, uint32_t H, uint32_t Dv, int pass)
+{
+    const size_t chunks = ((size_t)max_ctx + STRATA_CUDA_ATTN_CHUNK - 1) / STRATA_CUDA_ATTN_CHUNK;
+    const size_t per = (size_t)H * chunks * STRATA_CUDA_ATTN_PART_STRIDE(Dv);
+    const size_t all = (size_t)(n_tok < pass ? n_tok : pass) * per;
+    return all < STRATA_CUDA_ATTN_SCRATCH_MAX + per ? all : STRATA_CUDA_ATTN_SCRATCH_MAX + per;
+}
+// strata_cuda_attn_scratch_floats_pass at the pass the backend runs.
 size_t strata_cuda_attn_scratch_floats(int n_tok, int max_ctx, uint32_t H, uint32_t Dv);
 int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn *a);
 // MLA (latent) attention's kernel (A/B in tests and benchmarks): 0 k_attn_mla, 1 the older
