@@ -11,7 +11,8 @@
 //     and in a batch, with bias/add epilogues, fused SwiGLU, and routed experts (per-pair mat-vec
 //     against the grouped GEMM);
 //   - RMS norm, per-head norm + RoPE (with partial rotary and the M-RoPE mask), attention with F32
-//     and F16 caches (a token alone equals the same token in a prompt, bit for bit), routing top-k
+//     and F16 caches through both chunk kernels (tensor cores and scalar; a token alone equals the
+//     same token in a prompt, bit for bit), routing top-k
 //     (the same experts as the host rule), the MoE combine, and the gated delta-net (a prompt in
 //     one chunk equals it in two, bit for bit);
 //   - the ops deepseek2, deepseek32, glm-dsa and gpt-oss add (ext.cu) against the CPU backend's
@@ -622,11 +623,14 @@ static int cmp_act(const struct strata_cuda_act *a, const struct strata_cuda_act
 
 // ---- attention --------------------------------------------------------------------------------------------
 
-static void test_attention(bool f16, bool gated)
+// H query heads over Hkv KV heads of D dims; mma: the tensor-core chunk kernel (k_attn_mma), else
+// the scalar one (k_attn_part, STRATA_CUDA_ATTN_MMA=0).
+static void test_attention(bool f16, bool gated, uint32_t H, uint32_t Hkv, uint32_t D, bool mma)
 {
     const int f0 = g_failures;
-    const uint32_t H = 8, Hkv = 2, D = 64, Dv = 64;
+    const uint32_t Dv = D;
     const int n_ctx = 320, n_tok = 300;
+    strata_cuda_set_attn_mma(g_cu, mma);
     const size_t kvw = Hkv * D;
     float *kc = xmalloc(n_ctx * kvw * 4), *vc = xmalloc(n_ctx * kvw * 4);
     random_floats(kc, n_ctx * kvw, 1.0f);
@@ -738,9 +742,25 @@ static void test_attention(bool f16, bool gated)
     strata_cuda_free(g_cu, dout), strata_cuda_free(g_cu, dscr);
     free(kc), free(vc), free(q), free(gate), free(pos), free(out), free(scores), free(ref);
     char name[160];
-    snprintf(name, sizeof name, "attention, %s cache%s: CPU within 1e-5, decode = prompt bit for bit", f16 ? "F16" : "F32",
-             gated ? ", sigmoid gate" : "");
+    strata_cuda_set_attn_mma(g_cu, 1);
+    snprintf(name, sizeof name, "attention (%s), %u/%u heads of %u, %s cache%s: CPU within 1e-5, decode = prompt bit for bit",
+             mma ? "tensor cores" : "scalar", H, Hkv, D, f16 ? "F16" : "F32", gated ? ", sigmoid gate" : "");
     case_result(name, f0);
+}
+
+// Both chunk kernels, the tensor-core one also on qwen3moe's shape (32/4 heads of 128: a decode
+// token's GQA group one warp tile), a group of 12 (rows past a token's group padded: glm4moe's
+// 96/8) and heads of 256 (qwen3next).
+static void test_attentions(void)
+{
+    for (int mma = 1; mma >= 0; mma--) {
+        test_attention(false, false, 8, 2, 64, mma);
+        test_attention(true, true, 8, 2, 64, mma);
+    }
+    test_attention(false, false, 32, 4, 128, true);
+    test_attention(true, false, 32, 4, 128, true);
+    test_attention(false, true, 24, 2, 128, true);
+    test_attention(true, false, 16, 2, 256, true);
 }
 
 // ---- routing, combine ---------------------------------------------------------------------------------
@@ -1795,6 +1815,9 @@ static void bench_attention(void)
     printf("\nattention, 32 heads / 4 KV heads of 128 (us per call, median of 50; the layer's K and V bytes at the\n"
            "position over the time: GB/s)\n");
     const int at[] = {128, 640, 2048, 4000, 8192, 16000};
+    for (int mma = 1; mma >= 0; mma--) {
+    strata_cuda_set_attn_mma(g_cu, mma);
+    printf(" chunks: %s\n", mma ? "k_attn_mma (tensor cores)" : "k_attn_part (scalar, STRATA_CUDA_ATTN_MMA=0)");
     for (int f16 = 0; f16 < 2; f16++)
         for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
             struct attn_bench b = {{.q = q, .q_stride = H * D, .k = f16 ? kh : (void *)kc, .v = f16 ? vh : (void *)vc,
@@ -1809,6 +1832,10 @@ static void bench_attention(void)
                             .Dv = D, .scale = 0.088f, .pos = dpos, .n_tok = 512, .max_pos = 511, .out = out,
                             .out_stride = H * D, .scratch = scr}};
     printf("  prompt of 512 from 0:     %8.1f us\n", 1000.0f * time_ms(attn_bench_run, &b, 20));
+    b.a.k = kh, b.a.v = vh, b.a.kv_f16 = true;
+    printf("  prompt of 512 from 0, F16: %7.1f us\n", 1000.0f * time_ms(attn_bench_run, &b, 20));
+    }
+    strata_cuda_set_attn_mma(g_cu, 1);
     // MLA at DeepSeek-V3's shape: 128 heads over one latent KV head of 576, values its first 512
     const uint32_t HM = 128, DM = 576, DVM = 512;
     float *lk = dev_floats((size_t)n_ctx * DM, 1.0f), *mq = dev_floats((size_t)512 * HM * DM, 1.0f);
@@ -2683,8 +2710,7 @@ int main(int argc, char **argv)
         return summary();
     }
     if (only_attn) {
-        test_attention(false, false);
-        test_attention(true, true);
+        test_attentions();
         strata_cuda_close(g_cu);
         test_attn_opts();
         return summary();
@@ -2710,8 +2736,7 @@ int main(int argc, char **argv)
     test_rmsnorm();
     test_norm_rope(false);
     test_norm_rope(true);
-    test_attention(false, false);
-    test_attention(true, true);
+    test_attentions();
     test_route(false);
     test_route(true);
     test_combine();

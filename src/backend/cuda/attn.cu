@@ -211,6 +211,221 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
     }
 }
 
+// ---- the plain case on the tensor cores ----------------------------------------------------------
+//
+// k_attn_mma takes what k_attn_part takes (head dims multiples of 8, values of 16) with the chunk's
+// products on the tensor cores. A block takes one chunk (ATTN_CHUNK positions) of one KV head for
+// up to nt tokens, whose (token, head) pairs are the rows of the query tile (a decode token's GQA
+// group of 8 is one 8-row tile), in three steps with a barrier between them:
+//   scores   S^T = K Q^T in tiles of 16 positions x 8 rows (mma m16n8k8, the head dim in steps
+//            of 8), a warp a tile, into shared memory;
+//   softmax  a warp a row, a lane a position: scaled, the positions past the row's own -inf, the
+//            chunk's maximum and sum (warp_max, warp_sum), the weights in place of the scores;
+//   values   O^T = V^T P^T in tiles of 16 value dims x 8 rows (the positions in 4 steps of 8), a
+//            warp a tile, written as k_attn_part's scratch rows (output, maximum, sum).
+// The tensor cores take TF32 (10 mantissa bits). Each F32 operand x is split into hi = tf32(x) and
+// lo = tf32(x - hi) and a product taken as hi.lo + lo.hi + hi.hi (3xTF32; the dropped lo.lo is
+// about 2^-22 of it), the three terms in their own accumulators, added at the end (hi.lo + lo.hi)
+// + hi.hi: errors of F32's order, within 1e-5 of the CPU as the scalar kernel. An F16 cache's keys
+// and values are exact in TF32 (lo = 0): two terms. Every element's chain of steps is fixed by its
+// row, its position or dim and the shape; which warp computes it does not change it, so a decode
+// token's few tiles spread over the warps (short chains) and a token has the same bits alone, in a
+// decode pass or in a prompt. A row always takes all 32 positions of the chunk: past the block's
+// last they have zero keys and values and weight 0, past the row's own weight 0 (zeros added).
+#define MMA_PSTRIDE 36   // floats between rows of the scores / weights (32 positions): distinct banks
+#define MMA_VSTRIDE(Dv) ((Dv) + 8)  // floats between staged value rows: a fragment's 32 loads on distinct banks
+#define MMA_QSTRIDE(D) ((D) + 4)
+#define MMA_QREG 8       // the queries' 16-byte loads a thread has in flight
+#define MMA_NT_MAX 32    // tokens a block at most (a lane's position each)
+
+__device__ __forceinline__ uint32_t tf32_rna(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo)
+{
+    hi = tf32_rna(x);
+    lo = tf32_rna(__fsub_rn(x, __uint_as_float(hi)));
+}
+
+// c += a b for a 16 x 8 (row) tile a, 8 x 8 (col) b, F32 accumulators (m16n8k8, TF32 inputs).
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The three terms of a x b into c[0] (hi.lo), c[1] (lo.hi; not for F16, whose a is exact) and c[2]
+// (hi.hi): a's four F32 elements x (the cache's), b's words split.
+template <bool F16>
+__device__ __forceinline__ void mma_terms(float (&c)[3][4], const float (&x)[4], uint32_t bh0, uint32_t bl0,
+                                          uint32_t bh1, uint32_t bl1)
+{
+    uint32_t ah[4], al[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (F16) ah[i] = __float_as_uint(x[i]), al[i] = 0;
+        else tf32_split(x[i], ah[i], al[i]);
+    }
+    mma_tf32(c[0], ah, bl0, bl1);
+    if (!F16) mma_tf32(c[1], al, bh0, bh1);
+    mma_tf32(c[2], ah, bh0, bh1);
+}
+
+template <bool F16>
+__device__ __forceinline__ float terms_sum(const float (&c)[3][4], int i)
+{
+    return __fadd_rn(F16 ? c[0][i] : __fadd_rn(c[0][i], c[1][i]), c[2][i]);
+}
+
+// Shared memory of k_attn_mma for nt tokens a block: keys, values, scores, queries, maxima and sums.
+__host__ __device__ __forceinline__ size_t mma_smem_floats(uint32_t D, uint32_t Dv, uint32_t G, int nt)
+{
+    const size_t rows = ((size_t)nt * G + 7) / 8 * 8;
+    return (size_t)ATTN_CHUNK * KSTRIDE(D) + (size_t)ATTN_CHUNK * MMA_VSTRIDE(Dv) +
+           rows * (MMA_PSTRIDE + MMA_QSTRIDE(D) + 2);
+}
+
+// DK: the head dim (keys and values alike) when known at compile time, 0: any (multiples of 8 /
+// 16 up to ATTN_DMAX). F16: the cache's type.
+template <int DK, bool F16>
+__global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_mma(const struct strata_cuda_attn a, int t_begin, int n_tok,
+                                                              int n_chunks, int nt)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    pdl_enter();
+    extern __shared__ __align__(16) float sm[];
+    const uint32_t D = DK ? DK : a.D, Dv = DK ? DK : a.Dv, G = a.H / a.Hkv;
+    const uint32_t KS = KSTRIDE(D), VS = MMA_VSTRIDE(Dv), QS = MMA_QSTRIDE(D);
+    const int chunk = blockIdx.x, kvh = blockIdx.y, tg = blockIdx.z * nt;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    const int ntk = min(nt, n_tok - tg);
+    __shared__ int spos[MMA_NT_MAX];  // the block's tokens' positions (-1 past them)
+    const int pl = lane < ntk ? a.pos[t_begin + tg + lane] : -1;  // one load a lane, all at once
+    const int last = __reduce_max_sync(0xffffffffu, pl);  // the largest position a token of the block attends to
+    if (warp == 0) spos[lane] = pl;
+    const int p0 = chunk * ATTN_CHUNK;
+    if (p0 > last) return;
+    const int ns = min(ATTN_CHUNK, last + 1 - p0);
+    const int nrows = ntk * (int)G, ntiles = (nrows + 7) / 8;
+    float *sk = sm;                                  // [ATTN_CHUNK][KS]
+    float *sv = sk + ATTN_CHUNK * KS;                // [ATTN_CHUNK][VS]
+    float *ss = sv + ATTN_CHUNK * VS;                // [8 ntiles][MMA_PSTRIDE] scores, then weights
+    float *sq = ss + ntiles * 8 * MMA_PSTRIDE;       // [8 ntiles][QS]
+    float *sml = sq + ntiles * 8 * QS;               // [8 ntiles][2] maximum, sum
+    kv_regs r;
+    kv_fetch(a, D, Dv, kvh, p0, ns, r);  // in flight while the queries are staged
+    // the queries, rows past the block's zero: MMA_QREG 16-byte loads a thread in flight at once (a
+    // loop of one load each took a memory latency a float: most of a decode block's life)
+    const uint32_t qh = a.q_head_stride ? a.q_head_stride : D, D4 = D / 4, nq4 = (uint32_t)ntiles * 8 * D4;
+    for (uint32_t base = 0; base < nq4; base += MMA_QREG * ATTN_WARPS * 32) {
+        float4 v[MMA_QREG];
+#pragma unroll
+        for (int j = 0; j < MMA_QREG; j++) {
+            const uint32_t e = base + threadIdx.x + j * ATTN_WARPS * 32, row = e / D4;
+            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (e < nq4 && (int)row < nrows)
+                v[j] = *(const float4 *)(a.q + (size_t)(t_begin + tg + row / G) * a.q_stride +
+                                         (size_t)(kvh * G + row % G) * qh + 4 * (e % D4));
+        }
+#pragma unroll
+        for (int j = 0; j < MMA_QREG; j++) {
+            const uint32_t e = base + threadIdx.x + j * ATTN_WARPS * 32;
+            if (e < nq4) *(float4 *)(sq + (e / D4) * QS + 4 * (e % D4)) = v[j];
+        }
+    }
+    {
+        const uint32_t V4 = Dv / 4;
+#pragma unroll
+        for (int j = 0; j < KV_REG; j++) {
+            const uint32_t e = threadIdx.x + j * ATTN_WARPS * 32;
+            if (e < (uint32_t)ns * D4) *(float4 *)(sk + (e / D4) * KS + 4 * (e % D4)) = r.k[j];
+            if (e < (uint32_t)ns * V4) *(float4 *)(sv + (e / V4) * VS + 4 * (e % V4)) = r.v[j];
+        }
+        // the positions past the block's last: zero keys and values (weight 0 times a finite value)
+        for (uint32_t i = threadIdx.x; i < (uint32_t)(ATTN_CHUNK - ns) * D; i += blockDim.x)
+            sk[(ns + i / D) * KS + i % D] = 0.0f;
+        for (uint32_t i = threadIdx.x; i < (uint32_t)(ATTN_CHUNK - ns) * Dv; i += blockDim.x)
+            sv[(ns + i / Dv) * VS + i % Dv] = 0.0f;
+    }
+    __syncthreads();
+    // scores: tile w = 2 n + mt covers positions 16 mt .. 16 mt + 15 and rows 8 n .. 8 n + 7;
+    // element i of a lane: position 16 mt + g + 8 (i >> 1), row 8 n + 2 t4 + (i & 1)
+    for (int w = warp; w < 2 * ntiles; w += ATTN_WARPS) {
+        const int n = w >> 1, mt = w & 1;
+        float c[3][4];
+#pragma unroll
+        for (int k = 0; k < 3; k++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) c[k][i] = 0.0f;
+        const float *qr = sq + (8 * n + g) * QS + t4, *kr = sk + (16 * mt + g) * KS + t4;
+#pragma unroll 8
+        for (uint32_t d0 = 0; d0 < D; d0 += 8) {
+            uint32_t bh0, bl0, bh1, bl1;
+            tf32_split(qr[d0], bh0, bl0);
+            tf32_split(qr[d0 + 4], bh1, bl1);
+            const float x[4] = {kr[d0], kr[8 * KS + d0], kr[d0 + 4], kr[8 * KS + d0 + 4]};
+            mma_terms<F16>(c, x, bh0, bl0, bh1, bl1);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            ss[(8 * n + 2 * t4 + (i & 1)) * MMA_PSTRIDE + 16 * mt + g + 8 * (i >> 1)] = terms_sum<F16>(c, i);
+    }
+    __syncthreads();
+    // softmax: a warp a row, lane = position p0 + lane
+    for (int row = warp; row < 8 * ntiles; row += ATTN_WARPS) {
+        const int rp = row < nrows ? spos[row / (int)G] : -1;
+        float *sr = ss + row * MMA_PSTRIDE;
+        const float sc = p0 + lane <= rp ? __fmul_rn(sr[lane], a.scale) : -INFINITY;
+        const float mx = warp_max(sc);  // -inf for a row that sees nothing here (not stored)
+        const float pr = sc == -INFINITY ? 0.0f : expf(__fsub_rn(sc, mx));
+        const float l = warp_sum(pr);
+        sr[lane] = pr;
+        if (lane == 0) sml[2 * row] = mx, sml[2 * row + 1] = l;
+    }
+    __syncthreads();
+    // values: tile w = n vt + v covers dims 16 v .. 16 v + 15 and rows 8 n .. 8 n + 7; element i
+    // of a lane: dim 16 v + g + 8 (i >> 1), row 8 n + 2 t4 + (i & 1)
+    const int vt = (int)Dv / 16;
+    for (int w = warp; w < ntiles * vt; w += ATTN_WARPS) {
+        const int n = w / vt, v = w % vt;
+        float c[3][4];
+#pragma unroll
+        for (int k = 0; k < 3; k++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) c[k][i] = 0.0f;
+        const float *pr = ss + (8 * n + g) * MMA_PSTRIDE + t4, *vr = sv + t4 * VS + 16 * v + g;
+#pragma unroll
+        for (int k0 = 0; k0 < ATTN_CHUNK; k0 += 8) {
+            uint32_t bh0, bl0, bh1, bl1;
+            tf32_split(pr[k0], bh0, bl0);
+            tf32_split(pr[k0 + 4], bh1, bl1);
+            const float x[4] = {vr[k0 * VS], vr[k0 * VS + 8], vr[(k0 + 4) * VS], vr[(k0 + 4) * VS + 8]};
+            mma_terms<F16>(c, x, bh0, bl0, bh1, bl1);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int row = 8 * n + 2 * t4 + e;
+            if (row >= nrows) continue;
+            const int t = tg + row / (int)G;
+            if (p0 > spos[row / (int)G]) continue;  // its token does not reach this chunk
+            float *out = a.scratch + (((size_t)t * a.H + kvh * G + row % (int)G) * n_chunks + chunk) * PART_STRIDE(Dv);
+            out[16 * v + g] = terms_sum<F16>(c, e);
+            out[16 * v + g + 8] = terms_sum<F16>(c, 2 + e);
+            if (v == 0 && g == 0) {
+                out[Dv] = sml[2 * row];
+                out[Dv + 1] = sml[2 * row + 1];
+            }
+        }
+    }
+#endif
+}
+
 // The first position token `pos` sees (its sliding window's start; 0 without one).
 __device__ __host__ __forceinline__ int attn_lo(int pos, uint32_t n_swa)
 {
@@ -675,6 +890,10 @@ int strata_cuda_attn_init(struct strata_cuda *cu)
 #define SET_SMEM(VJ) CU_TRY(cudaFuncSetAttribute(k_attn_part_ext<VJ>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX))
     SET_SMEM(2); SET_SMEM(4); SET_SMEM(8); SET_SMEM(EXT_VJ_MAX);
 #undef SET_SMEM
+#define SET_SMEM(DK, F) CU_TRY(cudaFuncSetAttribute(k_attn_mma<DK, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX))
+    SET_SMEM(0, false); SET_SMEM(64, false); SET_SMEM(128, false); SET_SMEM(256, false);
+    SET_SMEM(0, true); SET_SMEM(64, true); SET_SMEM(128, true); SET_SMEM(256, true);
+#undef SET_SMEM
     CU_TRY(cudaFuncSetAttribute(k_attn_mla<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
     CU_TRY(cudaFuncSetAttribute(k_attn_mla<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_MAX));
     CU_TRY(cudaFuncSetAttribute(k_attn_merge, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 4));
@@ -702,13 +921,42 @@ static size_t plain_smem(const struct strata_cuda_attn *a, int nt)
     return ((size_t)ATTN_SUB * KSTRIDE(a->D) + (size_t)ATTN_SUB * a->Dv + (size_t)nt * (a->H / a->Hkv) * a->D) * 4;
 }
 
-// The plain chunk kernel takes causal attention without a window, mask or latent rows, head dims
-// up to ATTN_DMAX, keys and values of one stride and a group whose queries fit its shared memory.
-static bool plain_takes(const struct strata_cuda_attn *a, int nt)
+// The plain chunk kernels take causal attention without a window, mask or latent rows, head dims
+// up to ATTN_DMAX, keys and values of one stride and a group whose queries fit their shared memory.
+static bool plain_case(const struct strata_cuda_attn *a)
 {
     return !a->latent && !a->n_swa && !a->visible && (!a->v_stride || a->v_stride == a->kv_stride) &&
-           a->D <= ATTN_DMAX && a->Dv <= ATTN_DMAX && plain_smem(a, nt) <= ATTN_SMEM_MAX;
+           a->D <= ATTN_DMAX && a->Dv <= ATTN_DMAX;
 }
+
+static bool plain_takes(const struct strata_cuda_attn *a, int nt)
+{
+    return plain_case(a) && plain_smem(a, nt) <= ATTN_SMEM_MAX;
+}
+
+// k_attn_mma also wants head dims of whole mma steps (keys: 8, values: 16), query rows on 16 bytes
+// and a token's group in its shared memory; which kernel runs depends on the shape and the layout
+// of the queries only, never on the batch.
+static bool mma_takes(const struct strata_cuda *cu, const struct strata_cuda_attn *a)
+{
+    const uint32_t qh = a->q_head_stride ? a->q_head_stride : a->D;
+    return cu->attn_mma && plain_case(a) && a->D % 8 == 0 && a->Dv % 16 == 0 && (uintptr_t)a->q % 16 == 0 &&
+           a->q_stride % 4 == 0 && qh % 4 == 0 &&
+           mma_smem_floats(a->D, a->Dv, a->H / a->Hkv, 1) * 4 <= ATTN_SMEM_MAX;
+}
+
+// k_attn_mma's tokens a block: one for decode; for prompts 8, or more where the group is small (a
+// block's rows at least 64, a tile for each warp), fewer where they would not fit shared memory.
+static int mma_tokens(const struct strata_cuda_attn *a)
+{
+    if (a->n_tok < 4) return 1;
+    const uint32_t G = a->H / a->Hkv;
+    int nt = G < 8 ? (int)(64 / G < MMA_NT_MAX ? 64 / G : MMA_NT_MAX) : ATTN_TOK;
+    while (nt > 1 && mma_smem_floats(a->D, a->Dv, G, nt) * 4 > ATTN_SMEM_MAX) nt /= 2;
+    return nt;
+}
+
+void strata_cuda_set_attn_mma(struct strata_cuda *cu, int on) { cu->attn_mma = on != 0 && cu->cc >= 80; }
 
 // How k_attn_part_ext splits a launch: tokens and query heads per block, slices of a group.
 struct ext_plan {
@@ -784,14 +1032,16 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
         quantize = 1;
     }
     const int nt = a->n_tok < 4 ? 1 : ATTN_TOK;  // tokens per block (the same operations per token)
-    const bool plain = !mla && plain_takes(a, nt);
+    const bool mma = !mla && mma_takes(cu, a);
+    const int mnt = mma ? mma_tokens(a) : 0;
+    const bool plain = !mla && !mma && plain_takes(a, nt);
     struct ext_plan ep = {0, 0, 0, 0};
-    if (!plain && !mla) {
+    if (!plain && !mla && !mma) {
         const int rc = ext_plan(a, &ep);
         if (rc) return rc;
     }
     // chunks no token of the call reaches (behind every window) are not launched
-    const int c_first = plain || a->min_pos <= 0 ? 0 : attn_lo(a->min_pos, a->n_swa) / chunk_len;
+    const int c_first = plain || mma || a->min_pos <= 0 ? 0 : attn_lo(a->min_pos, a->n_swa) / chunk_len;
     // The kernels see the positions in device memory only: max_pos and min_pos as the chunks they
     // span, so every decode step within the same chunks passes the same bytes (tape.cu replays it).
     struct strata_cuda_attn k = *a;
@@ -804,7 +1054,17 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
     const int pass = attn_pass(a->n_tok, (size_t)n_chunks, a->H, a->Dv);
     for (int t0 = 0; t0 < a->n_tok; t0 += pass) {
         const int n = a->n_tok - t0 < pass ? a->n_tok - t0 : pass;
-        if (plain) {
+        if (mma) {
+            const dim3 grid(n_chunks, a->Hkv, cdiv(n, mnt));
+            const size_t smem = mma_smem_floats(a->D, a->Dv, a->H / a->Hkv, mnt) * 4;
+            const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
+#define PART(DK, F)                                                                                                \
+    if (dk == DK && a->kv_f16 == F) CU_LAUNCH("k_attn_mma", (k_attn_mma<DK, F>), grid, ATTN_WARPS * 32, smem, k, t0, n, \
+                                              n_chunks, mnt)
+            PART(0, false); PART(64, false); PART(128, false); PART(256, false);
+            PART(0, true); PART(64, true); PART(128, true); PART(256, true);
+#undef PART
+        } else if (plain) {
             const dim3 grid(n_chunks, a->Hkv, cdiv(n, nt));
             const size_t smem = plain_smem(a, nt);
             const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;

@@ -202,6 +202,8 @@ int strata_cuda_open(struct strata_cuda **out, int device)
     cu->pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
     const char *mla_old = getenv("STRATA_CUDA_MLA_OLD");
     cu->mla_old = mla_old && strcmp(mla_old, "1") == 0;
+    const char *attn_mma = getenv("STRATA_CUDA_ATTN_MMA");
+    cu->attn_mma = prop.major >= 8 && !(attn_mma && strcmp(attn_mma, "0") == 0);
     const char *merge_old = getenv("STRATA_CUDA_MERGE_OLD");
     cu->merge_old = merge_old && (strcmp(merge_old, "1") == 0 || strcmp(merge_old, "0") == 0) ? merge_old[0] - '0' : -1;
     const char *ftile = getenv("STRATA_CUDA_MV_FTILE");

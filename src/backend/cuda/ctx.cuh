@@ -73,6 +73,7 @@ struct strata_cuda {
     int mm_path;                     // 0 auto, 1 mat-vec only, 2 GEMM where it applies
     int pdl;                         // programmatic dependent launch on (sm_90, not STRATA_CUDA_PDL=0)
     int mla_old;                     // MLA's attention through k_attn_part_ext (STRATA_CUDA_MLA_OLD=1; A/B)
+    int attn_mma;                    // the plain attention's chunks on the tensor cores (k_attn_mma; STRATA_CUDA_ATTN_MMA=0: k_attn_part)
     int mv_ftile;                    // many tokens on F32 rows through k_mv_ftile (STRATA_CUDA_MV_FTILE=0: k_mv)
     int merge_old;                   // attention's merge a block a token: 1 always, 0 never, -1 (unset)
                                      //   for passes of many tokens over few chunks (STRATA_CUDA_MERGE_OLD)

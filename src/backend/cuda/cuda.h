@@ -294,6 +294,10 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
 // MLA (latent) attention's kernel (A/B in tests and benchmarks): 0 k_attn_mla, 1 the older
 // k_attn_part_ext (also STRATA_CUDA_MLA_OLD=1 at open). Each gives a token the same bits in any batch.
 void strata_cuda_set_mla_old(struct strata_cuda *cu, int old);
+// The plain attention's chunks on the tensor cores (1, the default on sm_80 and later) or through the
+// scalar kernel (0, as STRATA_CUDA_ATTN_MMA=0): tests run both. A run keeps one (a token's bits
+// depend on it).
+void strata_cuda_set_attn_mma(struct strata_cuda *cu, int on);
 // Store n_tok rows of new keys and values into the caches at positions pos[t] (device; rows
 // kc_stride and vc_stride elements apart), as F32 or F16 (round to nearest even). v_width 0: no
 // values (v_cache, v unused).
