@@ -19,7 +19,8 @@
 # Environment: BIN (binaries, default build-cuda), TYPE (Q4_K), LAYERS (48), PROMPT (512), GEN (128),
 # VRAM_SHARES ("50 25", percent of the expert bytes), DISK_SHARE (unset; see below), MISS_MODES ("auto": --gpu-miss values run at each share; MODE+pf adds --prefetch 1), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
 # the decode-graph run), HOSTROUTE (1; 0 skips the STRATA_HOST_ROUTE=1 run), BUDGET_S
-# (420: later phases are skipped past it), VPROF (1; 0 skips the profile of the smallest budget), PIN (0; 1 adds each share's run with --pin-from a trace of
+# (420: later phases are skipped past it), BASE_ARGS (more strata run flags for the resident run,
+# e.g. "--warmup 1": a warm prompt, as llama-bench times), VPROF (1; 0 skips the profile of the smallest budget), PIN (0; 1 adds each share's run with --pin-from a trace of
 # another prompt), COMMIT.
 # llama.cpp CUDA is not built here (5 minutes there); the rows compare with shared/DEVICE.md's
 # numbers for this shape: Q4_K all in VRAM 299 / 6,455; -ncmoe 48 35.1 / 184; -ncmoe 36 (25% of the
@@ -38,9 +39,16 @@ type=${TYPE:-Q4_K} layers=${LAYERS:-48} P=${PROMPT:-512} G=${GEN:-128}
 commit=${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 summary=()
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
+# the rows' machine and the HBM rate of the byte floor: the H200's measured copy (DEVICE.md); an
+# H100 SXM's is taken as 3,000 GB/s (3.35 TB/s peak at the H200's 89% copy share; not measured)
+case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)" in
+    *H100*) mach=h100 hbm=3000 ;;
+    *) mach=h200 hbm=4260 ;;
+esac
 late() { [ $((SECONDS - t0)) -gt "${BUDGET_S:-420}" ]; }
 # LLAMA=1: llama.cpp CUDA built here from .deps/llama-src.tar.xz (bench/device/deps.sh notes; about 5
-# minutes, in the background while the tests and the resident runs go), then llama-bench on the same
+# minutes, in the background while the tests and the GPU-only resident runs go; the VRAM tier's runs,
+# which compute on the host CPU too, wait for it), then llama-bench on the same
 # file: everything in VRAM, and the static splits at the VRAM shares (-ncmoe: layers' experts on the CPU)
 if [ "${LLAMA:-0}" = 1 ]; then
     ll=$(mktemp -d) && tar -xJf "$root/.deps/llama-src.tar.xz" -C "$ll"
@@ -126,15 +134,16 @@ ratio() { python3 -c 'import sys; a, b = map(float, sys.argv[1:3]); print(f"{a /
 
 row() {  # engine flags prompt decode vs_llama kept note
     local floor
-    floor=$(ratio "${HBM_GBS:-4260}e9" "$bpt" 1)
-    printf '%s\t%s\th200\t%s\t%s\t%s\t%s\t%s\t1.0\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M)" "$commit" \
-        "$name" "$1" "$2" "$3" "$4" "$bpt" "$floor" "$(ratio "$4" "$floor" 3)" "$5" "$6" "$7" |
+    floor=$(ratio "${HBM_GBS:-$hbm}e9" "$bpt" 1)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t1.0\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M)" "$commit" \
+        "$mach" "$name" "$1" "$2" "$3" "$4" "$bpt" "$floor" "$(ratio "$4" "$floor" 3)" "$5" "$6" "$7" |
         tee -a "$root/bench/results.tsv" >> "$out/results.tsv"
 }
 
-if run base ""; then
+# shellcheck disable=SC2086
+if run base "" ${BASE_ARGS:-}; then
     { read -r p d l v same; read -r t1; read -r t2; } < <(facts base)
-    row "strata cuda" "--backend cuda prompt=$P gen=$G, every expert in VRAM" "$p" "$d" "$(ratio "$d" "$ld" 3)" yes \
+    row "strata cuda" "--backend cuda prompt=$P gen=$G ${BASE_ARGS:-}, every expert in VRAM" "$p" "$d" "$(ratio "$d" "$ld" 3)" yes \
         "load ${l}s, VRAM peak $v MiB; prompt vs llama.cpp $(ratio "$p" "$lp" 3) ($lp), decode vs $ld (DEVICE.md, not this run)"
     summary+=("resident: prompt $p decode $d load $l s VRAM $v MiB")
 fi
@@ -155,6 +164,15 @@ if [ "${GRAPH:-1}" != 0 ] && ! late && run graph "STRATA_CUDA_GRAPH=0"; then
 fi
 
 declare -A llama_p llama_d
+# The VRAM tier computes misses on the host CPU: llama.cpp's build (14 compile jobs) must be done
+# before it runs. On 2026-12-07 it was not: the CPU's experts ran at 0.3 GB/s under the build, the
+# cost model sent every miss over PCIe, and the 25% row read 29.95 tok/s where the same binary alone
+# on that machine kind gives 65.2 (bench/device/logs/cuda-vram-cpu-h100.txt).
+if [ -n "${llama_pid:-}" ] && [ -n "${VRAM_SHARES-50 25}" ]; then
+    tb=$SECONDS
+    while kill -0 "$llama_pid" 2>/dev/null && [ $((SECONDS - t0)) -lt "${LLAMA_DEADLINE_S:-440}" ]; do sleep 2; done
+    echo "waited $((SECONDS - tb)) s for llama.cpp's build before the VRAM tier's runs"
+fi
 for share in ${VRAM_SHARES-50 25}; do
     late && { summary+=("VRAM $share%: skipped (time)"); continue; }
     mib=$((exp_bytes * share / 100 / 1048576))
