@@ -20,7 +20,9 @@
 # VRAM_SHARES ("50 25", percent of the expert bytes), DISK_SHARE (unset; see below), MISS_MODES ("auto": --gpu-miss values run at each share; MODE+pf adds --prefetch 1), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
 # the decode-graph run), HOSTROUTE (1; 0 skips the STRATA_HOST_ROUTE=1 run), BUDGET_S
 # (420: later phases are skipped past it), BASE_ARGS (more strata run flags for the resident run,
-# e.g. "--warmup 1": a warm prompt, as llama-bench times), VPROF (1; 0 skips the profile of the smallest budget), PIN (0; 1 adds each share's run with --pin-from a trace of
+# e.g. "--warmup 1": a warm prompt, as llama-bench times), LLAMA_CFGS (llama-bench's splits,
+# KEY:FLAGS separated by ';', default "all:;50:-ncmoe 24;25:-ncmoe 36"; issue 11 also quotes
+# "cpu:-ncmoe 48;8of48:-ncmoe 40"), VPROF (1; 0 skips the profile of the smallest budget), PIN (0; 1 adds each share's run with --pin-from a trace of
 # another prompt), COMMIT.
 # llama.cpp CUDA is not built here (5 minutes there); the rows compare with shared/DEVICE.md's
 # numbers for this shape: Q4_K all in VRAM 299 / 6,455; -ncmoe 48 35.1 / 184; -ncmoe 36 (25% of the
@@ -263,7 +265,8 @@ fi
 if [ -n "${llama_pid:-}" ]; then
     wait "$llama_pid"; echo "llama.cpp build: rc=$? (waited $((SECONDS - tw)) s)"; tail -n 2 "$out/llama_build.log"
     lb="$ll/b/bin/llama-bench"
-    for cfg in "all:" "50:-ncmoe 24" "25:-ncmoe 36"; do
+    IFS=';' read -r -a cfgs <<< "${LLAMA_CFGS:-all:;50:-ncmoe 24;25:-ncmoe 36}"
+    for cfg in "${cfgs[@]}"; do
         key=${cfg%%:*} extra=${cfg#*:}
         if "$lb" -m "$m" -ngl 99 $extra -t 16 -p "$P" -n "$G" -r 2 -o json > "$w/llama_$key.json" 2> "$out/llama_$key.err"; then
             read -r lp_ ld_ < <(python3 -c '
