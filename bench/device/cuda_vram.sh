@@ -20,7 +20,9 @@
 # VRAM_SHARES ("50 25", percent of the expert bytes), DISK_SHARE (unset; see below), MISS_MODES ("auto": --gpu-miss values run at each share; MODE+pf adds --prefetch 1), TEST_S (120, 0 skips the tests), GRAPH (1; 0 skips
 # the decode-graph run), HOSTROUTE (1; 0 skips the STRATA_HOST_ROUTE=1 run), BUDGET_S
 # (420: later phases are skipped past it), BASE_ARGS (more strata run flags for the resident run,
-# e.g. "--warmup 1": a warm prompt, as llama-bench times), LLAMA_CFGS (llama-bench's splits,
+# e.g. "--warmup 1": a warm prompt, as llama-bench times), SKEW (synth --route-skew: 0.5 routes
+# like Qwen3-30B-A3B's measured counts, docs/server.md; unset: random routers, every expert about
+# as likely), LLAMA_CFGS (llama-bench's splits,
 # KEY:FLAGS separated by ';', default "all:;50:-ncmoe 24;25:-ncmoe 36"; issue 11 also quotes
 # "cpu:-ncmoe 48;8of48:-ncmoe 40"), VPROF (1; 0 skips the profile of the smallest budget), PIN (0; 1 adds each share's run with --pin-from a trace of
 # another prompt), COMMIT.
@@ -71,10 +73,12 @@ if [ "${TEST_S:-120}" != 0 ]; then
 fi
 
 w=${WORK:-/tmp/cv}; mkdir -p "$w"
-m="$w/q3-30b-$type.gguf" name="qwen3-30b-a3b-L$layers-$type"
+m="$w/q3-30b-$type${SKEW:+-skew$SKEW}.gguf" name="qwen3-30b-a3b-L$layers-$type${SKEW:+-skew$SKEW}"
 python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range($P)))" > "$w/prompt.txt"
 ts=$SECONDS
-"$bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$layers" --type "$type" -o "$m" --no-progress ||
+# shellcheck disable=SC2086
+"$bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$layers" --type "$type" ${SKEW:+--route-skew $SKEW} \
+    -o "$m" --no-progress ||
     { echo "synth failed"; exit 1; }
 echo "synth $type: $((SECONDS - ts)) s, $(du -h "$m" | cut -f1)"
 # bytes a decoded token reads (every tensor but the embedding, the routed experts' K of X) and the
