@@ -99,11 +99,8 @@ row() {  # model engine flags prompt decode bytes vs_llama kept note
 
 case " $phases " in *" bench "*)
     if [ -n "${LLAMA_BUILD:-}" ] && [ -z "${LLAMA_BENCH:-}" ]; then
-        ll=$(mktemp -d) && tar -xJf "$root/.deps/llama-src.tar.xz" -C "$ll"
-        (cmake -S "$ll" -B "$ll/b" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CUDA=ON \
-            -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/llama_build.log" 2>&1 &&
-         cmake --build "$ll/b" -j "$(nproc)" --target llama-bench >> "$out/llama_build.log" 2>&1) &
+        ll=${LLAMA_DIR:-/tmp/llama-cuda}  # llama_cuda_build.sh's folder (a warm machine's build is reused)
+        LLAMA_DIR=$ll bash "$root/bench/device/llama_cuda_build.sh" "$out/llama_build.log" &
         llama_pid=$!
     fi
     w=${WORK:-/tmp/cb}; mkdir -p "$w"

@@ -55,13 +55,8 @@ late() { [ $((SECONDS - t0)) -gt "${BUDGET_S:-420}" ]; }
 # which compute on the host CPU too, wait for it), then llama-bench on the same
 # file: everything in VRAM, and the static splits at the VRAM shares (-ncmoe: layers' experts on the CPU)
 if [ "${LLAMA:-0}" = 1 ]; then
-    # a fixed folder: a call chained on the same warm machine finds the build done (cmake then
-    # takes seconds), which saves its 3-5 minutes; LLAMA_DIR to choose
-    ll=${LLAMA_DIR:-/tmp/llama-cuda}
-    [ -f "$ll/CMakeLists.txt" ] || { mkdir -p "$ll" && tar -xJf "$root/.deps/llama-src.tar.xz" -C "$ll"; }
-    (cmake -S "$ll" -B "$ll/b" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-        > "$out/llama_build.log" 2>&1 && cmake --build "$ll/b" -j 14 --target llama-bench >> "$out/llama_build.log" 2>&1) &
+    ll=${LLAMA_DIR:-/tmp/llama-cuda}  # llama_cuda_build.sh's folder (a warm machine's build is reused)
+    LLAMA_DIR=$ll bash "$root/bench/device/llama_cuda_build.sh" "$out/llama_build.log" 14 &
     llama_pid=$!
 fi
 

@@ -17,13 +17,8 @@ t0=$SECONDS
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); echo "$gpu"; df -h /tmp | tail -n 1
 case "$gpu" in *H100*) mach=h100 ;; *) mach=h200 ;; esac
 b=$root/.deps/bin/strata w=/tmp/shapes; mkdir -p "$w"
-# a fixed folder: a call chained on the same warm machine finds the build done (cmake then
-# takes seconds), which saves its 3-5 minutes; LLAMA_DIR to choose
-ll=${LLAMA_DIR:-/tmp/llama-cuda}
-[ -f "$ll/CMakeLists.txt" ] || { mkdir -p "$ll" && tar -xJf "$root/.deps/llama-src.tar.xz" -C "$ll"; }
-(cmake -S "$ll" -B "$ll/b" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    > "$out/llama_build.log" 2>&1 && nice -n 10 cmake --build "$ll/b" -j 12 --target llama-bench >> "$out/llama_build.log" 2>&1) &
+ll=${LLAMA_DIR:-/tmp/llama-cuda}  # llama_cuda_build.sh's folder (a warm machine's build is reused)
+LLAMA_DIR=$ll NICE=10 bash "$root/bench/device/llama_cuda_build.sh" "$out/llama_build.log" 12 &
 lpid=$!
 python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range(512)))" > "$w/prompt.txt"
 row() {  # model engine flags prompt decode note

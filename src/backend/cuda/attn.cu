@@ -72,14 +72,16 @@ __device__ __forceinline__ void kv_fetch(const struct strata_cuda_attn &a, uint3
     }
 }
 
-__device__ __forceinline__ void kv_stage(uint32_t D, uint32_t Dv, int ns, const kv_regs &r, float *sk, float *sv)
+// VS: floats between staged value rows.
+__device__ __forceinline__ void kv_stage(uint32_t D, uint32_t Dv, int ns, const kv_regs &r, float *sk, float *sv,
+                                         uint32_t VS)
 {
     const uint32_t D4 = D / 4, V4 = Dv / 4;
 #pragma unroll
     for (int j = 0; j < KV_REG; j++) {
         const uint32_t g = threadIdx.x + j * ATTN_WARPS * 32;
         if (g < (uint32_t)ns * D4) *(float4 *)(sk + (g / D4) * KSTRIDE(D) + 4 * (g % D4)) = r.k[j];
-        if (g < (uint32_t)ns * V4) *(float4 *)(sv + (g / V4) * Dv + 4 * (g % V4)) = r.v[j];
+        if (g < (uint32_t)ns * V4) *(float4 *)(sv + (g / V4) * VS + 4 * (g % V4)) = r.v[j];
     }
 }
 
@@ -164,7 +166,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_part(const struct stra
         for (int s0 = p0; s0 < p1; s0 += ATTN_SUB) {
             const int ns = min(ATTN_SUB, p1 - s0);
             __syncthreads();  // the previous sub-chunk (and the queries' staging) done
-            kv_stage(D, Dv, ns, r, sk, sv);
+            kv_stage(D, Dv, ns, r, sk, sv, Dv);
             __syncthreads();
             if (s0 + ATTN_SUB < p1) kv_fetch(a, D, Dv, kvh, s0 + ATTN_SUB, min(ATTN_SUB, p1 - s0 - ATTN_SUB), r);
             if (hh >= (int)G) continue;
@@ -339,30 +341,18 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_mma(const struct strat
             if (e < nq4) *(float4 *)(sq + (e / D4) * QS + 4 * (e % D4)) = v[j];
         }
     }
-    {
-        const uint32_t V4 = Dv / 4;
-#pragma unroll
-        for (int j = 0; j < KV_REG; j++) {
-            const uint32_t e = threadIdx.x + j * ATTN_WARPS * 32;
-            if (e < (uint32_t)ns * D4) *(float4 *)(sk + (e / D4) * KS + 4 * (e % D4)) = r.k[j];
-            if (e < (uint32_t)ns * V4) *(float4 *)(sv + (e / V4) * VS + 4 * (e % V4)) = r.v[j];
-        }
-        // the positions past the block's last: zero keys and values (weight 0 times a finite value)
-        for (uint32_t i = threadIdx.x; i < (uint32_t)(ATTN_CHUNK - ns) * D; i += blockDim.x)
-            sk[(ns + i / D) * KS + i % D] = 0.0f;
-        for (uint32_t i = threadIdx.x; i < (uint32_t)(ATTN_CHUNK - ns) * Dv; i += blockDim.x)
-            sv[(ns + i / Dv) * VS + i % Dv] = 0.0f;
-    }
+    kv_stage(D, Dv, ns, r, sk, sv, VS);
+    // the positions past the block's last: zero keys and values (weight 0 times a finite value)
+    for (uint32_t i = threadIdx.x; i < (uint32_t)(ATTN_CHUNK - ns) * D; i += blockDim.x)
+        sk[(ns + i / D) * KS + i % D] = 0.0f;
+    for (uint32_t i = threadIdx.x; i < (uint32_t)(ATTN_CHUNK - ns) * Dv; i += blockDim.x)
+        sv[(ns + i / Dv) * VS + i % Dv] = 0.0f;
     __syncthreads();
     // scores: tile w = 2 n + mt covers positions 16 mt .. 16 mt + 15 and rows 8 n .. 8 n + 7;
     // element i of a lane: position 16 mt + g + 8 (i >> 1), row 8 n + 2 t4 + (i & 1)
     for (int w = warp; w < 2 * ntiles; w += ATTN_WARPS) {
         const int n = w >> 1, mt = w & 1;
-        float c[3][4];
-#pragma unroll
-        for (int k = 0; k < 3; k++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) c[k][i] = 0.0f;
+        float c[3][4] = {};  // the hi.lo, lo.hi and hi.hi terms
         const float *qr = sq + (8 * n + g) * QS + t4, *kr = sk + (16 * mt + g) * KS + t4;
 #pragma unroll 8
         for (uint32_t d0 = 0; d0 < D; d0 += 8) {
@@ -394,11 +384,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) k_attn_mma(const struct strat
     const int vt = (int)Dv / 16;
     for (int w = warp; w < ntiles * vt; w += ATTN_WARPS) {
         const int n = w / vt, v = w % vt;
-        float c[3][4];
-#pragma unroll
-        for (int k = 0; k < 3; k++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) c[k][i] = 0.0f;
+        float c[3][4] = {};  // the hi.lo, lo.hi and hi.hi terms
         const float *pr = ss + (8 * n + g) * MMA_PSTRIDE + t4, *vr = sv + t4 * VS + 16 * v + g;
 #pragma unroll
         for (int k0 = 0; k0 < ATTN_CHUNK; k0 += 8) {
@@ -1052,12 +1038,13 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
     const int mla_slices = (G + pb - 1) / pb, mla_hb = (G + mla_slices - 1) / mla_slices;
     const int vj = a->Dv <= 64 ? 2 : a->Dv <= 128 ? 4 : a->Dv <= 256 ? 8 : EXT_VJ_MAX;
     const int pass = attn_pass(a->n_tok, (size_t)n_chunks, a->H, a->Dv);
+    // the plain kernels' head dim as a template argument where it is one of the common three
+    const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
     for (int t0 = 0; t0 < a->n_tok; t0 += pass) {
         const int n = a->n_tok - t0 < pass ? a->n_tok - t0 : pass;
         if (mma) {
             const dim3 grid(n_chunks, a->Hkv, cdiv(n, mnt));
             const size_t smem = mma_smem_floats(a->D, a->Dv, a->H / a->Hkv, mnt) * 4;
-            const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
 #define PART(DK, F)                                                                                                \
     if (dk == DK && a->kv_f16 == F) CU_LAUNCH("k_attn_mma", (k_attn_mma<DK, F>), grid, ATTN_WARPS * 32, smem, k, t0, n, \
                                               n_chunks, mnt)
@@ -1067,7 +1054,6 @@ int strata_cuda_attention(struct strata_cuda *cu, const struct strata_cuda_attn 
         } else if (plain) {
             const dim3 grid(n_chunks, a->Hkv, cdiv(n, nt));
             const size_t smem = plain_smem(a, nt);
-            const int dk = a->D == a->Dv && (a->D == 64 || a->D == 128 || a->D == 256) ? (int)a->D : 0;
 #define PART(NT, DK)                                                                                          \
     if (nt == NT && dk == DK) CU_LAUNCH("k_attn_part", (k_attn_part<NT, DK>), grid, ATTN_WARPS * 32, smem, k, t0, n, \
                                         n_chunks)
