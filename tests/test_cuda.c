@@ -1816,24 +1816,24 @@ static void bench_attention(void)
            "position over the time: GB/s)\n");
     const int at[] = {128, 640, 2048, 4000, 8192, 16000};
     for (int mma = 1; mma >= 0; mma--) {
-    strata_cuda_set_attn_mma(g_cu, mma);
-    printf(" chunks: %s\n", mma ? "k_attn_mma (tensor cores)" : "k_attn_part (scalar, STRATA_CUDA_ATTN_MMA=0)");
-    for (int f16 = 0; f16 < 2; f16++)
-        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
-            struct attn_bench b = {{.q = q, .q_stride = H * D, .k = f16 ? kh : (void *)kc, .v = f16 ? vh : (void *)vc,
-                                    .kv_f16 = f16, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D, .Dv = D, .scale = 0.088f,
-                                    .pos = dpos + at[i], .n_tok = 1, .max_pos = at[i], .out = out, .out_stride = H * D,
-                                    .scratch = scr}};
-            const float us = 1000.0f * time_ms(attn_bench_run, &b, 50);
-            printf("  %s decode at position %5d: %8.1f us (%.0f GB/s)\n", f16 ? "F16" : "F32", at[i], us,
-                   2.0 * (at[i] + 1) * kvw * (f16 ? 2 : 4) / us / 1e3);
-        }
-    struct attn_bench b = {{.q = q, .q_stride = H * D, .k = kc, .v = vc, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D,
-                            .Dv = D, .scale = 0.088f, .pos = dpos, .n_tok = 512, .max_pos = 511, .out = out,
-                            .out_stride = H * D, .scratch = scr}};
-    printf("  prompt of 512 from 0:     %8.1f us\n", 1000.0f * time_ms(attn_bench_run, &b, 20));
-    b.a.k = kh, b.a.v = vh, b.a.kv_f16 = true;
-    printf("  prompt of 512 from 0, F16: %7.1f us\n", 1000.0f * time_ms(attn_bench_run, &b, 20));
+        strata_cuda_set_attn_mma(g_cu, mma);
+        printf(" chunks: %s\n", mma ? "k_attn_mma (tensor cores)" : "k_attn_part (scalar, STRATA_CUDA_ATTN_MMA=0)");
+        for (int f16 = 0; f16 < 2; f16++)
+            for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+                struct attn_bench b = {{.q = q, .q_stride = H * D, .k = f16 ? kh : (void *)kc, .v = f16 ? vh : (void *)vc,
+                                        .kv_f16 = f16, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D, .Dv = D, .scale = 0.088f,
+                                        .pos = dpos + at[i], .n_tok = 1, .max_pos = at[i], .out = out, .out_stride = H * D,
+                                        .scratch = scr}};
+                const float us = 1000.0f * time_ms(attn_bench_run, &b, 50);
+                printf("  %s decode at position %5d: %8.1f us (%.0f GB/s)\n", f16 ? "F16" : "F32", at[i], us,
+                       2.0 * (at[i] + 1) * kvw * (f16 ? 2 : 4) / us / 1e3);
+            }
+        struct attn_bench b = {{.q = q, .q_stride = H * D, .k = kc, .v = vc, .kv_stride = kvw, .H = H, .Hkv = Hkv, .D = D,
+                                .Dv = D, .scale = 0.088f, .pos = dpos, .n_tok = 512, .max_pos = 511, .out = out,
+                                .out_stride = H * D, .scratch = scr}};
+        printf("  prompt of 512 from 0:     %8.1f us\n", 1000.0f * time_ms(attn_bench_run, &b, 20));
+        b.a.k = kh, b.a.v = vh, b.a.kv_f16 = true;
+        printf("  prompt of 512 from 0, F16: %7.1f us\n", 1000.0f * time_ms(attn_bench_run, &b, 20));
     }
     strata_cuda_set_attn_mma(g_cu, 1);
     // MLA at DeepSeek-V3's shape: 128 heads over one latent KV head of 576, values its first 512
