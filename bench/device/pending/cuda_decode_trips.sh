@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A decode layer's attention in fewer dependent memory round trips (cuda-4-decode-trips.diff on
-# 227e4b9; 29th session, not yet run), the same bits:
+# 21825a9; 29th session, not yet run), the same bits:
 #  - k_attn_merge_heads loaded the chunks' maxima, then (its first warp) maxima and sums again,
 #    then each dim's values: three round trips; now the maxima, sums and the first 16 chunks'
 #    values go out at once and the rest reads shared memory and registers in the same order;
