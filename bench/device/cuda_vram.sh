@@ -167,7 +167,34 @@ if [ "${GRAPH:-1}" != 0 ] && ! late && run graph "STRATA_CUDA_GRAPH=0"; then
     summary+=("resident, no graphs: prompt $p decode $d ($same tokens)")
 fi
 
-declare -A llama_p llama_d
+declare -A llama_p llama_d llama_f
+# llama-bench's splits on the same file (after its build): run before the VRAM tier's rows, so
+# those compare with the same run's numbers (they compared with DEVICE.md's otherwise, which on
+# 2026-12-07 were 1.4-1.7x slower than the same run's on a skewed file)
+llama_benches() {
+    [ -n "${llama_pid:-}" ] || return 0
+    local tw=$SECONDS lp_ ld_ cfg key extra
+    wait "$llama_pid"; echo "llama.cpp build: rc=$? (waited $((SECONDS - tw)) s)"; tail -n 2 "$out/llama_build.log"
+    llama_pid=
+    local lb="$ll/b/bin/llama-bench"
+    IFS=';' read -r -a cfgs <<< "${LLAMA_CFGS:-all:;50:-ncmoe 24;25:-ncmoe 36}"
+    for cfg in "${cfgs[@]}"; do
+        key=${cfg%%:*} extra=${cfg#*:}
+        if "$lb" -m "$m" -ngl 99 $extra -t 16 -p "$P" -n "$G" -r 2 -o json > "$w/llama_$key.json" 2> "$out/llama_$key.err"; then
+            read -r lp_ ld_ < <(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = [x["avg_ts"] for x in r if x["n_prompt"] > 0]; g = [x["avg_ts"] for x in r if x["n_gen"] > 0]
+print(round(p[0], 1), round(g[0], 2))' "$w/llama_$key.json")
+            llama_p[$key]=$lp_ llama_d[$key]=$ld_ llama_f[$key]=$extra
+            row "llama.cpp cuda" "llama-bench -ngl 99 $extra -t 16 p=$P n=$G (same file, same run)" "$lp_" "$ld_" 1 yes \
+                "llama.cpp de3ff81 (the oracle npm bundle) built there with GGML_CUDA, sm_90"
+            summary+=("llama.cpp ${extra:-all in VRAM}: prompt $lp_ decode $ld_")
+        else
+            summary+=("llama.cpp $key failed: $(tail -n 1 "$out/llama_$key.err")")
+        fi
+    done
+}
 # The VRAM tier computes misses on the host CPU: llama.cpp's build (14 compile jobs) must be done
 # before it runs. On 2026-12-07 it was not: the CPU's experts ran at 0.3 GB/s under the build, the
 # cost model sent every miss over PCIe, and the 25% row read 29.95 tok/s where the same binary alone
@@ -176,6 +203,7 @@ if [ -n "${llama_pid:-}" ] && [ -n "${VRAM_SHARES-50 25}" ]; then
     tb=$SECONDS
     while kill -0 "$llama_pid" 2>/dev/null && [ $((SECONDS - t0)) -lt "${LLAMA_DEADLINE_S:-440}" ]; do sleep 2; done
     echo "waited $((SECONDS - tb)) s for llama.cpp's build before the VRAM tier's runs"
+    kill -0 "$llama_pid" 2>/dev/null || llama_benches
 fi
 for share in ${VRAM_SHARES-50 25}; do
     late && { summary+=("VRAM $share%: skipped (time)"); continue; }
@@ -184,7 +212,7 @@ for share in ${VRAM_SHARES-50 25}; do
         Q8_0:*) sp=205 sd=31.9 split="8/48 layers" ;; *) sp=0 sd=0 split="?" ;; esac
     cpu_p=$([ "$type" = Q8_0 ] && echo 194 || echo 184)
     src="DEVICE.md"
-    if [ -n "${llama_d[$share]:-}" ]; then sd=${llama_d[$share]} sp=${llama_p[$share]} src="same run"; fi
+    if [ -n "${llama_d[$share]:-}" ]; then sd=${llama_d[$share]} sp=${llama_p[$share]} split=${llama_f[$share]} src="same run"; fi
     for miss in ${MISS_MODES:-auto}; do
     late && { summary+=("VRAM $share% --gpu-miss $miss: skipped (time)"); continue; }
     tag="vram$share-$miss"
@@ -254,8 +282,7 @@ if [ -n "$last" ] && [ "${VPROF:-1}" != 0 ] && ! late; then
         grep '^cuda profile' "$out/vprof.err" | head -n 30
     G=$GEN_SAVE
 fi
-# llama.cpp last: the VRAM rows above compare with DEVICE.md's numbers, these rows are the same run's
-tw=$SECONDS
+# llama.cpp here if it did not run before the tier (no shares, or its build still going then)
 while [ -n "${llama_pid:-}" ] && kill -0 "$llama_pid" 2>/dev/null && [ $((SECONDS - t0)) -lt "${LLAMA_DEADLINE_S:-440}" ]; do
     sleep 2
 done
@@ -264,27 +291,7 @@ if [ -n "${llama_pid:-}" ] && kill -0 "$llama_pid" 2>/dev/null; then
     pkill -f "cmake --build $ll/b" 2>/dev/null
     llama_pid=
 fi
-if [ -n "${llama_pid:-}" ]; then
-    wait "$llama_pid"; echo "llama.cpp build: rc=$? (waited $((SECONDS - tw)) s)"; tail -n 2 "$out/llama_build.log"
-    lb="$ll/b/bin/llama-bench"
-    IFS=';' read -r -a cfgs <<< "${LLAMA_CFGS:-all:;50:-ncmoe 24;25:-ncmoe 36}"
-    for cfg in "${cfgs[@]}"; do
-        key=${cfg%%:*} extra=${cfg#*:}
-        if "$lb" -m "$m" -ngl 99 $extra -t 16 -p "$P" -n "$G" -r 2 -o json > "$w/llama_$key.json" 2> "$out/llama_$key.err"; then
-            read -r lp_ ld_ < <(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-p = [x["avg_ts"] for x in r if x["n_prompt"] > 0]; g = [x["avg_ts"] for x in r if x["n_gen"] > 0]
-print(round(p[0], 1), round(g[0], 2))' "$w/llama_$key.json")
-            llama_p[$key]=$lp_ llama_d[$key]=$ld_
-            row "llama.cpp cuda" "llama-bench -ngl 99 $extra -t 16 p=$P n=$G (same file, same run)" "$lp_" "$ld_" 1 yes \
-                "llama.cpp de3ff81 (the oracle npm bundle) built there with GGML_CUDA, sm_90"
-            summary+=("llama.cpp ${extra:-all in VRAM}: prompt $lp_ decode $ld_")
-        else
-            summary+=("llama.cpp $key failed: $(tail -n 1 "$out/llama_$key.err")")
-        fi
-    done
-fi
+llama_benches
 rm -f "$m"
 echo "---- summary ($((SECONDS - t0)) s)"
 printf '%s\n' "${summary[@]}"

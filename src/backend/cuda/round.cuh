@@ -13,29 +13,59 @@ __device__ __forceinline__ int nearest_int(float v)
     return (int)(__float_as_uint(__fadd_rn(v, 12582912.0f)) & 0x007fffffu) - 0x00400000;
 }
 
-// One Q8_0 / Q8_1 block per warp, lane = element.
+// Eight Q8_0 / Q8_1 blocks per warp (the 256 elements from block b0): lanes 4g .. 4g + 3 take block
+// b0 + g, eight elements each, so a block's maximum and sum cross 2 shuffle levels instead of 5 and
+// a warp rounds 8 blocks in one chain where a block a pass took 8. The values are those of one
+// block a warp: the maximum of the same 32 magnitudes (fmaxf, any order), the same scales and
+// quants, the sum an exact integer. Blocks at or past nb (the row's last group) are skipped.
 template <bool Q81>
-__device__ __forceinline__ void quant_q8_0_block(const float *x, int8_t *qs, float *d, float *s, int lane)
+__device__ __forceinline__ void quant_q8_0_group(const float *x, int8_t *qs, float *d, float *s, size_t b0, size_t nb,
+                                                 int lane)
 {
-    const float v = x[lane];
-    const float amax = warp_max(fabsf(v));
+    const size_t b = b0 + (size_t)(lane >> 2);
+    const bool ok = b < nb;  // the same for a block's four lanes
+    const int e0 = 32 * (int)(lane >> 2) + 8 * (lane & 3);
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = ok ? x[32 * b0 + e0 + i] : 0.0f;
+    float amax = fabsf(v[0]);  // NaN only where all 32 are, as the tree of fmaxf over the lanes was
+#pragma unroll
+    for (int i = 1; i < 8; i++) amax = fmaxf(amax, fabsf(v[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
     const float dq = __fdiv_rn(amax, 127.0f);
     const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-    const float scaled = __fmul_rn(v, id);
-    int q;
-    if (!(fabsf(scaled) < 2147483648.0f)) {
-        q = -128;
-    } else {
-        const float r = fabsf(scaled) < 4194304.0f ? (float)nearest_int(scaled) : scaled;
-        q = r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r;
+    int sum = 0;
+    uint32_t packed[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float scaled = __fmul_rn(v[i], id);
+        int q;
+        if (!(fabsf(scaled) < 2147483648.0f)) {
+            q = -128;
+        } else {
+            const float r = fabsf(scaled) < 4194304.0f ? (float)nearest_int(scaled) : scaled;
+            q = r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r;
+        }
+        sum += q;
+        packed[i / 4] |= (uint32_t)(uint8_t)(int8_t)q << (8 * (i % 4));
     }
-    qs[lane] = (int8_t)q;
     if (Q81) {
-        int sum = q;
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) *s = __half2float(__float2half_rn(__fmul_rn(dq, (float)sum)));
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     }
-    if (lane == 0) *d = __half2float(__float2half_rn(dq));
+    if (!ok) return;
+    int8_t *q8 = qs + 32 * b0 + e0;
+    if (((uintptr_t)q8 & 7) == 0) {
+        *(uint2 *)q8 = make_uint2(packed[0], packed[1]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) q8[i] = (int8_t)(packed[i / 4] >> (8 * (i % 4)));
+    }
+    if ((lane & 3) == 0) {
+        d[b] = __half2float(__float2half_rn(dq));
+        if (Q81) s[b] = __half2float(__float2half_rn(__fmul_rn(dq, (float)sum)));
+    }
 }
 
 // One Q8_K block per warp, lane = elements 8 lane .. 8 lane + 7.
@@ -92,12 +122,12 @@ __device__ __forceinline__ void quantize_row(const float *xr, const struct strat
     switch (a.vdt) {
     case STRATA_TYPE_Q8_0:
     case STRATA_TYPE_Q8_1:
-        for (size_t b = warp; b < n / 32; b += nw) {
-            const size_t bi = (size_t)row * (n / 32) + b;
+        for (size_t b0 = 8 * (size_t)warp; b0 < n / 32; b0 += 8 * (size_t)nw) {
+            const size_t r0 = (size_t)row * (n / 32);
             if (a.vdt == STRATA_TYPE_Q8_1)
-                quant_q8_0_block<true>(xr + 32 * b, a.qs + (size_t)row * n + 32 * b, a.d + bi, a.s + bi, lane);
+                quant_q8_0_group<true>(xr, a.qs + (size_t)row * n, a.d + r0, a.s + r0, b0, n / 32, lane);
             else
-                quant_q8_0_block<false>(xr + 32 * b, a.qs + (size_t)row * n + 32 * b, a.d + bi, NULL, lane);
+                quant_q8_0_group<false>(xr, a.qs + (size_t)row * n, a.d + r0, NULL, b0, n / 32, lane);
         }
         break;
     case STRATA_TYPE_Q8_K:

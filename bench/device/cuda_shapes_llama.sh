@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Issue 10's other shapes against llama.cpp CUDA in one call (29th session, not yet run): qwen3-next-
+# Issue 10's other shapes against llama.cpp CUDA in one call (first run 2026-12-07, log bench/device/logs/cuda-shapes-llama-6934fc8-h100.txt): qwen3-next-
 # 80b-a3b (48 layers, Q4_K, about 45 GB: the real layer count) and glm-4.5-air (Q4_K, LAYERS_AIR
 # layers of its 46: the whole model's ~60 GB does not fit the machine's 64 GB disk beside the
 # build), every weight in VRAM, prompt 512 / 128 decoded, strata warm (--warmup 1, as llama-bench
 # times) against llama-bench -ngl 99 -r 2 on the same file. llama.cpp's CUDA build (about 3-5
 # minutes) runs in the background while the first model is written and run; its bench waits for it.
 #   here:  make CUDA=1 build-cuda/strata; cp build-cuda/strata .deps/bin/ (strip --strip-debug)
-#   there: run(command="bash bench/device/pending/cuda_shapes_llama.sh", carry=[".deps/bin", ".deps/lib", ".deps/llama-src.tar.xz"], timeout_s=590)
+#   there: run(command="bash bench/device/cuda_shapes_llama.sh", carry=[".deps/bin", ".deps/lib", ".deps/llama-src.tar.xz"], timeout_s=590)
 # Rows to $OUT/rows.tsv (bench/results.tsv's columns; machine from nvidia-smi).
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 root=$PWD out=${OUT:-/tmp/out}; mkdir -p "$out"
 exec > >(tee -a "$out/log.txt") 2>&1
 export LD_LIBRARY_PATH=$root/.deps/lib CUDA_MODULE_LOADING=EAGER
