@@ -130,11 +130,7 @@ print(round(s["prompt_tok_s"], 1), round(s["decode_tok_s"], 2), round(s["load_s"
             if [ -n "${LLAMA_BENCH:-}" ] || [ -n "${llama_pid:-}" ]; then
                 [ -n "${llama_pid:-}" ] && { wait "$llama_pid"; LLAMA_BENCH="$ll/b/bin/llama-bench"; llama_pid=; }
                 if "$LLAMA_BENCH" -m "$m" -ngl 99 -p "${PROMPT:-512}" -n 128 -r 2 -o json > "$w/llama.json" 2>/dev/null; then
-                    read -r lp ld < <(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-p = [x["avg_ts"] for x in r if x["n_prompt"] > 0]; g = [x["avg_ts"] for x in r if x["n_gen"] > 0]
-print(round(p[0], 1), round(g[0], 2))' "$w/llama.json")
+                    read -r lp ld < <(python3 "$root/bench/device/llama_ts.py" "$w/llama.json")
                     note="llama-bench CUDA same file, same run"
                     row "$name" "llama.cpp" "-ngl 99 p=${PROMPT:-512} n=128" "$lp" "$ld" "$bpt" 1 yes "$note"
                 fi

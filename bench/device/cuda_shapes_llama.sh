@@ -41,11 +41,7 @@ shape() {  # arch preset layers name
     [ -x "$lb" ] || { echo "no llama-bench"; tail -n 5 "$out/llama_build.log"; rm -f "$m"; return; }
     if timeout 200 "$lb" -m "$m" -ngl 99 -t 16 -p 512 -n 128 -r 2 -o json > "$w/$4.llama.json" 2> "$out/$4.llama.err"; then
         local lp ld
-        read -r lp ld < <(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-p = [x["avg_ts"] for x in r if x["n_prompt"] > 0]; g = [x["avg_ts"] for x in r if x["n_gen"] > 0]
-print(round(p[0], 1), round(g[0], 2))' "$w/$4.llama.json")
+        read -r lp ld < <(python3 "$root/bench/device/llama_ts.py" "$w/$4.llama.json")
         row "$4" "llama.cpp cuda" "llama-bench -ngl 99 -t 16 p=512 n=128 -r 2 (same file, same run)" "$lp" "$ld" \
             "llama.cpp de3ff81 (the oracle npm bundle) built there with GGML_CUDA, sm_90"
         [ -n "${sp:-}" ] && python3 -c 'import sys; a,b,c,d=map(float,sys.argv[1:5]); print(f"{sys.argv[5]}: strata/llama.cpp prompt {a/c:.3f} decode {b/d:.3f}")' "$sp" "$sd" "$lp" "$ld" "$4"

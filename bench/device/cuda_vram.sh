@@ -181,11 +181,7 @@ llama_benches() {
     for cfg in "${cfgs[@]}"; do
         key=${cfg%%:*} extra=${cfg#*:}
         if "$lb" -m "$m" -ngl 99 $extra -t 16 -p "$P" -n "$G" -r 2 -o json > "$w/llama_$key.json" 2> "$out/llama_$key.err"; then
-            read -r lp_ ld_ < <(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-p = [x["avg_ts"] for x in r if x["n_prompt"] > 0]; g = [x["avg_ts"] for x in r if x["n_gen"] > 0]
-print(round(p[0], 1), round(g[0], 2))' "$w/llama_$key.json")
+            read -r lp_ ld_ < <(python3 "$root/bench/device/llama_ts.py" "$w/llama_$key.json")
             llama_p[$key]=$lp_ llama_d[$key]=$ld_ llama_f[$key]=$extra
             row "llama.cpp cuda" "llama-bench -ngl 99 $extra -t 16 p=$P n=$G (same file, same run)" "$lp_" "$ld_" 1 yes \
                 "llama.cpp de3ff81 (the oracle npm bundle) built there with GGML_CUDA, sm_90"
