@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The VRAM tier in --gpu-miss auto learning from the experts the CPU computes (cuda-6-miss-learn.diff
-# on 1b0a429; 30th session, not yet run). On the skewed file (synth --route-skew 0.5) 50% of the
+# on 546e94e; 31st session, not yet run). On the skewed file (synth --route-skew 0.5) 50% of the
 # experts in VRAM hit 59.5% where strata sim's LRU gives 77%: auto's CPU-computed misses never enter
-# the tier. STRATA_GPU_MISS_LEARN=1 prefetches them at low priority, as --gpu-miss cpu does. One
-# binary, the switch off (A) and on (B), interleaved, at each share; hit rates, CPU experts and
-# copies from each run's --json. Expected: a higher hit rate; whether the prefetches' host-memory
-# reads cost the CPU's share more than the hits save is what this measures.
+# the tier. One binary, three settings interleaved at each share: STRATA_GPU_MISS_LEARN unset (0),
+# 1 (every CPU-computed expert prefetched at low priority, as --gpu-miss cpu does) and 2 (taken in
+# only over a victim used less often, strata_vram_learn under the default LFU policy); each run's
+# decode and prompt tok/s, hit rate, CPU experts, copies, prefetches and learn counts from --json.
 #   here:  git apply cuda-6-miss-learn.diff; make CUDA=1 build-cuda/strata; into .deps/learn (strip)
-#   there: run(command="bash bench/device/pending/cuda_miss_learn.sh", carry=[".deps/learn", ".deps/lib"], timeout_s=500)
+#   there: run(command="bash bench/device/pending/cuda_miss_learn.sh", carry=[".deps/learn", ".deps/lib"], timeout_s=580)
 set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
@@ -20,21 +20,30 @@ exp_mib=$("$b" inspect "$m" --json | python3 -c '
 import json, sys
 print(int(sum(t["bytes"] for t in json.load(sys.stdin)["tensors"] if "_exps." in t["name"]) / 1048576))')
 echo "expert MiB $exp_mib (15552 expected)"
+python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range(512)))" > "$w/prompt.txt"
+membw() { [ -x .deps/learn/membw ] && .deps/learn/membw 16 | grep -o 'threads=16 .*' | head -n 1; }
+echo "host read: $(membw)"
+t0=$SECONDS
 for share in ${SHARES:-50 25}; do
     mib=$((exp_mib * share / 100))
     echo "== $share% ($mib MiB)"
-    A=$b B=$b ENV_B=STRATA_GPU_MISS_LEARN=1 ARGS="--warmup 1 --gpu-cache-mib $mib --gpu-miss auto" REPS=${REPS:-2} \
-        OUT=/tmp/learn-out-$share WORK=$w timeout 400 bash bench/device/cuda_ab.sh 2>&1 | tail -n 3
-    python3 - "$w" "${REPS:-2}" <<'PY'
+    for i in $(seq "${REPS:-2}"); do
+        for L in 0 1 2; do
+            [ $((SECONDS - t0)) -gt "${BUDGET_S:-480}" ] && { echo "budget spent: $share% rep $i L$L skipped"; continue; }
+            STRATA_GPU_MISS_LEARN=$L timeout 150 "$b" run -m "$m" --prompt-tokens "@$w/prompt.txt" -n 128 --temp 0 --ignore-eos \
+                -c 1024 -b 512 --backend cuda --json --warmup 1 --gpu-cache-mib "$mib" --gpu-miss auto \
+                > "$w/s$share.L$L.$i.json" 2> "$w/s$share.L$L.$i.err" || { echo "L$L run $i failed"; tail -n 3 "$w/s$share.L$L.$i.err"; }
+            python3 - "$w/s$share.L$L.$i.json" "L$L" "$i" <<'PY'
 import json, sys
-w, reps = sys.argv[1], int(sys.argv[2])
-for v in "ab":
-    for i in range(1, reps + 1):
-        try: j = json.load(open(f"{w}/{v}.{i}.json"))
-        except Exception: continue
-        t = j["stats"]["experts"]  # the VRAM tier (its host tier under "host")
-        print(v, i, "hit_rate", round(t.get("hit_rate", 0), 4), "cpu_experts", t.get("cpu_experts"),
-              "miss_copied", t.get("miss_copied"), "pcie_gb", round(t.get("pcie_bytes", 0) / 1e9, 1),
-              "cpu_gbs", t.get("cpu_gbs"), "prefetched", t.get("prefetched"))
+try: j = json.load(open(sys.argv[1]))
+except Exception: sys.exit(0)
+s = j["stats"]; t = s["experts"]
+print(sys.argv[2], "run", sys.argv[3], "decode", round(s["decode_tok_s"], 2), "prompt", round(s["prompt_tok_s"], 1),
+      "hit_rate", round(t.get("hit_rate", 0), 4), "cpu_experts", t.get("cpu_experts"), "miss_copied", t.get("miss_copied"),
+      "pcie_gb", round(t.get("pcie_bytes", 0) / 1e9, 1), "cpu_gbs", round(t.get("cpu_gbs", 0), 1),
+      "prefetched", t.get("prefetched"), "learned", t.get("learned"), "refused", t.get("learn_refused"))
 PY
+        done
+    done
 done
+echo "host read: $(membw)"
