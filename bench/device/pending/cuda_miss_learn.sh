@@ -13,6 +13,7 @@ cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name --format=csv,noheader
 b=.deps/learn/strata w=/tmp/learn; mkdir -p "$w"
+trap 'rm -rf "$w"' EXIT  # 17 GB: the next call on this machine needs the disk
 m="$w/q3-30b-Q4_K.gguf"
 [ -f "$m" ] || "$b" synth --arch qwen3moe --preset qwen3-30b-a3b --layers 48 --type Q4_K --route-skew 0.5 -o "$m" --no-progress ||
     { echo "synth failed"; exit 1; }

@@ -13,6 +13,7 @@
 set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
+trap 'rm -rf /tmp/ab-Q4_K /tmp/ab-glm' EXIT  # the models: the next call on this machine needs the disk
 nvidia-smi --query-gpu=name --format=csv,noheader
 timeout 200 .deps/q8k/test_cuda > /tmp/tk.log 2>&1
 echo "test_cuda rc=$? ok=$(grep -c '^ok' /tmp/tk.log) fail=$(grep -c '^FAIL' /tmp/tk.log)"; grep -B4 '^FAIL' /tmp/tk.log | head -n 30
