@@ -167,6 +167,7 @@ struct strata_expert_stats {
     uint64_t cpu_experts;          // expert-passes computed on the CPU (counted in misses)
     uint64_t cpu_pairs;            // token-expert pairs among them
     uint64_t miss_copied;          // misses the split copied
+    uint64_t split_used, split_hits; // experts the split's (decode-sized) passes used, and the VRAM hits among them
     double cpu_s;                  // wall time of the CPU's expert products
     double cpu_gbps, pcie_gbps;    // the cost model's measured rates (GB/s of expert bytes)
 };

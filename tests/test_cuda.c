@@ -2265,6 +2265,11 @@ static void test_vram_tier(const char *type_name)
                    vs->pcie_gbps);
             CHECK(vs->cpu_experts > 0 || modes[m] == STRATA_GPU_MISS_AUTO, "%s: no expert computed on the CPU", name);
             CHECK(vs->cpu_experts + vs->miss_copied > 0, "%s: no miss split", name);
+            // every expert a split layer used was a hit, computed on the CPU or copied
+            CHECK(vs->split_used == vs->split_hits + vs->cpu_experts + vs->miss_copied,
+                  "%s: split layers used %llu experts: %llu hits + %llu on the CPU + %llu copied", name,
+                  (unsigned long long)vs->split_used, (unsigned long long)vs->split_hits,
+                  (unsigned long long)vs->cpu_experts, (unsigned long long)vs->miss_copied);
             strata_engine_close(ev);
         }
     }

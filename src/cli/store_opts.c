@@ -217,6 +217,9 @@ void cli_store_json(cJSON *js, struct strata_engine *e, const struct strata_engi
         cJSON_AddNumberToObject(o, "cpu_pairs", (double)st->cpu_pairs);
         cJSON_AddNumberToObject(o, "cpu_s", st->cpu_s);
         cJSON_AddNumberToObject(o, "miss_copied", (double)st->miss_copied);
+        // decode's own hit rate (hit_rate above counts the prompts' accesses too)
+        cJSON_AddNumberToObject(o, "split_used", (double)st->split_used);
+        cJSON_AddNumberToObject(o, "split_hit_rate", st->split_used ? (double)st->split_hits / (double)st->split_used : 0);
         cJSON_AddNumberToObject(o, "cpu_gbs", st->cpu_gbps);
         cJSON_AddNumberToObject(o, "pcie_gbs", st->pcie_gbps);
         const struct strata_expert_stats *h = &all.experts[STRATA_TIER_HOST];
@@ -369,9 +372,11 @@ void cli_store_summary(FILE *out, struct strata_engine *e, const struct strata_e
                 st->io_wait_s);
     if (tier == STRATA_TIER_VRAM && !st->full && st->cpu_experts + st->miss_copied)
         fprintf(out, "experts: misses (--gpu-miss %s): %llu computed on the CPU (%llu token rows, %.2f s, %.1f GB/s), "
-                     "%llu copied (%.1f GB/s)\n",
+                     "%llu copied (%.1f GB/s); hit rate of the decode-sized passes %.1f%% (%llu of %llu experts)\n",
                 g_miss_names[p->gpu_miss], (unsigned long long)st->cpu_experts, (unsigned long long)st->cpu_pairs,
-                st->cpu_s, st->cpu_gbps, (unsigned long long)st->miss_copied, st->pcie_gbps);
+                st->cpu_s, st->cpu_gbps, (unsigned long long)st->miss_copied, st->pcie_gbps,
+                st->split_used ? 100.0 * (double)st->split_hits / (double)st->split_used : 0.0,
+                (unsigned long long)st->split_hits, (unsigned long long)st->split_used);
     if (all.vram_total_bytes)
         fprintf(out, "vram: %.0f MiB used (peak %.0f MiB) of %.0f MiB; decode graphs: %llu passes replayed, %llu "
                      "recorded\n", all.vram_used_bytes / 1048576.0, all.vram_peak_bytes / 1048576.0,

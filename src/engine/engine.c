@@ -525,6 +525,8 @@ void strata_engine_expert_stats(struct strata_engine *e, struct strata_stats *st
         vs->cpu_experts = ms.cpu_experts;
         vs->cpu_pairs = ms.cpu_pairs;
         vs->miss_copied = ms.copied;
+        vs->split_used = ms.used;
+        vs->split_hits = ms.hits;
         vs->cpu_s = ms.cpu_s;
         vs->cpu_gbps = ms.cpu_experts && ms.s_cpu > 0 ? 1 / ms.s_cpu : 0;
         vs->pcie_gbps = ms.copied && ms.s_pcie > 0 ? 1 / ms.s_pcie : 0;

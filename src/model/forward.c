@@ -109,6 +109,12 @@ struct strata_forward {
     uint8_t *c_state, *c_where;   // host [X]: per used expert / per expert id
     uint32_t *c_hit, *c_copy, *c_cpu;  // host [X]
     struct strata_expert_view *c_views, *c_hviews;  // host [X]
+    // A split layer's views are released at the next drain (the next layer's routes coming down,
+    // or the pass's end) instead of after a sync of their own, so the host queues the next layer's
+    // attention while the GPU finishes this layer's experts (STRATA_SPLIT_DEFER=0: the sync)
+    bool defer;
+    struct strata_expert_view *d_views;  // host [2X]: hits, then copies, of layer d_ml
+    int d_hit, d_np, d_ml;
     struct strata_mm_op *c_ops;   // host [2X]
     double s_cpu, s_pcie;         // measured seconds per expert byte: on the CPU (per token), over PCIe
     uint64_t cpu_calls;           // CPU shares computed (the first, cold one is not measured)
@@ -503,6 +509,7 @@ int strata_forward_set_gpu_miss(struct strata_forward *f, struct strata_vram *vr
         f->c_cpu = host_zalloc(X * sizeof(uint32_t), &rc);
         f->c_views = host_zalloc(2 * X * sizeof *f->c_views, &rc);
         f->c_hviews = host_zalloc(X * sizeof *f->c_hviews, &rc);
+        f->d_views = host_zalloc(2 * X * sizeof *f->d_views, &rc);
         f->c_ops = host_zalloc(2 * X * sizeof *f->c_ops, &rc);
         if (rc) return rc;
         uint32_t n_in = hp->n_embd > hp->n_ff_exp ? hp->n_embd : hp->n_ff_exp;
@@ -518,6 +525,9 @@ int strata_forward_set_gpu_miss(struct strata_forward *f, struct strata_vram *vr
     f->s_pcie = 1 / 25e9;
     f->cpu_calls = 0;
     f->since_cpu = 0;
+    const char *dv = getenv("STRATA_SPLIT_DEFER");
+    f->defer = !(dv && dv[0] == '0');
+    f->d_ml = -1;
     return 0;
 }
 
@@ -1248,6 +1258,20 @@ static void release_hits(struct strata_forward *f, uint32_t ml, int nu, int n_hi
     strata_provider_release(f->experts, ml, f->c_hviews, n_hit);
 }
 
+// The views a split layer left pinned (f->defer), released once the stream holds no
+// kernel that reads them: after a drain, which the caller has done (the next layer's routes came
+// down) or asks for (sync: the pass's end or an error).
+static int release_deferred(struct strata_forward *f, bool sync)
+{
+    if (f->d_ml < 0) return 0;
+    const int rc = sync ? f->bi->sync(f->bc) : 0;
+    const uint32_t ml = (uint32_t)f->d_ml;
+    if (f->d_hit) strata_provider_release(f->experts, ml, f->d_views, f->d_hit);
+    if (f->d_np) strata_provider_release(f->experts, ml, f->d_views + f->d_hit, f->d_np);
+    f->d_ml = -1;
+    return rc;
+}
+
 // Charges the time since *t to step i and moves *t on.
 static inline void sp_mark(struct strata_forward *f, int i, double *t)
 {
@@ -1273,6 +1297,7 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
     const int nu = g->n_used_experts;
     const uint64_t tb = f->m->layout.layers[ml].triplet_bytes;
     double tp = f->sp_on ? strata_now() : 0;
+    release_deferred(f, false);  // the routes' download drained the stream
     int rc = strata_vram_acquire_ready(f->vram, ml, g->used, nu, f->c_views, f->c_state);
     if (rc < 0) return rc;
     const int n_hit = rc, slots = strata_provider_max_batch(f->experts), hb = strata_provider_max_batch(f->host);
@@ -1322,6 +1347,8 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
         }
     if (nc) f->since_cpu = 0;
     else if (np) f->since_cpu++;
+    f->miss_st.used += (uint64_t)nu;  // each a hit, computed on the CPU or copied
+    f->miss_st.hits += (uint64_t)n_hit;
     if (f->bytes_to) *f->bytes_to += (uint64_t)nu * expert_bytes(L);  // on the GPU or the CPU
     rc = 0;  // the CPU's input rows came down with the routes
     sp_mark(f, SP_READY, &tp);
@@ -1381,12 +1408,22 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
         if (rc == 0) rc = f->bi->add(f->bc, f->x, f->cpu_sum_dev, E, n, E);
         sp_mark(f, SP_ADD, &tp);
     }
-    // the kernels must be done with the views before they are released
-    const int src = f->bi->sync(f->bc);
-    if (rc == 0) rc = src;
-    sp_mark(f, SP_SYNC, &tp);
-    release_hits(f, ml, nu, n_hit);
-    if (np) strata_provider_release(f->experts, ml, pv, np);
+    // the kernels must be done with the views before they are released: now, or (deferred) at
+    // the next drain
+    if (f->defer && rc == 0) {
+        for (int j = 0, h = 0; j < nu; j++)
+            if (f->c_state[j] == STRATA_VRAM_READY) f->d_views[h++] = f->c_views[j];
+        memcpy(f->d_views + n_hit, pv, (size_t)np * sizeof *pv);
+        f->d_hit = n_hit;
+        f->d_np = np;
+        f->d_ml = (int)ml;
+    } else {
+        const int src = f->bi->sync(f->bc);
+        if (rc == 0) rc = src;
+        sp_mark(f, SP_SYNC, &tp);
+        release_hits(f, ml, nu, n_hit);
+        if (np) strata_provider_release(f->experts, ml, pv, np);
+    }
     if (f->sp_on) {
         sp_mark(f, SP_REL, &tp);
         f->sp_calls++;
@@ -1584,7 +1621,20 @@ static int head(struct strata_forward *f, const struct strata_fwd_seq *seqs, int
 
 // ---- the pass -----------------------------------------------------------------------------------
 
+static int forward_run(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq,
+                       struct strata_fwd_stats *st);
+
 int strata_forward_run(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq,
+                       struct strata_fwd_stats *st)
+{
+    const int rc = forward_run(f, seqs, n_seq, st);
+    // a split layer's deferred views: drained by the head's download or the final sync when rc is
+    // 0; after an error, waited for here
+    const int drc = release_deferred(f, rc != 0);
+    return rc ? rc : drc;
+}
+
+static int forward_run(struct strata_forward *f, const struct strata_fwd_seq *seqs, int n_seq,
                        struct strata_fwd_stats *st)
 {
     const struct strata_model *m = f->m;

@@ -118,6 +118,8 @@ struct strata_gpu_miss_stats {
     uint64_t cpu_experts;       // expert-passes computed on the CPU
     uint64_t cpu_pairs;         // token-expert pairs they computed
     uint64_t copied;            // misses the split sent to the copy path
+    uint64_t used, hits;        // experts the split layers used, and those the tier held (decode's own
+                                // hit rate: a prompt's accesses, counted in the tier's, are not here)
     double cpu_s;               // wall time of their CPU products (the GPU ran the hits meanwhile)
     double s_cpu, s_pcie;       // the cost model's seconds per GB: CPU (per token), PCIe
 };
