@@ -294,6 +294,27 @@ static void test_trace_and_sim(const char *path)
               strata_sim_policy_name((enum strata_sim_policy)p), (unsigned long long)r[p].misses,
               (unsigned long long)r[STRATA_SIM_BELADY].misses);
     CHECK(r[STRATA_SIM_BELADY].misses < r[STRATA_SIM_LRU].misses, "Belady beats LRU here");
+    for (int p = 0; p < STRATA_SIM_COUNT; p++)  // one-token passes only: decode's counts are all of them
+        CHECK(r[p].decode_hits == r[p].hits && r[p].decode_misses == r[p].misses && r[p].decode_tokens == 200,
+              "%s: decode counts %llu / %llu", strata_sim_policy_name((enum strata_sim_policy)p),
+              (unsigned long long)r[p].decode_hits, (unsigned long long)r[p].decode_misses);
+    strata_trace_free(&t);
+    // A prompt chunk, then decode: the chunk's accesses are replayed (they fill the cache) but only
+    // the one-token passes count as decode's (the engine's split_hit_rate).
+    CHECK(strata_trace_open(&w, tpath, "chunk", 1, 8, 2) == 0, "open");
+    const int32_t prompt[6] = {0, 1, 2, 3, 0, 1}, dec[10] = {0, 1, 2, 3, 0, 2, 1, 3, 4, 5};
+    CHECK(strata_trace_write(w, prompt, 3) == 0 && strata_trace_write(w, dec, 1) == 0 &&
+              strata_trace_write(w, dec + 2, 1) == 0 && strata_trace_write(w, dec + 4, 1) == 0 &&
+              strata_trace_write(w, dec + 6, 1) == 0 && strata_trace_write(w, dec + 8, 1) == 0,
+          "write");
+    CHECK(strata_trace_close(w) == 0 && strata_trace_load(&t, tpath) == 0, "close, load");
+    struct strata_sim_result cr;
+    CHECK(strata_sim_run(&t, STRATA_SIM_LRU, 4, true, &cr) == 0, "sim");
+    CHECK(cr.misses == 6 && cr.hits == 8 && cr.decode_misses == 2 && cr.decode_hits == 8 && cr.decode_tokens == 5 &&
+              cr.tokens == 8,
+          "chunk of 4 experts then 5 decode tokens at 4 slots: %llu / %llu misses / hits, decode %llu / %llu of %llu tokens",
+          (unsigned long long)cr.misses, (unsigned long long)cr.hits, (unsigned long long)cr.decode_misses,
+          (unsigned long long)cr.decode_hits, (unsigned long long)cr.decode_tokens);
     strata_trace_free(&t);
     strata_store_close(ex);
     strata_expert_layout_free(&lay);

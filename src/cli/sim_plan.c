@@ -33,7 +33,9 @@ static void sim_usage(FILE *out)
             "  --hot-from TRACE2    HOT: learn the hot set from TRACE2 (default: TRACE itself, in-sample)\n"
             "  --pin-from TRACE2    every policy around a pinned hot set, as the engine's --pin-from: the\n"
             "                       experts TRACE2 used most, resident from the start, never evicted\n"
-            "  --pin-share F        its share of the slots (default 0.25, as the engine)\n\n"
+            "  --pin-share F        its share of the slots (default 0.25, as the engine)\n"
+            "  --decode             count the one-token passes' accesses only (decode; the prompt's chunks\n"
+            "                       are replayed first), as the engine's split_hit_rate\n\n"
             "policies: LRU (the engine's), LFU, LRFU, ARC, HOT (LRU around a learned pinned hot set),\n"
             "Belady (the optimum)\n");
 }
@@ -42,6 +44,14 @@ struct sim_row {
     uint32_t slots;
     struct strata_sim_result r[STRATA_SIM_COUNT];
 };
+
+// --decode: a result's counts become its one-token passes' (decode's) own.
+static void as_decode(struct strata_sim_result *r)
+{
+    r->hits = r->decode_hits;
+    r->misses = r->decode_misses;
+    r->tokens = r->decode_tokens;
+}
 
 static double hit_rate(const struct strata_sim_result *r)
 {
@@ -84,7 +94,8 @@ static int write_svg(const char *path, const struct sim_row *rows, int n, uint32
 }
 
 // strata sim --gpu-slots: every policy through VRAM slots over host slots.
-static int sim_two_tiers(const struct strata_trace *t, const struct strata_sim_opts *so, uint32_t vram, uint32_t host)
+static int sim_two_tiers(const struct strata_trace *t, const struct strata_sim_opts *so, uint32_t vram, uint32_t host,
+                         bool decode)
 {
     if (vram < t->topk || host < t->topk) {
         fprintf(stderr, "strata sim: %u VRAM / %u host slots per layer: below top-k (%u)\n", vram, host, t->topk);
@@ -98,10 +109,14 @@ static int sim_two_tiers(const struct strata_trace *t, const struct strata_sim_o
         struct strata_sim_result v, h;
         int rc = strata_sim_replay2(t, (enum strata_sim_policy)p, vram, host, so, &v, &h);
         if (rc) return rc;
+        if (decode) {
+            as_decode(&v);
+            as_decode(&h);
+        }
         printf("%8s %12llu %10.3f %8.2f%% %12llu %10.3f %8.2f%% %3u/%-3u\n", strata_sim_policy_name(p),
-               (unsigned long long)v.misses, (double)v.misses / (double)(t->n_tokens ? t->n_tokens : 1),
-               100 * hit_rate(&v), (unsigned long long)h.misses,
-               (double)h.misses / (double)(t->n_tokens ? t->n_tokens : 1), 100 * hit_rate(&h), v.n_pinned, h.n_pinned);
+               (unsigned long long)v.misses, (double)v.misses / (double)(v.tokens ? v.tokens : 1), 100 * hit_rate(&v),
+               (unsigned long long)h.misses, (double)h.misses / (double)(h.tokens ? h.tokens : 1), 100 * hit_rate(&h),
+               v.n_pinned, h.n_pinned);
     }
     return 0;
 }
@@ -116,11 +131,11 @@ int cli_sim(int argc, char **argv)
         {"hot-share", required_argument, 0, 'H'}, {"hot-from", required_argument, 0, 'F'},
         {"pin-from", required_argument, 0, 'P'},  {"pin-share", required_argument, 0, 'Q'},
         {"gpu-slots", required_argument, 0, 'g'}, {"gpu-cache-mib", required_argument, 0, 'G'},
-        {0, 0, 0, 0}};
+        {"decode", no_argument, 0, 'D'},          {0, 0, 0, 0}};
     int slots = 0, gpu_slots = 0, c;
     uint64_t cache_mib = 0, gpu_mib = 0;
     const char *model = NULL, *plot = NULL, *hot_from = NULL, *pin_from = NULL;
-    bool classes = true, chunks = true, sweep = false;
+    bool classes = true, chunks = true, sweep = false, decode = false;
     float hot_share = 0.5f, pin_share = 0;
     optind = 1;
     opterr = 0;
@@ -133,6 +148,7 @@ int cli_sim(int argc, char **argv)
         case 'C': classes = strcmp(optarg, "off") != 0; break;
         case 'k': chunks = strcmp(optarg, "off") != 0; break;
         case 'S': sweep = true; break;
+        case 'D': decode = true; break;
         case 'p': plot = optarg; break;
         case 'H': bad = cli_parse_float(optarg, "--hot-share", 0.01, 1, &hot_share); break;
         case 'F': hot_from = optarg; break;
@@ -200,7 +216,7 @@ int cli_sim(int argc, char **argv)
         printf("--gpu-cache-mib %llu: %u VRAM slots per layer\n", (unsigned long long)gpu_mib, plan.n_slots);
     }
     if (rc == 0 && two) {
-        rc = sim_two_tiers(&t, &so, (uint32_t)gpu_slots, slots ? (uint32_t)slots : t.n_expert);
+        rc = sim_two_tiers(&t, &so, (uint32_t)gpu_slots, slots ? (uint32_t)slots : t.n_expert, decode);
         goto done;
     }
     printf("trace: %s  model=%s layers=%u experts=%u topk=%u tokens=%llu\n", trace_path, t.model, t.n_layers,
@@ -235,7 +251,11 @@ int cli_sim(int argc, char **argv)
     }
     for (int i = 0; i < n_rows && rc == 0; i++)
         for (int p = 0; p < STRATA_SIM_COUNT && rc == 0; p++)
-            rc = strata_sim_replay(&t, (enum strata_sim_policy)p, rows[i].slots, &so, &rows[i].r[p]);
+            if ((rc = strata_sim_replay(&t, (enum strata_sim_policy)p, rows[i].slots, &so, &rows[i].r[p])) == 0 && decode)
+                as_decode(&rows[i].r[p]);
+    if (rc == 0 && decode && n_rows)
+        printf("decode: the %llu one-token passes of the %llu tokens counted (the prompt's chunks replayed first)\n",
+               (unsigned long long)rows[0].r[0].tokens, (unsigned long long)t.n_tokens);
     if (rc == 0 && pin_from && n_rows == 1)
         printf("pinned: %u experts per layer that %s uses most (every policy runs in the other %u slots)\n",
                rows[0].r[0].n_pinned, pin_from, rows[0].slots - rows[0].r[0].n_pinned);

@@ -18,6 +18,7 @@ struct groups {
     uint64_t *next_use;  // [total ids]: index of the next group using the same id, UINT64_MAX if none
     uint8_t *cont;       // [n_groups]: the group continues the previous group's pass, which stays
                          // pinned while this one is read (the engine fetches it meanwhile)
+    uint8_t *one;        // [n_groups]: the group is a one-token pass's (decode, not a prompt chunk)
     uint64_t n_groups;
 };
 
@@ -57,11 +58,12 @@ static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slo
     g->start = malloc((t->n_tokens * K + 2) * sizeof *g->start);
     g->next_use = malloc(t->n_tokens * K * sizeof *g->next_use + 1);
     g->cont = calloc(t->n_tokens * K + 2, 1);
+    g->one = calloc(t->n_tokens * K + 2, 1);
     uint8_t *seen = calloc(X, 1);
     uint32_t *uni = malloc(((size_t)X + 1) * sizeof *uni);
     int32_t *count = calloc((size_t)X + 1, sizeof *count);
     uint64_t *scratch = malloc(((size_t)X + 1) * sizeof *scratch);
-    if (!g->ids || !g->start || !g->next_use || !g->cont || !seen || !uni || !count || !scratch) {
+    if (!g->ids || !g->start || !g->next_use || !g->cont || !g->one || !seen || !uni || !count || !scratch) {
         free(seen);
         free(uni);
         free(count);
@@ -91,6 +93,7 @@ static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slo
             count[uni[i]] = 0;
             if (i % per == 0) {
                 g->cont[g->n_groups] = i > 0;
+                g->one[g->n_groups] = t1 - t0 == 1;
                 g->start[g->n_groups++] = (uint32_t)n_ids;
             }
             g->ids[n_ids++] = uni[i];
@@ -111,6 +114,7 @@ static void free_groups(struct groups *g)
     free(g->start);
     free(g->next_use);
     free(g->cont);
+    free(g->one);
 }
 
 struct pstate {
@@ -253,10 +257,12 @@ static void replay_layer(enum strata_sim_policy p, struct pstate *s, const struc
         const uint32_t pa = g->cont[gi] ? g->start[gi - 1] : a;  // the previous group, still pinned
         for (uint32_t i = pa; i < b; i++) s->pinned[g->ids[i]] = 1;
         uint32_t n_missed = 0;
+        const bool one = g->one[gi];
         for (uint32_t i = a; i < b; i++) {
             const uint32_t e = g->ids[i];
             if (pin[e]) {  // pinned at open, never evicted
                 r->hits++;
+                r->decode_hits += one;
                 continue;
             }
             bool hit;
@@ -285,13 +291,16 @@ static void replay_layer(enum strata_sim_policy p, struct pstate *s, const struc
             }
             if (hit) {
                 r->hits++;
+                r->decode_hits += one;
                 continue;
             }
             r->misses++;
+            r->decode_misses += one;
             if (miss) {
                 if (n_missed++ % miss_batch == 0) {
                     // a new group of the next tier: it starts where the groups so far end
                     miss->start[miss->n_groups + 1] = miss->start[miss->n_groups];
+                    miss->one[miss->n_groups] = one;
                     miss->n_groups++;
                 }
                 miss->ids[miss->start[miss->n_groups]++] = e;
@@ -372,7 +381,8 @@ int strata_sim_replay2(const struct strata_trace *t, enum strata_sim_policy p, u
             g[1].start = calloc(n_acc + 2, sizeof *g[1].start);
             g[1].next_use = malloc(n_acc * sizeof *g[1].next_use + 1);
             g[1].cont = calloc(n_acc + 2, 1);
-            if (!g[1].ids || !g[1].start || !g[1].next_use || !g[1].cont) rc = STRATA_ENOMEM;
+            g[1].one = calloc(n_acc + 2, 1);
+            if (!g[1].ids || !g[1].start || !g[1].next_use || !g[1].cont || !g[1].one) rc = STRATA_ENOMEM;
         }
         for (int k = 0; k < n_tiers && rc == 0; k++) {
             const uint32_t n_hot =
@@ -384,6 +394,8 @@ int strata_sim_replay2(const struct strata_trace *t, enum strata_sim_policy p, u
             if (n_pin[k]) strata_sim_hot_set(pin_from, l, n_pin[k], pin);
             if (k == 1 && n_pin[1] == 0 && slots[1] >= X) {  // a full host cache: every expert read at open
                 res[1]->hits += g[1].start[g[1].n_groups];
+                for (uint64_t gi = 0; gi < g[1].n_groups; gi++)
+                    if (g[1].one[gi]) res[1]->decode_hits += g[1].start[gi + 1] - g[1].start[gi];
                 break;
             }
             if (k == 1) rc = set_next_use(&g[1], X);
@@ -392,7 +404,14 @@ int strata_sim_replay2(const struct strata_trace *t, enum strata_sim_policy p, u
         }
         for (int k = 0; k < 2; k++) free_groups(&g[k]);
     }
-    for (int k = 0; k < n_tiers; k++) res[k]->tokens = t->n_tokens;
+    uint64_t n_one = 0;  // one-token passes (decode)
+    for (uint64_t tok = 0; tok < t->n_tokens; tok++)
+        n_one += !o->chunks || ((tok == 0 || t->chunk[tok - 1] != t->chunk[tok]) &&
+                                (tok + 1 == t->n_tokens || t->chunk[tok + 1] != t->chunk[tok]));
+    for (int k = 0; k < n_tiers; k++) {
+        res[k]->tokens = t->n_tokens;
+        res[k]->decode_tokens = n_one;
+    }
     free(s.resident);
     free(s.pinned);
     free(s.last);

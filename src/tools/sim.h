@@ -42,6 +42,9 @@ struct strata_sim_opts {
 struct strata_sim_result {
     uint64_t hits, misses;   // per expert access of a group
     uint64_t tokens;
+    // the same for the one-token passes only (decode: the engine's split_hit_rate), the prompt
+    // chunks replayed before them but not counted
+    uint64_t decode_hits, decode_misses, decode_tokens;
     uint32_t n_pinned;       // experts pinned per layer (pin_from)
 };
 
