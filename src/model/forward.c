@@ -1251,10 +1251,16 @@ static int split_moe(struct strata_forward *f, const struct strata_layer *L, int
 #define EWMA(old, now) ((old) > 0 ? 0.75 * (old) + 0.25 * (now) : (now))
 
 // Releases the n_hit experts acquire_ready pinned (the READY ones among the nu used, in order).
-static void release_hits(struct strata_forward *f, uint32_t ml, int nu, int n_hit)
+// The views acquire_ready pinned (the READY ones among the nu used) into out, in order.
+static void gather_hits(const struct strata_forward *f, int nu, struct strata_expert_view *out)
 {
     for (int j = 0, h = 0; j < nu; j++)
-        if (f->c_state[j] == STRATA_VRAM_READY) f->c_hviews[h++] = f->c_views[j];
+        if (f->c_state[j] == STRATA_VRAM_READY) out[h++] = f->c_views[j];
+}
+
+static void release_hits(struct strata_forward *f, uint32_t ml, int nu, int n_hit)
+{
+    gather_hits(f, nu, f->c_hviews);
     strata_provider_release(f->experts, ml, f->c_hviews, n_hit);
 }
 
@@ -1408,21 +1414,17 @@ static int moe_split(struct strata_forward *f, const struct strata_layer *L, int
         if (rc == 0) rc = f->bi->add(f->bc, f->x, f->cpu_sum_dev, E, n, E);
         sp_mark(f, SP_ADD, &tp);
     }
-    // the kernels must be done with the views before they are released: now, or (deferred) at
-    // the next drain
-    if (f->defer && rc == 0) {
-        for (int j = 0, h = 0; j < nu; j++)
-            if (f->c_state[j] == STRATA_VRAM_READY) f->d_views[h++] = f->c_views[j];
-        memcpy(f->d_views + n_hit, pv, (size_t)np * sizeof *pv);
-        f->d_hit = n_hit;
-        f->d_np = np;
-        f->d_ml = (int)ml;
-    } else {
-        const int src = f->bi->sync(f->bc);
+    // the kernels must be done with the views before they are released: at the next drain, or
+    // (STRATA_SPLIT_DEFER=0, or after an error) now, after a sync
+    gather_hits(f, nu, f->d_views);
+    memcpy(f->d_views + n_hit, pv, (size_t)np * sizeof *pv);
+    f->d_hit = n_hit;
+    f->d_np = np;
+    f->d_ml = (int)ml;
+    if (!f->defer || rc != 0) {
+        const int src = release_deferred(f, true);
         if (rc == 0) rc = src;
         sp_mark(f, SP_SYNC, &tp);
-        release_hits(f, ml, nu, n_hit);
-        if (np) strata_provider_release(f->experts, ml, pv, np);
     }
     if (f->sp_on) {
         sp_mark(f, SP_REL, &tp);

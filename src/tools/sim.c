@@ -20,6 +20,7 @@ struct groups {
                          // pinned while this one is read (the engine fetches it meanwhile)
     uint8_t *one;        // [n_groups]: the group is a one-token pass's (decode, not a prompt chunk)
     uint64_t n_groups;
+    uint64_t n_one;      // one-token passes (the same in every layer)
 };
 
 const char *strata_sim_policy_name(enum strata_sim_policy p)
@@ -85,6 +86,7 @@ static int build_groups(const struct strata_trace *t, uint32_t l, uint32_t n_slo
                     uni[n_uni++] = e;
                 }
             }
+        g->n_one += t1 - t0 == 1;
         qsort(uni, n_uni, sizeof *uni, cmp_u32);
         const uint32_t per = (uint32_t)strata_expert_pass_group((int)n_uni, (int)n_slots);
         if (per < n_uni) strata_expert_pass_order(uni, (int)n_uni, count, scratch);
@@ -371,10 +373,12 @@ int strata_sim_replay2(const struct strata_trace *t, enum strata_sim_policy p, u
     }
     // the copy thread's batches: up to 16, at most what the host store hands out at once
     const uint32_t batch = slots[1] < 16 ? slots[1] : 16;
+    uint64_t n_one = 0;  // one-token passes (decode), as build_groups cuts them
     for (uint32_t l = 0; l < t->n_layers && rc == 0; l++) {
         struct groups g[2];
         memset(g, 0, sizeof g);
         rc = build_groups(t, l, slots[0], o->chunks, &g[0]);
+        n_one = g[0].n_one;
         const uint64_t n_acc = g[0].start ? g[0].start[g[0].n_groups] : 0;
         if (rc == 0 && n_tiers == 2) {
             g[1].ids = malloc(n_acc * sizeof *g[1].ids + 1);
@@ -404,10 +408,6 @@ int strata_sim_replay2(const struct strata_trace *t, enum strata_sim_policy p, u
         }
         for (int k = 0; k < 2; k++) free_groups(&g[k]);
     }
-    uint64_t n_one = 0;  // one-token passes (decode)
-    for (uint64_t tok = 0; tok < t->n_tokens; tok++)
-        n_one += !o->chunks || ((tok == 0 || t->chunk[tok - 1] != t->chunk[tok]) &&
-                                (tok + 1 == t->n_tokens || t->chunk[tok + 1] != t->chunk[tok]));
     for (int k = 0; k < n_tiers; k++) {
         res[k]->tokens = t->n_tokens;
         res[k]->decode_tokens = n_one;

@@ -12,16 +12,8 @@ set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name --format=csv,noheader
-b=.deps/learn/strata w=/tmp/learn; mkdir -p "$w"
-trap 'rm -rf "$w"' EXIT  # 17 GB: the next call on this machine needs the disk
-m="$w/q3-30b-Q4_K.gguf"
-[ -f "$m" ] || "$b" synth --arch qwen3moe --preset qwen3-30b-a3b --layers 48 --type Q4_K --route-skew 0.5 -o "$m" --no-progress ||
-    { echo "synth failed"; exit 1; }
-exp_mib=$("$b" inspect "$m" --json | python3 -c '
-import json, sys
-print(int(sum(t["bytes"] for t in json.load(sys.stdin)["tensors"] if "_exps." in t["name"]) / 1048576))')
-echo "expert MiB $exp_mib (15552 expected)"
-python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range(512)))" > "$w/prompt.txt"
+b=.deps/learn/strata w=/tmp/learn
+. bench/device/pending/skewed_tier.sh
 membw() { [ -x .deps/learn/membw ] && .deps/learn/membw 16 | grep -o 'threads=16 .*' | head -n 1; }
 echo "host read: $(membw)"
 t0=$SECONDS

@@ -14,15 +14,8 @@ set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name --format=csv,noheader
-b=.deps/defer/strata w=/tmp/defer; mkdir -p "$w"
-trap 'rm -rf "$w"' EXIT  # 17 GB: the next call on this machine needs the disk
-m="$w/q3-30b-Q4_K.gguf"
-"$b" synth --arch qwen3moe --preset qwen3-30b-a3b --layers 48 --type Q4_K --route-skew 0.5 -o "$m" --no-progress ||
-    { echo "synth failed"; exit 1; }
-exp_mib=$("$b" inspect "$m" --json | python3 -c '
-import json, sys
-print(int(sum(t["bytes"] for t in json.load(sys.stdin)["tensors"] if "_exps." in t["name"]) / 1048576))')
-python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range(512)))" > "$w/prompt.txt"
+b=.deps/defer/strata w=/tmp/defer
+. bench/device/pending/skewed_tier.sh
 echo "host read: $(.deps/defer/membw 16 | grep -o 'threads=16 .*' | head -n 1)"
 t0=$SECONDS
 for share in ${SHARES:-50 25}; do
