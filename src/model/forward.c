@@ -456,7 +456,7 @@ void strata_forward_free(struct strata_forward *f)
                     f->g.used, f->views, f->order_scratch, f->ready, f->split_idx, f->ops, f->trace_ids, f->ids_host, f->pos_host, f->seqs,
                     f->tables_built, (void *)f->tab_host, f->c_gate, f->c_up, f->c_down, f->c_sum,
                     f->c_w, f->c_pack, f->c_state, f->c_where, f->c_hit, f->c_copy, f->c_cpu, f->c_views,
-                    f->c_hviews, f->c_ops};
+                    f->c_hviews, f->c_ops, f->d_views};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     strata_lookahead_close(f->lookahead);
     free(f);
