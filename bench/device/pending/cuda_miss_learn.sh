@@ -14,29 +14,12 @@ export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name --format=csv,noheader
 b=.deps/learn/strata w=/tmp/learn
 . bench/device/pending/skewed_tier.sh
-membw() { [ -x .deps/learn/membw ] && .deps/learn/membw 16 | grep -o 'threads=16 .*' | head -n 1; }
-echo "host read: $(membw)"
-t0=$SECONDS
-for share in ${SHARES:-50 25}; do
-    mib=$((exp_mib * share / 100))
-    echo "== $share% ($mib MiB)"
-    for i in $(seq "${REPS:-2}"); do
-        for L in 0 1 2; do
-            [ $((SECONDS - t0)) -gt "${BUDGET_S:-480}" ] && { echo "budget spent: $share% rep $i L$L skipped"; continue; }
-            STRATA_GPU_MISS_LEARN=$L timeout 150 "$b" run -m "$m" --prompt-tokens "@$w/prompt.txt" -n 128 --temp 0 --ignore-eos \
-                -c 1024 -b 512 --backend cuda --json --warmup 1 --gpu-cache-mib "$mib" --gpu-miss auto \
-                > "$w/s$share.L$L.$i.json" 2> "$w/s$share.L$L.$i.err" || { echo "L$L run $i failed"; tail -n 3 "$w/s$share.L$L.$i.err"; }
-            python3 - "$w/s$share.L$L.$i.json" "L$L" "$i" <<'PY'
-import json, sys
-try: j = json.load(open(sys.argv[1]))
-except Exception: sys.exit(0)
-s = j["stats"]; t = s["experts"]
-print(sys.argv[2], "run", sys.argv[3], "decode", round(s["decode_tok_s"], 2), "prompt", round(s["prompt_tok_s"], 1),
-      "hit_rate", round(t.get("hit_rate", 0), 4), "cpu_experts", t.get("cpu_experts"), "miss_copied", t.get("miss_copied"),
-      "pcie_gb", round(t.get("pcie_bytes", 0) / 1e9, 1), "cpu_gbs", round(t.get("cpu_gbs", 0), 1),
-      "prefetched", t.get("prefetched"), "learned", t.get("learned"), "refused", t.get("learn_refused"))
-PY
-        done
-    done
-done
-echo "host read: $(membw)"
+echo "host read: $(host_read)"
+one() {
+    local o="$w/s$1.L$4.$3"
+    STRATA_GPU_MISS_LEARN=$4 tier_run "$o" --gpu-cache-mib "$2" --gpu-miss auto
+    python3 bench/device/pending/tier_row.py "$o.json" "L$4" "$3" hit_rate cpu_experts miss_copied pcie_bytes cpu_gbs \
+        prefetched learned learn_refused
+}
+BUDGET_S=${BUDGET_S:-480} each_run "0 1 2" one
+echo "host read: $(host_read)"
