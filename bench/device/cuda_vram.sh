@@ -127,7 +127,8 @@ ex = s.get("experts", {}) or {}
 def tier(d):
     if not isinstance(d, dict) or not d: return ""
     keys = ("hit_rate", "hits", "misses", "evictions", "pcie_bytes", "copy_wait_s", "bytes_read", "io_wait_s",
-            "cpu_experts", "cpu_s", "cpu_gbs", "miss_copied", "pcie_gbs", "prefetched", "prefetch_used")
+            "cpu_experts", "cpu_s", "cpu_gbs", "miss_copied", "pcie_gbs", "split_used", "split_hit_rate", "prefetched",
+            "prefetch_used")
     return " ".join(f"{k}={d[k]:.4g}" if isinstance(d.get(k), float) else f"{k}={d.get(k)}" for k in keys if k in d)
 print(f'{s["prompt_tok_s"]:.1f} {s["decode_tok_s"]:.2f} {s["load_s"]:.1f} {s.get("vram_peak_mib", 0):.0f} {same}')
 print("vram: " + tier(ex)); print("host: " + tier(ex.get("host", {})))
@@ -150,6 +151,7 @@ if run base "" ${BASE_ARGS:-}; then
     row "strata cuda" "--backend cuda prompt=$P gen=$G ${BASE_ARGS:-}, every expert in VRAM" "$p" "$d" "$(ratio "$d" "$ld" 3)" yes \
         "load ${l}s, VRAM peak $v MiB; prompt vs llama.cpp $(ratio "$p" "$lp" 3) ($lp), decode vs $ld (DEVICE.md, not this run)"
     summary+=("resident: prompt $p decode $d load $l s VRAM $v MiB")
+    base_p=$p base_d=$d
 fi
 if [ "${PROF:-1}" != 0 ] && ! late && run prof "STRATA_CUDA_PROF=1"; then
     { read -r p d l v same; read -r t1; read -r t2; } < <(facts prof)
@@ -206,7 +208,8 @@ for share in ${VRAM_SHARES-50 25}; do
     mib=$((exp_bytes * share / 100 / 1048576))
     case "$type:$share" in Q4_K:25) sp=241 sd=49.5 split="-ncmoe 36" ;; Q4_K:50) sp=402 sd=66.7 split="-ncmoe 24" ;;
         Q8_0:*) sp=205 sd=31.9 split="8/48 layers" ;; *) sp=0 sd=0 split="?" ;; esac
-    cpu_p=$([ "$type" = Q8_0 ] && echo 194 || echo 184)
+    cpu_p=$([ "$type" = Q8_0 ] && echo 194 || echo 184) cpu_src=DEVICE.md
+    [ -n "${llama_p[cpu]:-}" ] && cpu_p=${llama_p[cpu]} cpu_src="same run"
     src="DEVICE.md"
     if [ -n "${llama_d[$share]:-}" ]; then sd=${llama_d[$share]} sp=${llama_p[$share]} split=${llama_f[$share]} src="same run"; fi
     for miss in ${MISS_MODES:-auto}; do
@@ -218,7 +221,7 @@ for share in ${VRAM_SHARES-50 25}; do
         { read -r p d l v same; read -r t1; read -r t2; } < <(facts "$tag")
         row "strata cuda vram $share% miss=$miss" "--backend cuda --gpu-cache-mib $mib ($share% of the experts) ${mflags[*]} prompt=$P gen=$G" \
             "$p" "$d" "$(ratio "$d" "$sd" 3)" yes \
-            "tokens $same as resident; vs llama.cpp split at equal VRAM ($split: $sd / $sp, $src): decode $(ratio "$d" "$sd" 3), prompt vs experts-on-CPU $cpu_p: $(ratio "$p" "$cpu_p" 2); $t1; $t2"
+            "tokens $same as resident; vs llama.cpp split at equal VRAM ($split: $sd / $sp, $src): decode $(ratio "$d" "$sd" 3), prompt vs experts-on-CPU $cpu_p ($cpu_src): $(ratio "$p" "$cpu_p" 2); $t1; $t2"
         summary+=("VRAM $share% ($mib MiB) --gpu-miss $miss: prompt $p decode $d, tokens $same; $t1 | $t2")
         grep -i 'vram experts' "$out/$tag.err" | head -n 3
         # PIN=1: the same budget with a hot set pinned from another prompt's trace (every expert in
@@ -288,6 +291,10 @@ if [ -n "${llama_pid:-}" ] && kill -0 "$llama_pid" 2>/dev/null; then
     llama_pid=
 fi
 llama_benches
+# the resident row was written before llama.cpp ran (its ratios are DEVICE.md's): the same run's here
+if [ -n "${base_d:-}" ] && [ -n "${llama_d[all]:-}" ]; then
+    summary+=("resident vs llama.cpp all in VRAM, same run: prompt $(ratio "$base_p" "${llama_p[all]}" 3), decode $(ratio "$base_d" "${llama_d[all]}" 3)")
+fi
 rm -f "$m"
 echo "---- summary ($((SECONDS - t0)) s)"
 printf '%s\n' "${summary[@]}"
