@@ -11,10 +11,8 @@
 set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
-nvidia-smi --query-gpu=name --format=csv,noheader
 b=.deps/learn/strata w=/tmp/learn
 . bench/device/pending/skewed_tier.sh
-echo "host read: $(host_read)"
 one() {
     local o="$w/s$1.L$4.$3"
     STRATA_GPU_MISS_LEARN=$4 tier_run "$o" --gpu-cache-mib "$2" --gpu-miss auto

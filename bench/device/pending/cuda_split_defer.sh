@@ -13,10 +13,8 @@
 set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
-nvidia-smi --query-gpu=name --format=csv,noheader
 b=.deps/defer/strata w=/tmp/defer
 . bench/device/pending/skewed_tier.sh
-echo "host read: $(host_read)"
 one() {
     local o="$w/s$1.D$4.$3"
     STRATA_SPLIT_DEFER=$4 STRATA_SPLIT_PROF=1 STRATA_LOG=info tier_run "$o" --gpu-cache-mib "$2" --gpu-miss auto

@@ -13,7 +13,6 @@
 set -u
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH=$PWD/.deps/lib CUDA_MODULE_LOADING=EAGER
-nvidia-smi --query-gpu=name --format=csv,noheader
 lscpu | grep -E 'Model name|L3' | sed 's/  */ /g'
 b=.deps/warm/strata w=/tmp/warm
 if [ "${TESTS_FIRST:-1}" = 1 ]; then
@@ -22,7 +21,6 @@ if [ "${TESTS_FIRST:-1}" = 1 ]; then
     grep -B3 '^FAIL' /tmp/tc.log | head -n 20; grep -iE 'VRAM tier|warmed|misses (on|split)' /tmp/tc.log | head -n 12
 fi
 . bench/device/pending/skewed_tier.sh
-echo "host read: $(host_read)"
 one() {  # W: N experts at most; Nd: the lines demoted to L3; Nf: the copies started first
     local W=$4 D=0 F=0 o="$w/s$1.W$4.$3"
     case $W in *d) D=1 ;; *f) F=1 ;; esac

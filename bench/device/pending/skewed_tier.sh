@@ -2,12 +2,15 @@
 # cuda_split_warm.sh): with $b (the strata binary) and $w (the work folder) set, writes the 48-layer
 # qwen3-30b-a3b Q4_K file routed like Qwen3's (synth --route-skew 0.5) unless it is there, and a
 # 512-token prompt; sets m (the file), exp_mib (its expert MiB, 15552) and removes $w when the
-# script exits (17 GB: the next call on the machine needs the disk). Then:
+# script exits (17 GB: the next call on the machine needs the disk); prints the GPU and the host's
+# read rate. Then:
 #   host_read                 the host's read rate at 16 threads (membw beside $b)
 #   each_run "V1 V2 .." FN    for each share of $SHARES (50 25), round of $REPS (2) and variant,
 #                             FN SHARE MIB ROUND VARIANT, until $BUDGET_S (250) seconds are spent
 #   tier_run OUT [ARGS]       strata run of the prompt, 128 decoded, --json into OUT.json, stderr
 #                             into OUT.err, with ARGS (the budget and miss mode) added
+host_read() { [ -x "$(dirname "$b")/membw" ] && "$(dirname "$b")/membw" 16 | grep -o 'threads=16 .*' | head -n 1; }
+nvidia-smi --query-gpu=name --format=csv,noheader
 mkdir -p "$w"
 trap 'rm -rf "$w"' EXIT
 m="$w/q3-30b-Q4_K.gguf"
@@ -18,7 +21,7 @@ import json, sys
 print(int(sum(t["bytes"] for t in json.load(sys.stdin)["tensors"] if "_exps." in t["name"]) / 1048576))')
 echo "expert MiB $exp_mib (15552 expected)"
 python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range(512)))" > "$w/prompt.txt"
-host_read() { [ -x "$(dirname "$b")/membw" ] && "$(dirname "$b")/membw" 16 | grep -o 'threads=16 .*' | head -n 1; }
+echo "host read: $(host_read)"
 each_run() {
     local t0=$SECONDS share mib i v
     for share in ${SHARES:-50 25}; do
