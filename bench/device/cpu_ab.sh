@@ -17,7 +17,7 @@
 # ("16 32 64"), TYPES (the GEMM bench's rows, "Q4_K Q5_K Q6_K Q8_0"), MTYPE (the model's type, Q4_K), BUDGET_S (500: later steps
 # are skipped, and say so, past it). VARIANTS ("A:$A B:$B"): NAME:DIR[:VAR=VALUE | :-FLAGS] per
 # variant, a build with an optional environment variable or extra `strata run` flags (`_` for a
-# space: B2k:$B:-b_2048), for the GEMM bench and the prompts (the bench also runs B at AVX-512). SKIP_TESTS=1: no kernel tests; MIN_GBS=N: stop at once on a host whose read bandwidth (B's membw) is below N GB/s; DECODE=N: N tokens decoded after a 4-token prompt per variant and rep (with the byte floor where B's directory has membw; DECODE_BW_EACH=1: the bandwidth read again just before and just after each run, its share of both floors); PERF_DECODE=1: perf records that decode instead of a prompt; LLAMA=llama-bench: llama.cpp's prompt 512 (LLAMA_PROMPTS, LLAMA_REPS) (and decode) on the same file in the same call; WORK: where the model is written (kept
+# space: B2k:$B:-b_2048), for the GEMM bench and the prompts (the bench also runs B at AVX-512). SKIP_TESTS=1: no kernel tests; MIN_GBS=N: stop at once on a host whose read bandwidth (B's membw) is below N GB/s; DECODE=N: N tokens decoded after a 4-token prompt per variant and rep (with the byte floor where B's directory has membw; DECODE_BW_EACH=1: the bandwidth read again just before and just after each run, its share of both floors); PERF_DECODE=1: perf records that decode instead of a prompt; STRATA_DECODE_PROF=1 STRATA_LOG=info: each decode's steps a layer (forward.c); LLAMA=llama-bench: llama.cpp's prompt 512 (LLAMA_PROMPTS, LLAMA_REPS) (and decode) on the same file in the same call; WORK: where the model is written (kept
 # there for a second call in the same command). PERF=DIR (with perf and its libraries, ld-linux-x86-64.so.2 among them):
 # `perf record` of the last variant's first prompt after PERF_DELAY_MS (9000: past the load), its
 # report in $OUT/perf.txt.
@@ -128,6 +128,8 @@ b+=sum(k*l["triplet_bytes"] for l in j["totals"]["expert_triplets"]); print(b)')
                 pct="$pct$(awk -v t="$tg" -v b="$bytes" -v x="$bwb" -v y="$bwa" 'BEGIN{printf " [bandwidth %.1f before, %.1f after: %.1f%% / %.1f%% of those floors]", x, y, 100 * t * b / (x * 1e9), 100 * t * b / (y * 1e9)}')"
             fi
             log "decode $which rep $r: $tg tok/s$pct; $(field "$f" "'phases %s; read %s; passes %.3f s, alone %.3f s, busy %.1f thread-s, utilization %.3f' % (', '.join('%s %.3f' % (k, v) for k, v in d['phase_s'].items() if v > 0.001), ', '.join('%s %.1f GB/s' % (k, b / 1e9 / d['decode_phase_s'][k]) for k, b in d.get('decode_phase_bytes', {}).items() if b > 0 and d['decode_phase_s'].get(k, 0) > 0), d['threads']['decode']['pass_s'], d['threads']['decode']['serial_s'], d['threads']['decode']['busy_s'], d['threads']['decode']['utilization'])")"
+            # STRATA_DECODE_PROF=1 STRATA_LOG=info in the environment: the steps of a layer
+            grep -h 'decode profile' "${f%.json}.err" | sed "s/^strata: decode profile: /  $which: /" | tee -a "$out/log.txt"
         done
     done
 fi

@@ -33,6 +33,18 @@
     } while (0)
 
 enum { SP_DENSE, SP_ROUTE, SP_READY, SP_HITS, SP_CPU, SP_ACQ, SP_OP2, SP_ADD, SP_SYNC, SP_REL, SP_N };
+// STRATA_DECODE_PROF=1: host seconds of a one-token pass's steps, summed over layers, printed at
+// free. The CPU backend's ops return when done, so these are the steps' times there; a GPU
+// backend's are the host's time to queue them.
+enum {
+    DP_ANORM, DP_QKV, DP_QKROPE, DP_ATTN, DP_O, DP_FNORM, DP_ROUTER, DP_ROUTE, DP_GATEUP, DP_SWIGLU, DP_DOWN,
+    DP_EXPERTS, DP_COMBINE, DP_N
+};
+static const char *const dp_names[DP_N] = {
+    "attention norm", "q/k/v product", "q/k norms + rope", "attention (+ KV store)", "output product + residual",
+    "ffn norm", "router product", "routing", "experts' gate + up", "experts' activation", "experts' down",
+    "experts' pins", "shared expert + combine"};
+
 static const char *const sp_names[SP_N] = {"dense (previous split's end to this block)", "router + routes down",
                                            "ready pins + split", "hits op + copies out", "CPU share",
                                            "copies' wait", "copied op", "CPU sums up + add", "sync",
@@ -125,9 +137,21 @@ struct strata_forward {
     double sp[SP_N], sp_end;
     uint64_t sp_calls;
     int sp_last_ml;
+    bool dp_on, dp_pass;          // STRATA_DECODE_PROF=1; this pass is one token
+    double dp[DP_N], dp_t;
+    uint64_t dp_layers;
     bool host_route;              // STRATA_HOST_ROUTE=1: route on the host anyway (comparisons)
     bool separate_rope;           // STRATA_SEPARATE_ROPE=1: no attention_rope (comparisons)
 };
+
+// The decode profile's step i ends now (STRATA_DECODE_PROF, one-token passes).
+static inline void dp_mark(struct strata_forward *f, int i)
+{
+    if (!f->dp_pass) return;
+    const double now = strata_now();
+    f->dp[i] += now - f->dp_t;
+    f->dp_t = now;
+}
 
 // ---- sequence state -----------------------------------------------------------------------------
 
@@ -428,6 +452,8 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     }
     const char *sr = getenv("STRATA_SEPARATE_ROPE");
     f->separate_rope = sr && *sr && *sr != '0';
+    const char *dp = getenv("STRATA_DECODE_PROF");
+    f->dp_on = dp && *dp && *dp != '0';
     if (rc == 0) rc = strata_forward_reserve_ctx(f, max_ctx);
     if (rc) {
         strata_forward_free(f);
@@ -437,18 +463,25 @@ int strata_forward_create(struct strata_forward **out, const struct strata_model
     return 0;
 }
 
+// A host-clock profile's table (STRATA_SPLIT_PROF, STRATA_DECODE_PROF): microseconds a call of
+// each step and its share.
+static void log_profile(const char *what, const char *calls, const char *const *names, const double *s, int n,
+                        uint64_t n_calls)
+{
+    if (!n_calls) return;
+    double tot = 0;
+    for (int i = 0; i < n; i++) tot += s[i];
+    strata_log_info("%s: %llu %s, %.1f us each", what, (unsigned long long)n_calls, calls, 1e6 * tot / (double)n_calls);
+    for (int i = 0; i < n; i++)
+        strata_log_info("%s: %-44s %8.2f us %5.1f%%", what, names[i], 1e6 * s[i] / (double)n_calls,
+                        tot > 0 ? 100.0 * s[i] / tot : 0.0);
+}
+
 void strata_forward_free(struct strata_forward *f)
 {
     if (!f) return;
-    if (f->sp_on && f->sp_calls) {
-        double tot = 0;
-        for (int i = 0; i < SP_N; i++) tot += f->sp[i];
-        strata_log_info("split profile: %llu layer calls, %.1f us each", (unsigned long long)f->sp_calls,
-                        1e6 * tot / (double)f->sp_calls);
-        for (int i = 0; i < SP_N; i++)
-            strata_log_info("split profile: %-44s %8.1f us %5.1f%%", sp_names[i], 1e6 * f->sp[i] / (double)f->sp_calls,
-                            tot > 0 ? 100.0 * f->sp[i] / tot : 0.0);
-    }
+    if (f->sp_on) log_profile("split profile", "layer calls", sp_names, f->sp, SP_N, f->sp_calls);
+    if (f->dp_on) log_profile("decode profile", "layer steps", dp_names, f->dp, DP_N, f->dp_layers);
     for (int i = 0; i < f->n_bufs; i++) f->bi->release(f->bc, f->bufs[i]);
     if (f->visible) f->bi->release(f->bc, f->visible);
     void *host[] = {f->route_scratch, f->logits_host, f->picks_host, f->tops_host, f->row_host, f->sel, f->selw,
@@ -588,9 +621,11 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
     const size_t KD = (size_t)Hkv * D, VD = (size_t)Hkv * Dv, QW = L->wq.n_out;
     int rc;
     TRY(norm_before(f, f->h, L->attn_norm, n, &L->wq));
+    dp_mark(f, DP_ANORM);
     const struct strata_mat *w[3] = {&L->wq, &L->wk, &L->wv};
     float *y[3] = {f->q, f->k, f->v};
     TRY(project(f, w, y, 3, f->h, n));
+    dp_mark(f, DP_QKV);
     if (L->bq) TRY(f->bi->add(f->bc, f->q, L->bq, 0, n, (uint32_t)QW));
     if (L->bk) TRY(f->bi->add(f->bc, f->k, L->bk, 0, n, (uint32_t)KD));
     if (L->bv) TRY(f->bi->add(f->bc, f->v, L->bv, 0, n, (uint32_t)VD));
@@ -611,6 +646,7 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
             .n_rot = hp->n_rot, .freq_base = hp->rope_freq_base, .sections = m->rope_mrope ? hp->rope_sections : NULL,
         };
         TRY(f->bi->attention_rope(f->bc, &ar));
+        dp_mark(f, DP_ATTN);
         return attention_out(f, L, n, qs);
     }
     if (L->q_norm) TRY(f->bi->rmsnorm(f->bc, f->q, qs, f->q, qs, L->q_norm, n * (int)H, D, hp->rms_eps));
@@ -625,7 +661,9 @@ static int attention_block(struct strata_forward *f, const struct strata_layer *
                                       .pos = f->pos, .n_rot = hp->n_rot, .freq_base = hp->rope_freq_base,
                                       .sections = sections, .ext = ext};
     TRY(f->bi->rope(f->bc, &rk));
+    dp_mark(f, DP_QKROPE);
     TRY(f->bi->attention(f->bc, &ao));
+    dp_mark(f, DP_ATTN);
     return attention_out(f, L, n, qs);
 }
 
@@ -639,11 +677,15 @@ static int attention_out(struct strata_forward *f, const struct strata_layer *L,
     const struct strata_mat *wo[1] = {&L->wo};
     if (f->bi->mm_add && !L->bo) {  // x += Wo attn in one product (the same sum as the add below)
         const struct strata_mm_op op = {L->wo, f->attn, L->wo.n_in, n, NULL, n, f->x, E, NULL, f->x};
-        return mm_call(f, &op, 1);
+        TRY(mm_call(f, &op, 1));
+        dp_mark(f, DP_O);
+        return 0;
     }
     TRY(project(f, wo, &f->o, 1, f->attn, n));
     if (L->bo) TRY(f->bi->add(f->bc, f->o, L->bo, 0, n, E));
-    return f->bi->add(f->bc, f->x, f->o, E, n, E);
+    TRY(f->bi->add(f->bc, f->x, f->o, E, n, E));
+    dp_mark(f, DP_O);
+    return 0;
 }
 
 // The sparse-attention indexer of a block that computes its own top-k (deepseek32, glm-dsa), as
@@ -841,6 +883,7 @@ static int route(struct strata_forward *f, const struct strata_layer *L, int n, 
     int rc;
     const struct strata_mat *w[1] = {&L->router};
     TRY(project(f, w, &f->router_logits, 1, f->h, n));
+    dp_mark(f, DP_ROUTER);
     const uint32_t ml = (uint32_t)L->moe_index;
     if (f->exp_tables && !f->host_route && !m->route_exact && !L->router_b && K <= 32 && X <= 1024 &&
         ml < m->layout.n_layers) {
@@ -940,6 +983,7 @@ static int experts_compute(struct strata_forward *f, const struct strata_layer *
         ops[no++] = (struct strata_mm_op){wu, f->h, E, n, f->tok_of + first, cnt, f->up_out + (size_t)first * F, F, NULL, NULL};
     }
     rc = mm_call(f, ops, no);
+    dp_mark(f, DP_GATEUP);
     for (int j = 0; j < k && rc == 0 && L->exp_up_b; j++) {  // per-expert biases (gpt-oss)
         const uint32_t e = g->used[idx[j]];
         const size_t first = (size_t)g->first[e];
@@ -958,6 +1002,7 @@ static int experts_compute(struct strata_forward *f, const struct strata_layer *
         else
             rc = f->bi->swiglu(f->bc, f->gate_out + r0 * F, f->gate_out + r0 * F, f->up_out + r0 * F, (r1 - r0) * F);
     }
+    dp_mark(f, DP_SWIGLU);
     no = 0;
     for (int j = 0; j < k && rc == 0; j++) {
         const int i = idx[j];
@@ -969,6 +1014,7 @@ static int experts_compute(struct strata_forward *f, const struct strata_layer *
                                           f->down_out + (size_t)first * E, E, NULL, NULL};
     }
     if (rc == 0) rc = mm_call(f, ops, no);
+    dp_mark(f, DP_DOWN);
     for (int j = 0; j < k && rc == 0 && L->exp_down_b; j++) {
         const uint32_t e = g->used[idx[j]];
         rc = f->bi->add(f->bc, f->down_out + (size_t)g->first[e] * E, L->exp_down_b + (size_t)e * E, 0, g->count[e], E);
@@ -1444,12 +1490,14 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
     bool dev;
     TRY(device_moe(f, L, &dev));
     TRY(norm_before(f, f->h, L->ffn_norm, n, &L->exp_gate));
+    dp_mark(f, DP_FNORM);
     f->bytes_to = &st->b_router;
     if (dev) return moe_device(f, L, n, st, t0);
     bool routed_dev;
     if (f->sp_on && f->sp_end > 0 && L->moe_index == f->sp_last_ml + 1) f->sp[SP_DENSE] += t0 - f->sp_end;
     TRY(route(f, L, n, &routed_dev));
     if (f->lookahead) strata_lookahead_observe(f->lookahead, (uint32_t)L->moe_index, f->g.used, f->g.n_used_experts);
+    dp_mark(f, DP_ROUTE);
     const double t1 = strata_now();
     if (f->sp_on) f->sp[SP_ROUTE] += t1 - t0;
     st->t_router += t1 - t0;
@@ -1472,11 +1520,13 @@ static int moe_block(struct strata_forward *f, const struct strata_layer *L, int
         TRY(f->bi->upload(f->bc, f->route_of, f->g.route_of, b));
     }
     TRY(experts_block(f, L, n));
+    dp_mark(f, DP_EXPERTS);
     if (L->sh_down.data) TRY(shared_expert(f, L, n));
     // weighted sum in selection order (+ the shared expert), then the residual
     const struct strata_moe_combine_op co = {f->x, f->down_out, f->route_of, f->weight,
                                              L->sh_down.data ? f->ffn_out : NULL, n, (int)hp->n_expert_used, E};
     TRY(f->bi->moe_combine(f->bc, &co));
+    dp_mark(f, DP_COMBINE);
     st->t_experts += strata_now() - t1;
     return 0;
 }
@@ -1669,6 +1719,8 @@ static int forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const struct strata_layer *L = &m->layers[l];
         const double ta = strata_now();
+        f->dp_pass = f->dp_on && n == 1 && L->kv_slot >= 0 && !L->mla && L->moe_index >= 0;
+        if (f->dp_pass) f->dp_t = ta, f->dp_layers++;
         f->bytes_to = L->kv_slot >= 0 ? &st->b_attn : &st->b_linear_attn;
         for (int s = 0; s < n_seq && L->kv_slot >= 0; s++) {  // the cache rows attended, once a layer
             const uint64_t ctx = (uint64_t)seqs[s].pos0 + (uint64_t)seqs[s].n_tok;
@@ -1690,6 +1742,7 @@ static int forward_run(struct strata_forward *f, const struct strata_fwd_seq *se
                                  f->trace_ids + (size_t)f->seqs[s].tok0 * m->layout.n_layers * hp->n_expert_used,
                                  seqs[s].n_tok, m->layout.n_layers, hp->n_expert_used));
 
+    f->dp_pass = false;
     const double th = strata_now();
     f->bytes_to = &st->b_head;
     rc = head(f, seqs, n_seq);
