@@ -532,6 +532,61 @@ static void test_kv_typed(void)
     printf("%s kv typed: the layers and the hyperparameters agree on 7 architectures\n", g_failures == before ? "ok  " : "FAIL");
 }
 
+// The dense weights on the CPU backend (model.c's arena): every view of the loaded model inside
+// the one mapping, 64-byte aligned, the mapping's use between the dense bytes read and those plus
+// the alignment; STRATA_DENSE_ARENA=0 gives a mapping per tensor and no arena. Per architecture.
+static void test_dense_arena(void)
+{
+    static const struct {
+        const char *arch, *preset;
+    } cases[] = {{"qwen3moe", "tiny"}, {"qwen3next", "tiny"}, {"qwen35moe", "tiny"}, {"glm4moe", "tiny"},
+                 {"gpt-oss", "tiny"},  {"deepseek2", "tiny"}, {"glm-dsa", "tiny-5.2"}};
+    struct strata_backend cpu;
+    if (strata_backend_cpu_open(&cpu, 1, false)) {
+        CHECK(false, "dense arena: a CPU backend");
+        return;
+    }
+    const int before = g_failures;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/arena_%s.gguf", g_dir, cases[i].arch);
+        if (synth(cases[i].arch, cases[i].preset, 0, path)) {
+            CHECK(false, "dense arena: synth %s", cases[i].arch);
+            continue;
+        }
+        for (int off = 0; off < 2; off++) {
+            if (off) setenv("STRATA_DENSE_ARENA", "0", 1);
+            struct strata_model *m = NULL;
+            const int rc = strata_model_load(&m, path, &cpu);
+            unsetenv("STRATA_DENSE_ARENA");
+            if (rc) {
+                CHECK(false, "dense arena: load %s", cases[i].arch);
+                continue;
+            }
+            struct strata_model_mem mi;
+            strata_model_mem_info(m, &mi);
+            const uint64_t dense = strata_model_dense_bytes(m),
+                           slack = 64 * strata_model_file(m)->n_tensors;
+            if (off)
+                CHECK(mi.arena_cap == 0 && mi.views_in_arena == 0 && mi.views_outside > 0,
+                      "dense arena off: %s: cap %zu, %llu bytes of views inside, %llu outside", cases[i].arch,
+                      mi.arena_cap, (unsigned long long)mi.views_in_arena, (unsigned long long)mi.views_outside);
+            else
+                CHECK(mi.arena_cap > 0 && mi.views_outside == 0 && mi.views_in_arena > 0 && mi.aligned &&
+                          mi.arena_used >= dense && mi.arena_used <= dense + slack && mi.arena_used <= mi.arena_cap,
+                      "dense arena: %s: %zu of %zu bytes used for %llu dense bytes, views %llu inside, %llu "
+                      "outside, aligned %d",
+                      cases[i].arch, mi.arena_used, mi.arena_cap, (unsigned long long)dense,
+                      (unsigned long long)mi.views_in_arena, (unsigned long long)mi.views_outside, mi.aligned);
+            strata_model_free(m);
+        }
+        unlink(path);
+    }
+    strata_backend_close(&cpu);
+    printf("%s dense arena: every view in one aligned mapping on 7 architectures, none with it off\n",
+           g_failures == before ? "ok  " : "FAIL");
+}
+
 // The huge-page report of `strata run` (util/mem.h): the kernel's mode read from its bracket, and
 // the anonymous memory counted, a big buffer's bytes included once touched.
 static void test_memory_report(void)
@@ -676,6 +731,7 @@ int main(void)
     test_truncate(moe, next);
     test_op_check(moe, next, dsa);
     test_kv_typed();
+    test_dense_arena();
     unlink(moe);
     unlink(next);
     unlink(dsa);

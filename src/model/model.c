@@ -13,28 +13,66 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-// Host memory of `bytes`, owned by the model (64-byte aligned, zeroed).
-static void *own_alloc(struct strata_model *m, size_t bytes, const char *what)
+static int own_push(struct strata_model *m, void *p, size_t bytes)
 {
     if (m->n_owned == m->cap_owned) {
         size_t cap = m->cap_owned ? m->cap_owned * 2 : 256;
         struct strata_owned *o = realloc(m->owned, cap * sizeof *o);
-        if (!o) return NULL;
+        if (!o) return STRATA_ENOMEM;
         m->owned = o;
         m->cap_owned = cap;
     }
+    m->owned[m->n_owned++] = (struct strata_owned){p, bytes};
+    return 0;
+}
+
+// The arena for the dense tensors of a backend that computes on host memory (the CPU keeps the
+// bytes it is given as its views): one mapping of the file's dense bytes on 2 MiB pages
+// (strata_big_alloc), which the tensors fill in load order, 64-byte aligned; its untouched end
+// holds no memory. A mapping per tensor put those under 2 MiB (k and v, routers, norms: 2.2 MB a
+// layer of the qwen3-30b-a3b shape in Q4_K) on 4 KiB pages, where a decode step's reads miss the
+// TLB at every page, and rounded each larger one up to whole huge pages (1.3 MB more for each of
+// q and o). STRATA_DENSE_ARENA=0: a mapping per tensor (comparisons).
+static void arena_open(struct strata_model *m)
+{
+    const char *env = getenv("STRATA_DENSE_ARENA");
+    if (!m->be->iface->host_memory || (env && env[0] == '0')) return;
+    const size_t cap = (size_t)m->layout.dense_bytes + 64 * (size_t)m->file->n_tensors + 4096;
+    char *p = strata_big_alloc(cap);
+    if (!p) return;  // a mapping per tensor then
+    if (own_push(m, p, cap)) {
+        strata_big_free(p, cap);
+        return;
+    }
+    m->arena = p;
+    m->arena_cap = cap;
+}
+
+// Host memory of `bytes`, owned by the model (64-byte aligned, zeroed): from the arena while it
+// has room, else a mapping of its own.
+static void *own_alloc(struct strata_model *m, size_t bytes, const char *what)
+{
+    if (m->arena) {
+        const size_t off = (m->arena_used + 63) & ~(size_t)63;
+        if (off <= m->arena_cap && bytes <= m->arena_cap - off) {
+            m->arena_used = off + bytes;
+            return m->arena + off;
+        }
+    }
     void *buf = strata_big_alloc(bytes);
-    if (!buf) {
+    if (!buf || own_push(m, buf, bytes)) {
+        strata_big_free(buf, bytes);
         strata_log_error("model_load: out of memory for '%s' (%zu bytes)", what, bytes);
         return NULL;
     }
-    m->owned[m->n_owned++] = (struct strata_owned){buf, bytes};
     return buf;
 }
 
-// Give the last owned buffer back (the backend copied it).
+// Give the last buffer own_alloc returned back (the backend copied it: a backend with the arena
+// keeps host memory as its views and copies none).
 static void own_drop_last(struct strata_model *m)
 {
+    STRATA_ASSERT(!m->arena);
     struct strata_owned *o = &m->owned[--m->n_owned];
     strata_big_free(o->p, o->bytes);
 }
@@ -182,17 +220,21 @@ int strata_model_load_transposed(struct strata_model *m, const char *name, const
     int rc = find_f32(m, name, &sp, &t);
     if (rc || !t) return rc;
     const uint64_t n_in = sp->ne[0], n_out = sp->ne[1];
-    float *src = NULL;
-    if ((rc = read_tensor(m, t, (void **)&src))) return rc;
+    float *src = malloc(t->n_bytes ? t->n_bytes : 1);  // the file's layout, not kept
+    if (!src) return STRATA_ENOMEM;
+    if ((rc = strata_gguf_read_tensor(m->file, t, 0, src, t->n_bytes))) {
+        free(src);
+        return rc;
+    }
     float *tr = own_alloc(m, (size_t)n_in * n_out * sizeof(float), name);
-    if (!tr) return STRATA_ENOMEM;
+    if (!tr) {
+        free(src);
+        return STRATA_ENOMEM;
+    }
+    m->dense_bytes += t->n_bytes;
     for (uint64_t o = 0; o < n_out; o++)
         for (uint64_t i = 0; i < n_in; i++) tr[i * n_out + o] = src[o * n_in + i];
-    // the file's layout is not needed any more: drop it (it is the owned buffer before tr)
-    struct strata_owned last = m->owned[m->n_owned - 1];
-    m->n_owned--;
-    own_drop_last(m);
-    m->owned[m->n_owned++] = last;
+    free(src);
     const struct strata_mat host = {tr, STRATA_TYPE_F32, (uint32_t)n_out, (uint32_t)n_in, n_out * sizeof(float)};
     struct strata_mat view;
     if ((rc = make_view(m, &host, &view))) return rc;
@@ -291,6 +333,7 @@ int strata_model_load(struct strata_model **out, const char *path, struct strata
     // the loaders take every tensor's shape from the schema (optional q/k norms included)
     const struct strata_schema_opts so = {.qk_norm = true};
     if (rc == 0) rc = strata_schema_build(&m->hp, &so, &m->schema);
+    if (rc == 0) arena_open(m);
     if (rc == 0) rc = load_arch(m);
     if (rc) {
         strata_model_free(m);
@@ -319,3 +362,19 @@ const struct strata_gguf_file *strata_model_file(const struct strata_model *m) {
 struct strata_gguf_file *strata_model_file_rw(struct strata_model *m) { return m->file; }
 const struct strata_expert_layout *strata_model_expert_layout(const struct strata_model *m) { return &m->layout; }
 uint64_t strata_model_dense_bytes(const struct strata_model *m) { return m->dense_bytes; }
+
+void strata_model_mem_info(const struct strata_model *m, struct strata_model_mem *out)
+{
+    *out = (struct strata_model_mem){.arena_used = m->arena_used, .arena_cap = m->arena ? m->arena_cap : 0, .aligned = true};
+    for (size_t i = 0; i < m->n_views; i++) {
+        const struct strata_mat *v = &m->views[i];
+        const uint64_t bytes = (uint64_t)v->row_bytes * v->n_out;
+        const char *p = v->data;
+        if (m->arena && p >= m->arena && p < m->arena + m->arena_used) {
+            out->views_in_arena += bytes;
+            out->aligned &= ((uintptr_t)p & 63) == 0;
+        } else {
+            out->views_outside += bytes;
+        }
+    }
+}

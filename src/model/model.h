@@ -24,5 +24,14 @@ struct strata_gguf_file *strata_model_file_rw(struct strata_model *m);   // for 
 // The routed experts' layout in the file (borrowed until strata_model_free).
 const struct strata_expert_layout *strata_model_expert_layout(const struct strata_model *m);
 uint64_t strata_model_dense_bytes(const struct strata_model *m);   // resident non-expert weights
+// Where the dense weights' host bytes are (model.c's arena): the arena's bytes used and mapped (0
+// without one), and the backend views' bytes inside and outside it (a backend that copied them
+// to its own memory has them all outside); `aligned`: every view inside starts 64-byte aligned.
+struct strata_model_mem {
+    size_t arena_used, arena_cap;
+    uint64_t views_in_arena, views_outside;
+    bool aligned;
+};
+void strata_model_mem_info(const struct strata_model *m, struct strata_model_mem *out);
 
 #endif

@@ -121,6 +121,10 @@ struct strata_model {
     uint64_t dense_bytes;
     struct strata_owned *owned;   // freed with the model
     size_t n_owned, cap_owned;
+    // Host-memory backends (the CPU's views are these bytes): the dense tensors packed into one
+    // mapping on huge pages (model.c, own_alloc), the first owned buffer; NULL: one buffer each
+    char *arena;
+    size_t arena_used, arena_cap;
     struct strata_mat *views;     // every backend view, released with the model
     size_t n_views, cap_views;
 };
