@@ -41,6 +41,14 @@ if [ -n "$cg" ]; then echo "cgroup: $cg"
 elif [ -z "${STRATA_TEST_SHORT:-}" ]; then echo "no memory cgroup here (not root, or no controller): RSS only"
 fi
 
+# Under AddressSanitizer its shadow of what the run allocates and its quarantine of what it frees
+# (the pass scratch, each session's state) grow the process past what the engine accounts: on
+# 2026-12-07 the ASan build's peak went 29 MiB further above its bound than the plain build's
+# (-2.8 against -26.0 MiB on "3 sequences", the same expert cache), so 32 MiB more is allowed
+# there; the plain build (and the cgroup runs, which the sanitizer pass leaves out) keep the bound.
+san_mib=0
+grep -qa __asan_init "$STRATA_BIN" && san_mib=32 && echo "AddressSanitizer build: $san_mib MiB allowed over each bound"
+
 # run NAME MIB ARGS...: peak RSS within MIB, and under a cgroup of MIB not killed
 check() {
     local name=$1 mib=$2; shift 2
@@ -51,7 +59,7 @@ check() {
     cache=$(echo "$js" | sed -n 's/.*"cache_mib":[^0-9]*\([0-9.]*\).*/\1/p' | head -n 1)
     printf '%-34s bound %5d MiB  peak RSS %7.1f MiB  margin %6.1f MiB  expert cache %7.1f MiB\n' \
         "$name" "$mib" "$peak" "$(echo "$mib - $peak" | bc)" "${cache:-0}"
-    if [ "$(echo "$peak > $mib" | bc)" = 1 ]; then echo "FAIL $name: peak RSS over the bound"; fail=1; fi
+    if [ "$(echo "$peak > $mib + $san_mib" | bc)" = 1 ]; then echo "FAIL $name: peak RSS over the bound"; fail=1; fi
     if [ -n "$cg" ]; then
         echo $((mib << 20)) > "$cg/$lim"
         bash -c "echo \$\$ > '$cg/cgroup.procs'; exec \"\$0\" \"\$@\"" "$STRATA_BIN" eval -m "$m" --mem-mib "$mib" \

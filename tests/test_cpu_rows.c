@@ -199,6 +199,49 @@ static bool same_norm(const float *x, uint32_t n)
     return true;
 }
 
+// SwiGLU's SiLU (ops.h: ggml_v_silu of the AVX-512 builds) in the AVX2 and AVX-512 loops against
+// the scalar function, element by element, over x from -130 to 130 in steps of 2^-7 (the polynomial,
+// the powers past the normal floats: e^-x subnormal from x = 87.3, infinite below x = -88.7) and
+// signed zeros; and that the polynomial is not libm's (x / (1 + expf(-x)) rounds otherwise on
+// about a fifth of the points; the parity tests hold the polynomial to llama.cpp's own values).
+static void silu_case(void)
+{
+    const int f0 = g_failures;
+    const size_t n = 2 * 130 * 128 + 3;
+    float *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u), *ys = malloc(n * sizeof *ys), *yv = malloc(n * sizeof *yv);
+    for (size_t i = 0; i + 3 < n; i++) g[i] = -130.0f + (float)i / 128.0f, u[i] = 1.0f + (float)(i % 7) / 8.0f;
+    g[n - 3] = 0.0f, g[n - 2] = -0.0f, g[n - 1] = 1e-30f, u[n - 3] = u[n - 2] = u[n - 1] = 1.0f;
+    for (size_t i = 0; i < n; i++) ys[i] = strata_silu(g[i]) * u[i];
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    for (int k = 0; k < 4; k++) {  // AVX2, AVX-512, each with u and without (silu alone)
+        if (!(k & 1 ? avx512 : avx2)) continue;
+        const float *uk = k < 2 ? u : NULL;
+        if (!uk)
+            for (size_t i = 0; i < n; i++) ys[i] = strata_silu(g[i]);
+        memset(yv, 0, n * sizeof *yv);
+        (k & 1 ? strata_swiglu_avx512 : strata_swiglu_avx2)(yv, g, uk, n);
+        size_t bad = 0, first = n;
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&ys[i], &yv[i], sizeof(float)) != 0) bad++, first = first < n ? first : i;
+        CHECK(bad == 0, "%s %s: %zu of %zu elements differ from the scalar SiLU (first x = %g: %a against %a)",
+              uk ? "swiglu" : "silu", k & 1 ? "avx512" : "avx2", bad, n, first < n ? g[first] : 0.0f,
+              first < n ? yv[first] : 0.0f, first < n ? ys[first] : 0.0f);
+    }
+    // where x / (1 + expf(-x)) rounds otherwise
+    size_t differ = 0;
+    for (size_t i = 0; i + 3 < n; i++) {
+        const float libm = g[i] / (1.0f + expf(-g[i]));
+        differ += memcmp(&libm, &(float){strata_silu(g[i])}, sizeof(float)) != 0;
+    }
+    CHECK(differ > 0, "the polynomial SiLU differs from libm's somewhere in the sweep");
+    CHECK(strata_silu(0.0f) == 0.0f && strata_silu(-200.0f) == -0.0f && strata_silu(200.0f) == 200.0f,
+          "silu(0) %g, silu(-200) %g, silu(200) %g", strata_silu(0.0f), strata_silu(-200.0f), strata_silu(200.0f));
+    free(g), free(u), free(ys), free(yv);
+    printf("     silu: the polynomial's bits differ from libm's on %zu of %zu points of the sweep\n", differ, n - 3);
+    case_result("SiLU and SwiGLU: the AVX2 and AVX-512 loops give the scalar function's bits from -130 to 130", f0);
+}
+
 static void mean_sq_case(void)
 {
     const int f0 = g_failures;
@@ -289,6 +332,7 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--bench-pool") == 0) return bench_pool(argc >= 3 ? atoi(argv[2]) : 0);
     mean_sq_case();
+    silu_case();
     static const char *const names[N_OUT] = {"rmsnorm", "rope", "rope M-RoPE", "rope YaRN", "swiglu", "swiglu_oai",
                                              "add", "moe_combine", "moe_combine + shared", "mm rounding"};
     for (int pass = 0; pass < 2; pass++) {

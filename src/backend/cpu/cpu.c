@@ -424,7 +424,7 @@ static void swiglu_rows(const struct rows_job *j, int r0, int r1, int ith)
 {
     (void)ith;
     const size_t i0 = (size_t)r0 * 64, i1 = (size_t)r1 * 64 < j->len ? (size_t)r1 * 64 : j->len;
-    for (size_t i = i0; i < i1; i++) j->y[i] = strata_silu(j->g[i]) * j->u[i];
+    strata_swiglu_rows(j->c->k->isa, j->y + i0, j->g + i0, j->u + i0, i1 - i0);
 }
 
 static void swiglu_oai_rows(const struct rows_job *j, int r0, int r1, int ith)

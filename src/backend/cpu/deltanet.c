@@ -95,6 +95,7 @@ struct conv_job {
     uint32_t C, K1, d, nk;
     int n_tok;
     float eps;
+    enum strata_isa isa;   // the SiLU loops' level (the same bits at every level)
     atomic_int next;
 };
 
@@ -121,7 +122,7 @@ static void conv_worker(void *arg, int ith, int nth)
                     const float *tap = j->taps + (size_t)k * C + c0;
                     for (uint32_t c = 0; c < d; c++) out[c] += x[c] * tap[c];
                 }
-                for (uint32_t c = 0; c < d; c++) out[c] = strata_silu(out[c]);
+                strata_swiglu_rows(j->isa, out, out, NULL, d);
                 if (c0 < 2 * j->nk * d) l2_norm(out, d, j->eps);
             }
             // history row i <- window input n + i (a later history row, or a token), rows in order
@@ -146,6 +147,7 @@ struct rec_job {
     float eps;
     int n_tok;
     bool tiled;            // value head h reads key head h % nk (else h / r)
+    enum strata_isa isa;
     atomic_int next;
 };
 
@@ -181,7 +183,7 @@ static void rec_worker(void *arg, int ith, int nth)
                 float *o = j->out + (size_t)t * nv * d + (size_t)h * d;
                 const float *z = j->z + (size_t)t * nv * d + (size_t)h * d;
                 strata_rmsnorm(o, o, j->norm, d, j->eps);
-                for (uint32_t i = 0; i < d; i++) o[i] *= strata_silu(z[i]);
+                strata_swiglu_rows(j->isa, o, z, o, d);  // o * silu(z): the same product
             }
         }
     }
@@ -220,14 +222,14 @@ void strata_cpu_deltanet(struct strata_pool *pool, enum strata_isa isa, const st
         const size_t t0 = (size_t)sq->tok0;
         struct conv_job cj = {.qkv = op->qkv + t0 * C, .conv_out = conv_out + t0 * C, .taps = op->conv_taps,
                               .hist = sq->conv + (size_t)op->rs_slot * C * K1, .C = C, .K1 = K1, .d = d, .nk = nk,
-                              .n_tok = sq->n_tok, .eps = op->eps};
+                              .n_tok = sq->n_tok, .eps = op->eps, .isa = isa};
         atomic_init(&cj.next, 0);
         strata_pool_run(pool, conv_worker, &cj);
         struct rec_job rj = {.head = head, .S = sq->ssm + (size_t)op->rs_slot * nv * d * d,
                              .conv_out = conv_out + t0 * C, .beta = beta + t0 * nv, .decay = decay + t0 * nv,
                              .z = op->z + t0 * nv * d, .out = op->out + t0 * nv * d, .norm = op->norm,
                              .C = C, .d = d, .nv = nv, .nk = nk, .eps = op->eps, .n_tok = sq->n_tok,
-                             .tiled = op->kv_tiled};
+                             .tiled = op->kv_tiled, .isa = isa};
         atomic_init(&rj.next, 0);
         strata_pool_run(pool, rec_worker, &rj);
     }

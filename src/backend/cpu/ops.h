@@ -10,6 +10,7 @@
 #include "backend/cpu/pool.h"
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
+#include "util/ggml_float.h"
 
 // One product of a batch: y[y_row(t)][0..n_out) = W · act[x_row(t)] for t in 0..n_tok.
 struct strata_mm_job {
@@ -63,6 +64,21 @@ void strata_axpy_row_avx2(float *acc, const float *d, float w, uint32_t n);
 void strata_add_rows2_avx2(float *x, const float *acc, const float *sh, uint32_t n);
 void strata_rope_apply_avx2(float *x, const float *cs, uint32_t n_rot);
 void strata_rmsnorm_avx2(float *y, const float *x, const float *w, uint32_t n, float eps);
-static inline float strata_silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+// SiLU as ggml's vector paths compute it on the AVX-512 builds (ggml_v_silu: x / (1 + e^(0 - x))
+// with the polynomial exp of util/ggml_float.h), which every FFN row of llama.cpp's takes (their
+// widths are multiples of 16; only a row's last n mod 16 elements take libm's expf there). The
+// AVX2 and AVX-512 loops below give these bits too, so every ISA level gives the same SwiGLU.
+static inline float strata_silu(float x) { return x / (1.0f + ggml_vexpf16(0.0f - x)); }
+// y = silu(g) * u over n elements (u NULL: silu(g)), the bits of strata_silu, y may be g or u
+// (rows_avx2.c, ops_ext_avx512.c); strata_swiglu_rows takes the loop of the CPU's level.
+void strata_swiglu_avx2(float *y, const float *g, const float *u, size_t n);
+void strata_swiglu_avx512(float *y, const float *g, const float *u, size_t n);
+static inline void strata_swiglu_rows(enum strata_isa isa, float *y, const float *g, const float *u, size_t n)
+{
+    if (isa >= STRATA_ISA_AVX512) strata_swiglu_avx512(y, g, u, n);
+    else if (isa >= STRATA_ISA_AVX2) strata_swiglu_avx2(y, g, u, n);
+    else
+        for (size_t i = 0; i < n; i++) y[i] = u ? strata_silu(g[i]) * u[i] : strata_silu(g[i]);
+}
 
 #endif

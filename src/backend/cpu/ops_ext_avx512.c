@@ -5,6 +5,12 @@
 #endif
 #include "backend/cpu/ops_ext_impl.h"
 
+#include <immintrin.h>
+#include <math.h>
+
+#include "backend/cpu/ops.h"
+#include "backend/cpu/vexp_avx512.h"
+
 void strata_hadamard_apply_avx512(float *y, const float *x, const float *h, uint32_t n, int rows_per_slice)
 {
     ops_ext_hadamard_body(y, x, h, n, rows_per_slice, 16);
@@ -14,4 +20,17 @@ void strata_indexer_scores_avx512(float *score, const float *q, const float *w, 
                               const float *k, size_t k_stride, int n_kv)
 {
     ops_ext_indexer_body(score, q, w, n_head, d, k, k_stride, n_kv, 16);
+}
+
+// ggml_v_silu of the AVX-512 builds, times u (NULL: none): the bits of strata_silu (ops.h).
+void strata_swiglu_avx512(float *y, const float *g, const float *u, size_t n)
+{
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i);
+        const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, vexpf16(_mm512_sub_ps(zero, x))));
+        _mm512_storeu_ps(y + i, u ? _mm512_mul_ps(s, _mm512_loadu_ps(u + i)) : s);
+    }
+    for (; i < n; i++) y[i] = u ? strata_silu(g[i]) * u[i] : strata_silu(g[i]);
 }

@@ -90,3 +90,35 @@ void strata_rmsnorm_avx2(float *y, const float *x, const float *w, uint32_t n, f
         _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
     for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
+
+// ggml_vexpf16's operations 8 lanes at a time (fused multiply-adds where it has fmaf; the
+// polynomial of vexp_avx512.h, which AVX2 code cannot include), 2^n built in the exponent bits;
+// lanes whose n is past the normal powers (|x| above about 87) take the scalar function, which
+// splits the power as vscalefps rounds. u NULL: silu(g) alone.
+void strata_swiglu_avx2(float *y, const float *g, const float *u, size_t n)
+{
+    const __m256 r = _mm256_set1_ps(0x1.8p23f), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    const __m256 lim = _mm256_set1_ps(126.0f), absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i), xn = _mm256_sub_ps(zero, x);
+        const __m256 z = _mm256_fmadd_ps(xn, _mm256_set1_ps(0x1.715476p+0f), r);
+        const __m256 nn = _mm256_sub_ps(z, r);
+        const __m256 b = _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                          _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.62e4p-1f), xn));
+        const __m256 uu = _mm256_mul_ps(b, b);
+        const __m256 j = _mm256_fmadd_ps(
+            _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), uu,
+                            _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+            uu, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, one));
+        if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(nn, absm), lim, _CMP_NLE_UQ))) {
+            for (size_t k = i; k < i + 8; k++) y[k] = u ? strata_silu(g[k]) * u[k] : strata_silu(g[k]);
+            continue;
+        }
+        const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+        const __m256 ex = _mm256_mul_ps(j, _mm256_castsi256_ps(e));
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, ex));
+        _mm256_storeu_ps(y + i, u ? _mm256_mul_ps(s, _mm256_loadu_ps(u + i)) : s);
+    }
+    for (; i < n; i++) y[i] = u ? strata_silu(g[i]) * u[i] : strata_silu(g[i]);
+}
