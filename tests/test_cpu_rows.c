@@ -17,6 +17,7 @@
 #include "quant/quant.h"
 
 #include "check.h"
+#include "util/time.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 
@@ -312,15 +313,13 @@ static int bench_pool(int threads)
     const int R = 20000;
     for (int k = 0; k < 2; k++) {
         struct claim_job j = {.n = 768};
-        struct timespec t0, t1;
         for (int r = 0; r < 1000; r++) strata_pool_run(p, empty_fn, NULL);  // warm: the workers spinning
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        const double t0 = strata_now();
         for (int r = 0; r < R; r++) {
             if (k == 1) atomic_store_explicit(&j.next, 0, memory_order_relaxed);
             strata_pool_run(p, k ? claim_fn : empty_fn, k ? (void *)&j : NULL);
         }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        const double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3 / R;
+        const double us = (strata_now() - t0) * 1e6 / R;
         printf("pool %d threads: %.2f us a run (%s)\n", strata_pool_size(p), us,
                k ? "768 empty items claimed guided" : "empty");
     }

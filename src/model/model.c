@@ -31,8 +31,8 @@ static int own_push(struct strata_model *m, void *p, size_t bytes)
 // (strata_big_alloc), which the tensors fill in load order, 64-byte aligned; its untouched end
 // holds no memory. A mapping per tensor put those under 2 MiB (k and v, routers, norms: 2.2 MB a
 // layer of the qwen3-30b-a3b shape in Q4_K) on 4 KiB pages, where a decode step's reads miss the
-// TLB at every page, and rounded each larger one up to whole huge pages (1.3 MB more for each of
-// q and o). STRATA_DENSE_ARENA=0: a mapping per tensor (comparisons).
+// TLB at every page, and rounded each larger one up to whole huge pages (1.5 MiB of memory for
+// nothing for each of q and o, whose 4.5 MiB end inside a third huge page). STRATA_DENSE_ARENA=0: a mapping per tensor (comparisons).
 static void arena_open(struct strata_model *m)
 {
     const char *env = getenv("STRATA_DENSE_ARENA");
@@ -365,7 +365,7 @@ uint64_t strata_model_dense_bytes(const struct strata_model *m) { return m->dens
 
 void strata_model_mem_info(const struct strata_model *m, struct strata_model_mem *out)
 {
-    *out = (struct strata_model_mem){.arena_used = m->arena_used, .arena_cap = m->arena ? m->arena_cap : 0, .aligned = true};
+    *out = (struct strata_model_mem){.arena_used = m->arena_used, .arena_cap = m->arena_cap, .aligned = true};
     for (size_t i = 0; i < m->n_views; i++) {
         const struct strata_mat *v = &m->views[i];
         const uint64_t bytes = (uint64_t)v->row_bytes * v->n_out;

@@ -73,12 +73,15 @@ static inline float strata_silu(float x) { return x / (1.0f + ggml_vexpf16(0.0f 
 // (rows_avx2.c, ops_ext_avx512.c); strata_swiglu_rows takes the loop of the CPU's level.
 void strata_swiglu_avx2(float *y, const float *g, const float *u, size_t n);
 void strata_swiglu_avx512(float *y, const float *g, const float *u, size_t n);
+static inline void strata_swiglu_scalar(float *y, const float *g, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = u ? strata_silu(g[i]) * u[i] : strata_silu(g[i]);
+}
 static inline void strata_swiglu_rows(enum strata_isa isa, float *y, const float *g, const float *u, size_t n)
 {
     if (isa >= STRATA_ISA_AVX512) strata_swiglu_avx512(y, g, u, n);
     else if (isa >= STRATA_ISA_AVX2) strata_swiglu_avx2(y, g, u, n);
-    else
-        for (size_t i = 0; i < n; i++) y[i] = u ? strata_silu(g[i]) * u[i] : strata_silu(g[i]);
+    else strata_swiglu_scalar(y, g, u, n);
 }
 
 #endif

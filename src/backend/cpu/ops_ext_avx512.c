@@ -32,5 +32,5 @@ void strata_swiglu_avx512(float *y, const float *g, const float *u, size_t n)
         const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, vexpf16(_mm512_sub_ps(zero, x))));
         _mm512_storeu_ps(y + i, u ? _mm512_mul_ps(s, _mm512_loadu_ps(u + i)) : s);
     }
-    for (; i < n; i++) y[i] = u ? strata_silu(g[i]) * u[i] : strata_silu(g[i]);
+    strata_swiglu_scalar(y + i, g + i, u ? u + i : NULL, n - i);
 }

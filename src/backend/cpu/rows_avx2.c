@@ -112,7 +112,7 @@ void strata_swiglu_avx2(float *y, const float *g, const float *u, size_t n)
                             _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
             uu, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, one));
         if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(nn, absm), lim, _CMP_NLE_UQ))) {
-            for (size_t k = i; k < i + 8; k++) y[k] = u ? strata_silu(g[k]) * u[k] : strata_silu(g[k]);
+            strata_swiglu_scalar(y + i, g + i, u ? u + i : NULL, 8);
             continue;
         }
         const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
@@ -120,5 +120,5 @@ void strata_swiglu_avx2(float *y, const float *g, const float *u, size_t n)
         const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, ex));
         _mm256_storeu_ps(y + i, u ? _mm256_mul_ps(s, _mm256_loadu_ps(u + i)) : s);
     }
-    for (; i < n; i++) y[i] = u ? strata_silu(g[i]) * u[i] : strata_silu(g[i]);
+    strata_swiglu_scalar(y + i, g + i, u ? u + i : NULL, n - i);
 }
