@@ -8,7 +8,8 @@
 # of each side, e.g. A=B=.deps/bin/strata ENV_A=STRATA_CUDA_MV_ROWS=1: one binary, a switch), ARGS_A, ARGS_B (more
 # strata run flags for one side, e.g. ARGS_B="--warmup 1"), TYPE (Q4_K), LAYERS (48),
 # PROMPT (512), GEN (128), REPS (3), ARGS (more strata run flags for both), WORK (the model's folder: a
-# model already there, e.g. cuda_vram.sh's WORK=/tmp/cv, is used as it is).
+# model already there, e.g. cuda_vram.sh's WORK=/tmp/cv, is used as it is), ARCH and PRESET (another
+# shape: e.g. ARCH=glm4moe PRESET=glm-4.5-air LAYERS=12; the file is then named after the preset).
 set -u
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -17,8 +18,9 @@ out=${OUT:-/tmp/out}; mkdir -p "$out"
 a=${A:-.deps/bin/strata_a} b=${B:-.deps/bin/strata_b}
 type=${TYPE:-Q4_K} layers=${LAYERS:-48} P=${PROMPT:-512} G=${GEN:-128}
 w=${WORK:-/tmp/ab}; mkdir -p "$w"
-m="$w/q3-30b-$type.gguf"
-[ -f "$m" ] || "$a" synth --arch qwen3moe --preset qwen3-30b-a3b --layers "$layers" --type "$type" -o "$m" --no-progress ||
+arch=${ARCH:-qwen3moe} preset=${PRESET:-qwen3-30b-a3b}
+m="$w/q3-30b-$type.gguf"; [ "$preset" = qwen3-30b-a3b ] || m="$w/$preset-L$layers-$type.gguf"
+[ -f "$m" ] || "$a" synth --arch "$arch" --preset "$preset" --layers "$layers" --type "$type" -o "$m" --no-progress ||
     { echo "synth failed"; exit 1; }
 python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(1, 1000)) for _ in range($P)))" > "$w/prompt.txt"
 for i in $(seq "${REPS:-3}"); do
