@@ -44,6 +44,18 @@ struct strata_mat {
     uint64_t row_bytes;
 };
 
+// Whether a and b have the same format and shape (their weights may differ).
+static inline bool strata_mat_same_shape(const struct strata_mat *a, const struct strata_mat *b)
+{
+    return a->type == b->type && a->n_in == b->n_in && a->n_out == b->n_out && a->row_bytes == b->row_bytes;
+}
+
+// Whether a and b are the same matrix: the same weights in the same format and shape.
+static inline bool strata_mat_same(const struct strata_mat *a, const struct strata_mat *b)
+{
+    return a->data == b->data && strata_mat_same_shape(a, b);
+}
+
 // One product of an mm call: y[y_row(t)][0..w.n_out) = W · x[x_row(t)] for t in 0..n_tok, where
 // x_row(t) = x_rows ? x_rows[t] : t and likewise y_row. x holds float rows; the backend rounds
 // them to the weight type's dot format itself (ggml's vec_dot_type on the CPU), once per distinct

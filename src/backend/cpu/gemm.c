@@ -603,12 +603,6 @@ static const void *act_row(const struct strata_mm_job *j, int t)
     return (const char *)j->xq + (size_t)xr * j->xq_stride;
 }
 
-static bool same_matrix(const struct strata_mat *a, const struct strata_mat *b)
-{
-    return a->data == b->data && a->type == b->type && a->n_in == b->n_in && a->n_out == b->n_out &&
-           a->row_bytes == b->row_bytes;
-}
-
 static bool same_activations(const struct strata_mm_job *a, const struct strata_mm_job *b, const struct job_plan *pa,
                              const struct job_plan *pb)
 {
@@ -810,7 +804,7 @@ int strata_gemm_run(struct strata_gemm *g, struct strata_pool *pool, const struc
         }
         p->item0 = n_items;
         p->n_unit = 1;
-        if (p->small && lead >= 0 && same_matrix(&jobs[lead].w, &jobs[j].w)) {
+        if (p->small && lead >= 0 && strata_mat_same(&jobs[lead].w, &jobs[j].w)) {
             plan[lead].n_unit++;  // its tokens go with the leader's, on the leader's items
             p->n_unit = 0;
             continue;

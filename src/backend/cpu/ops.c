@@ -19,12 +19,6 @@ struct mm_batch {
     atomic_int next;
 };
 
-static bool same_matrix(const struct strata_mat *a, const struct strata_mat *b)
-{
-    return a->data == b->data && a->type == b->type && a->n_in == b->n_in && a->n_out == b->n_out &&
-           a->row_bytes == b->row_bytes;
-}
-
 static void mm_worker(void *arg, int ith, int nth)
 {
     (void)ith;
@@ -84,7 +78,7 @@ void strata_mm_run(struct strata_pool *pool, const struct strata_kernels *k,
     uint64_t rows = 0;
     for (int j = 0; j < n_jobs; j++) {
         STRATA_ASSERT(k->vec_dot[jobs[j].w.type] != NULL);
-        if (j == 0 || !same_matrix(&jobs[j].w, &jobs[j - 1].w)) {
+        if (j == 0 || !strata_mat_same(&jobs[j].w, &jobs[j - 1].w)) {
             b.unit_job[b.n_units++] = j;
             rows += jobs[j].w.n_out;
         }
